@@ -1,0 +1,34 @@
+"""minitorch_amp: a small, readable deep-learning engine built for Automatic Mixed Precision."""
+
+from .autograd import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd.creation import (
+    arange,
+    full,
+    full_like,
+    normal,
+    ones,
+    ones_like,
+    rand,
+    randint,
+    randn,
+    seed,
+    to_tensor,
+    uniform,
+    zeros,
+    zeros_like,
+)
+from .backend import Place, get_device, is_compiled_with_cuda, set_device
+from .backend.dtypes import (
+    bool_,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    int32,
+    int64,
+    set_default_dtype,
+)
+
+bool = bool_  # noqa: A001 - Paddle exposes paddle.bool
+
+__version__ = "0.1.0"

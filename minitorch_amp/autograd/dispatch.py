@@ -1,0 +1,65 @@
+"""``apply``: the single point every op runs through.
+
+It unwraps tensors into arrays, runs the op's forward, wraps the result, and, when any input
+needs a gradient and grad mode is on, records a :class:`Node` so backward can find its way.
+AMP casting, operator statistics and NaN/Inf checks hook in here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from .grad_mode import _enabled
+from .op import Context, Op
+from .tensor import Tensor
+
+
+class Node:
+    """One recorded op application: the op, what its forward saved, and the inputs to grad.
+
+    ``inputs`` holds, per positional input, the Tensor when it needs a gradient, else None.
+    After a backward without ``retain_graph`` the node is freed: ``ctx`` and ``inputs`` are
+    dropped so the saved arrays can be reclaimed at once.
+    """
+
+    __slots__ = ("op", "ctx", "inputs", "freed")
+
+    def __init__(self, op: type[Op], ctx: Context, inputs: tuple):
+        self.op = op
+        self.ctx = ctx
+        self.inputs = inputs
+        self.freed = False
+
+    def free(self) -> None:
+        self.ctx = None
+        self.inputs = None
+        self.freed = True
+
+    def __repr__(self) -> str:
+        return f"<Node {self.op.name}{' (freed)' if self.freed else ''}>"
+
+
+def apply(op: type[Op], *inputs, **attrs) -> Tensor:
+    """Run ``op`` on ``inputs`` (Tensors or plain constants) and record it for backward.
+
+    Only floating results are recorded; an op whose result is integer or bool (a comparison,
+    an argmax) returns a tensor with ``stop_gradient=True``.
+    """
+    grad_on = _enabled.get()
+    record = False
+    arrays = []
+    for x in inputs:
+        if isinstance(x, Tensor):
+            arrays.append(x._data)
+            if grad_on and not x.stop_gradient:
+                record = True
+        else:
+            arrays.append(x)
+    ctx = Context()
+    out = Tensor._wrap(op.forward(ctx, *arrays, **attrs))
+    if record and out._data.dtype.kind == "f":
+        out._node = Node(
+            op,
+            ctx,
+            tuple(x if isinstance(x, Tensor) and not x.stop_gradient else None for x in inputs),
+        )
+        out.stop_gradient = False
+    return out

@@ -1,0 +1,112 @@
+"""Reverse-mode differentiation: walk the recorded graph from a result back to its leaves.
+
+Paddle semantics: gradients accumulate into each leaf's ``.grad`` across ``backward()`` calls
+until ``clear_grad()``; intermediate results keep no ``.grad``; the graph is freed after
+backward unless ``retain_graph=True``.
+"""
+
+from __future__ import annotations
+
+from ..backend.primitives import unbroadcast
+from .tensor import Tensor
+
+
+def _topological_order(root) -> list:
+    """Nodes reachable from ``root``, each before every node that feeds it (no recursion).
+
+    Raises before any gradient is touched if a node was freed by an earlier backward.
+    """
+    order, visited = [], set()
+    stack = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        if finished:
+            order.append(node)
+            continue
+        if node in visited:
+            continue
+        if node.freed:
+            raise RuntimeError(
+                f"backward through a graph that was already freed (op {node.op.name!r}). "
+                "The first backward() freed it to save memory; pass retain_graph=True to the "
+                "first backward() call if you need to differentiate the same graph again."
+            )
+        visited.add(node)
+        stack.append((node, True))
+        for t in node.inputs:
+            if t is not None and t._node is not None and t._node not in visited:
+                stack.append((t._node, False))
+    order.reverse()
+    return order
+
+
+def _conform(grad, tensor: Tensor):
+    """Bring ``grad`` to ``tensor``'s shape (un-broadcast) and dtype."""
+    data = tensor._data
+    if grad.shape != data.shape:
+        grad = unbroadcast(grad, data.shape)
+    if grad.dtype != data.dtype:
+        grad = grad.astype(data.dtype)
+    return grad
+
+
+def _accumulate_leaf(leaf: Tensor, grad, owned: bool) -> None:
+    """Add ``grad`` into ``leaf.grad`` in place; copy first if ``grad`` may be shared."""
+    if leaf._grad is None:
+        leaf._grad = Tensor._wrap(grad if owned else grad.copy())
+    else:
+        leaf._grad._data += grad
+
+
+def _initial_grad(root: Tensor, grad_tensor):
+    data = root._data
+    if grad_tensor is None:
+        if data.size != 1:
+            raise RuntimeError(
+                f"backward() on a tensor of shape {list(data.shape)} needs grad_tensor: the "
+                "gradient is only implied for a single-element result. Reduce it first "
+                "(loss.mean(), loss.sum()) or pass grad_tensor of the same shape."
+            )
+        return Tensor._xp_of(data).ones_like(data)
+    g = grad_tensor._data if isinstance(grad_tensor, Tensor) else grad_tensor
+    g = Tensor._xp_of(data).asarray(g)
+    if g.shape != data.shape:
+        raise ValueError(
+            f"grad_tensor has shape {list(g.shape)} but the tensor has shape {list(data.shape)}; "
+            "they must be equal"
+        )
+    return g.astype(data.dtype, copy=False)
+
+
+def backward(root: Tensor, grad_tensor=None, retain_graph: bool = False) -> None:
+    """Accumulate d(root)/d(leaf) into ``leaf.grad`` for every leaf that needs a gradient."""
+    if root.stop_gradient:
+        raise RuntimeError(
+            "backward() on a tensor with stop_gradient=True: nothing it depends on needs a "
+            "gradient. Set stop_gradient=False on the inputs (parameters have it already) "
+            "and make sure the computation did not run under no_grad()."
+        )
+    seed = _initial_grad(root, grad_tensor)
+    if root._node is None:  # a leaf: d(root)/d(root) = seed
+        _accumulate_leaf(root, seed, owned=False)
+        return
+    order = _topological_order(root._node)
+    grads = {root._node: seed}
+    for node in order:
+        grad = grads.pop(node, None)
+        if grad is not None:
+            in_grads = node.op.backward(node.ctx, grad)
+            if not isinstance(in_grads, tuple):
+                in_grads = (in_grads,)
+            for t, g in zip(node.inputs, in_grads):
+                if t is None or g is None:
+                    continue
+                g = _conform(g, t)
+                parent = t._node
+                if parent is None:
+                    _accumulate_leaf(t, g, owned=g is not grad and g.base is None)
+                else:
+                    previous = grads.get(parent)
+                    grads[parent] = g if previous is None else previous + g
+        if not retain_graph:
+            node.free()

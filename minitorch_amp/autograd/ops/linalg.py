@@ -1,0 +1,98 @@
+"""Matrix products. Both run through ``backend.primitives.matmul`` (the GEMM twin)."""
+
+from __future__ import annotations
+
+from ...backend.primitives import matmul, reduce_sum
+from ..op import WHITE, Op
+
+
+def _matmul_shapes_error(x, y, tx, ty):
+    kx = x.shape[-2] if tx and x.ndim > 1 else x.shape[-1]
+    ky = y.shape[-1] if ty and y.ndim > 1 else y.shape[0 if y.ndim == 1 else -2]
+    if kx != ky:
+        return ValueError(
+            f"matmul: shapes {list(x.shape)} (transpose_x={tx}) and {list(y.shape)} "
+            f"(transpose_y={ty}) do not match: contracted dimensions {kx} != {ky}"
+        )
+    return None
+
+
+class Matmul(Op):
+    """``op(x) @ op(y)`` with NumPy's batching; 1-D operands are vectors as in NumPy.
+
+    d/dx = g @ op(y)^T and d/dy = op(x)^T @ g (transposed back when ``op`` transposed);
+    batch dimensions that were broadcast are summed away by the engine.
+    """
+
+    name = "matmul"
+    amp = WHITE
+
+    @staticmethod
+    def forward(ctx, x, y, transpose_x=False, transpose_y=False):
+        if x.ndim == 0 or y.ndim == 0:
+            raise ValueError("matmul needs tensors with at least one dimension; use multiply")
+        error = _matmul_shapes_error(x, y, transpose_x, transpose_y)
+        if error is not None:
+            raise error
+        # Vectors become matrices so backward only ever sees matrices.
+        ctx.x_shape, ctx.y_shape = x.shape, y.shape
+        tx, ty = transpose_x and x.ndim > 1, transpose_y and y.ndim > 1
+        x2 = x.reshape(1, -1) if x.ndim == 1 else x
+        y2 = y.reshape(-1, 1) if y.ndim == 1 else y
+        out = matmul(x2, y2, tx, ty)
+        ctx.x, ctx.y, ctx.tx, ctx.ty, ctx.out_shape = x2, y2, tx, ty, out.shape
+        if x.ndim == 1 or y.ndim == 1:
+            squeezed = list(out.shape)
+            if y.ndim == 1:
+                squeezed.pop(-1)
+            if x.ndim == 1:
+                squeezed.pop(-2 if y.ndim != 1 else -1)
+            out = out.reshape(squeezed)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y, tx, ty = ctx.x, ctx.y, ctx.tx, ctx.ty
+        g = grad.reshape(ctx.out_shape)
+        # a = op(x), b = op(y); da = g @ b^T, db = a^T @ g.
+        gx = matmul(y, g, ty, True) if tx else matmul(g, y, False, not ty)
+        gy = matmul(g, x, True, tx) if ty else matmul(x, g, not tx, False)
+        if len(ctx.x_shape) == 1:
+            gx = gx.reshape(gx.shape[:-2] + (-1,)) if gx.ndim > 2 else gx.reshape(ctx.x_shape)
+        if len(ctx.y_shape) == 1:
+            gy = gy.reshape(gy.shape[:-2] + (-1,)) if gy.ndim > 2 else gy.reshape(ctx.y_shape)
+        return gx, gy
+
+
+class Linear(Op):
+    """``x @ weight + bias`` with Paddle's ``weight`` layout ``[in_features, out_features]``."""
+
+    name = "linear"
+    amp = WHITE
+
+    @staticmethod
+    def forward(ctx, x, weight, bias=None):
+        if x.shape[-1] != weight.shape[0]:
+            raise ValueError(
+                f"linear: input of shape {list(x.shape)} does not match weight of shape "
+                f"{list(weight.shape)} (weight is [in_features, out_features]; "
+                f"{x.shape[-1]} != {weight.shape[0]})"
+            )
+        ctx.x, ctx.weight, ctx.has_bias = x, weight, bias is not None
+        out = matmul(x, weight)
+        if bias is None:
+            return out
+        if out.dtype == bias.dtype:
+            out += bias  # in place: the product is a fresh array
+            return out
+        return out + bias
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.x, ctx.weight
+        gx = matmul(grad, w, False, True)
+        x2 = x.reshape(-1, x.shape[-1])
+        g2 = grad.reshape(-1, grad.shape[-1])
+        gw = matmul(x2, g2, True, False)
+        gb = reduce_sum(g2, axis=0) if ctx.has_bias else None
+        return gx, gw, gb

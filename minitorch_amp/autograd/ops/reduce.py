@@ -1,0 +1,107 @@
+"""Reductions. float16 input is summed in float32 (see ``accumulation_dtype``)."""
+
+from __future__ import annotations
+
+from ...backend import get_array_module
+from ...backend.primitives import reduce_sum
+from ..op import BLACK, GRAY, NONE, Op
+
+
+def _normalise_axes(axis, ndim):
+    """``axis`` (None, int or tuple) as a sorted tuple of non-negative axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    for a in axes:
+        if not -max(ndim, 1) <= a < max(ndim, 1):
+            raise ValueError(f"axis {a} is out of range for a tensor with {ndim} dimensions")
+    return tuple(sorted({a % max(ndim, 1) for a in axes})) if ndim else ()
+
+
+def _expand_back(grad, shape, axes, keepdim):
+    """Broadcast a reduced gradient back to the input ``shape``."""
+    xp = get_array_module(grad)
+    if not keepdim:
+        grad = grad.reshape([1 if i in axes else n for i, n in enumerate(shape)])
+    return xp.broadcast_to(grad, shape)
+
+
+class Sum(Op):
+    name = "sum"
+    amp = BLACK  # Paddle: reduce_sum
+
+    @staticmethod
+    def forward(ctx, x, axis=None, keepdim=False):
+        axes = _normalise_axes(axis, x.ndim)
+        ctx.shape, ctx.axes, ctx.keepdim = x.shape, axes, keepdim
+        if x.dtype.kind == "b":
+            return x.sum(axis=axes, keepdims=keepdim)
+        return reduce_sum(x, axis=axes, keepdims=keepdim)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _expand_back(grad, ctx.shape, ctx.axes, ctx.keepdim)
+
+
+class Mean(Op):
+    name = "mean"
+    amp = BLACK
+
+    @staticmethod
+    def forward(ctx, x, axis=None, keepdim=False):
+        axes = _normalise_axes(axis, x.ndim)
+        count = 1
+        for a in axes:
+            count *= x.shape[a]
+        ctx.shape, ctx.axes, ctx.keepdim, ctx.count = x.shape, axes, keepdim, count
+        if x.dtype.kind != "f":
+            raise TypeError(f"mean needs a floating tensor, got {x.dtype}; cast it first")
+        acc = "float32" if x.dtype == "float16" else x.dtype
+        return x.mean(axis=axes, dtype=acc, keepdims=keepdim).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _expand_back(grad / ctx.count, ctx.shape, ctx.axes, ctx.keepdim)
+
+
+class Max(Op):
+    """Maximum; the gradient is shared equally among tied maxima (it still sums to ``grad``)."""
+
+    name = "max"
+    amp = GRAY
+
+    @staticmethod
+    def forward(ctx, x, axis=None, keepdim=False):
+        if x.size == 0:
+            raise ValueError(f"max of an empty tensor (shape {list(x.shape)}) is undefined")
+        axes = _normalise_axes(axis, x.ndim)
+        out = x.max(axis=axes, keepdims=True)
+        ctx.x, ctx.out, ctx.axes, ctx.keepdim = x, out, axes, keepdim
+        return out if keepdim else out.reshape([n for i, n in enumerate(x.shape) if i not in axes])
+
+    @staticmethod
+    def backward(ctx, grad):
+        mask = ctx.x == ctx.out
+        ties = mask.sum(axis=ctx.axes, keepdims=True)
+        if not ctx.keepdim:
+            grad = grad.reshape(ctx.out.shape)
+        return mask * (grad / ties).astype(grad.dtype, copy=False)
+
+
+class ArgMax(Op):
+    """Index of the maximum (int64); not differentiable."""
+
+    name = "argmax"
+    amp = NONE
+
+    @staticmethod
+    def forward(ctx, x, axis=None, keepdim=False):
+        xp = get_array_module(x)
+        if axis is None:
+            out = xp.argmax(x.reshape(-1))
+            return out.reshape([1] * x.ndim) if keepdim else out
+        return xp.argmax(x, axis=axis, keepdims=keepdim).astype("int64", copy=False)
+
+    @staticmethod
+    def backward(ctx, grad):  # pragma: no cover - integer results are never recorded
+        return None

@@ -1,0 +1,91 @@
+"""Ops that move elements around without arithmetic: reshape, transpose, indexing."""
+
+from __future__ import annotations
+
+from ...backend import get_array_module
+from ...backend.primitives import scatter_add
+from ..op import GRAY, Op
+
+
+class Reshape(Op):
+    """Paddle's reshape: ``-1`` infers one dimension, ``0`` copies the input's dimension."""
+
+    name = "reshape"
+    amp = GRAY
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        target = [x.shape[i] if n == 0 and i < x.ndim else n for i, n in enumerate(shape)]
+        ctx.shape = x.shape
+        try:
+            return x.reshape(target)
+        except ValueError:
+            raise ValueError(
+                f"cannot reshape a tensor of shape {list(x.shape)} ({x.size} elements) "
+                f"into {list(shape)}"
+            ) from None
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.reshape(ctx.shape)
+
+
+class Transpose(Op):
+    """Permute axes by ``perm`` (reverse them when ``perm`` is None)."""
+
+    name = "transpose"
+    amp = GRAY
+
+    @staticmethod
+    def forward(ctx, x, perm=None):
+        if perm is not None and sorted(p % max(x.ndim, 1) for p in perm) != list(range(x.ndim)):
+            raise ValueError(
+                f"transpose: perm {list(perm)} is not a permutation of the {x.ndim} axes "
+                f"of a tensor of shape {list(x.shape)}"
+            )
+        ctx.perm = perm
+        return x.transpose(perm)
+
+    @staticmethod
+    def backward(ctx, grad):
+        if ctx.perm is None:
+            return grad.transpose()
+        inverse = [0] * len(ctx.perm)
+        for i, p in enumerate(ctx.perm):
+            inverse[p % len(ctx.perm)] = i
+        return grad.transpose(inverse)
+
+
+def _is_basic(index) -> bool:
+    """Basic indexing (ints, slices, None, ...) selects each element at most once."""
+    parts = index if isinstance(index, tuple) else (index,)
+    return all(isinstance(p, (int, slice)) or p is None or p is Ellipsis for p in parts)
+
+
+class GetItem(Op):
+    """``x[index]`` for basic and integer-array indexing."""
+
+    name = "getitem"
+    amp = GRAY
+
+    @staticmethod
+    def forward(ctx, x, index):
+        ctx.shape, ctx.index = x.shape, index
+        try:
+            out = x[index]
+        except IndexError as exc:
+            raise IndexError(
+                f"index {index!r} is invalid for a tensor of shape {list(x.shape)}: {exc}"
+            ) from None
+        xp = get_array_module(x)
+        return out if isinstance(out, xp.ndarray) else xp.asarray(out)
+
+    @staticmethod
+    def backward(ctx, grad):
+        xp = get_array_module(grad)
+        full = xp.zeros(ctx.shape, dtype=grad.dtype)
+        if _is_basic(ctx.index):
+            full[ctx.index] = grad
+        else:  # repeated indices must add up
+            scatter_add(full, ctx.index, grad)
+        return full

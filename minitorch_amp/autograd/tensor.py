@@ -1,0 +1,407 @@
+"""``Tensor``: an array (NumPy or CuPy) plus what autodiff needs.
+
+Paddle semantics: ``stop_gradient`` is True for data and False for parameters; the result of
+an op needs a gradient iff one of its inputs does; ``backward()`` accumulates into ``.grad``.
+Every method that computes goes through :func:`~minitorch_amp.autograd.dispatch.apply`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..backend import device as _device
+from ..backend import dtypes as _dtypes
+
+
+class Tensor:
+    """A multi-dimensional array that can record the ops applied to it.
+
+    Args:
+        data: an array, a nested list or a number.
+        dtype: float16, float32, float64, int32, int64 or bool (default: inferred; Python
+            floats become the default dtype, float32).
+        place: ``'cpu'``, ``'gpu'``, ``'gpu:N'`` or a Place (default: the current device).
+        stop_gradient: False to have ``backward()`` compute this tensor's gradient.
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> x = mt.to_tensor([1.0, 2.0], stop_gradient=False)
+        >>> (x * x).sum().backward()
+        >>> x.grad.numpy()
+        array([2., 4.], dtype=float32)
+    """
+
+    __slots__ = ("_data", "_node", "_grad", "stop_gradient", "name", "persistable", "__weakref__")
+
+    def __init__(self, data, dtype=None, place=None, stop_gradient: bool = True):
+        place = _device.current_place() if place is None else _device.parse_device(place)
+        self._data = _as_array(data, dtype, place)
+        self._node = None
+        self._grad = None
+        self.stop_gradient = bool(stop_gradient)
+        self.name = None
+        self.persistable = False
+
+    @classmethod
+    def _wrap(cls, array) -> Tensor:
+        """A tensor around ``array`` with no checks (the fast path ``apply`` uses)."""
+        if not isinstance(array, np.ndarray) and not _device.is_array(array):
+            array = np.asarray(array)  # NumPy returns scalars from 0-d maths
+        t = object.__new__(cls)
+        t._data = array
+        t._node = None
+        t._grad = None
+        t.stop_gradient = True
+        t.name = None
+        t.persistable = False
+        return t
+
+    _xp_of = staticmethod(_device.get_array_module)
+
+    # ---- properties -------------------------------------------------------------------------
+    @property
+    def data(self):
+        """The underlying NumPy or CuPy array (shares memory)."""
+        return self._data
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._data.dtype
+
+    @property
+    def shape(self) -> list[int]:
+        return list(self._data.shape)
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    def dim(self) -> int:
+        return self._data.ndim
+
+    @property
+    def size(self) -> int:
+        return int(self._data.size)
+
+    def numel(self) -> int:
+        """Number of elements."""
+        return int(self._data.size)
+
+    @property
+    def place(self) -> _device.Place:
+        return _device.place_of(self._data)
+
+    @property
+    def is_leaf(self) -> bool:
+        """True unless this tensor was computed by a recorded op."""
+        return self._node is None
+
+    @property
+    def grad(self):
+        """The accumulated gradient (a Tensor), or None before any backward."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value) -> None:
+        if value is not None:
+            value = value if isinstance(value, Tensor) else Tensor._wrap(value)
+            if value._data.shape != self._data.shape:
+                raise ValueError(
+                    f"grad of shape {value.shape} does not match the tensor's shape {self.shape}"
+                )
+        self._grad = value
+
+    def __len__(self) -> int:
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    # ---- autodiff ---------------------------------------------------------------------------
+    def backward(self, grad_tensor=None, retain_graph: bool = False) -> None:
+        """Accumulate the gradient of this tensor into ``.grad`` of every leaf it depends on.
+
+        Args:
+            grad_tensor: d(output)/d(self), required unless this tensor has one element.
+            retain_graph: keep the graph so backward can run through it again.
+        """
+        from .engine import backward
+
+        backward(self, grad_tensor, retain_graph)
+
+    def clear_grad(self, set_to_zero: bool = True) -> None:
+        """Zero ``.grad`` in place (or drop it with ``set_to_zero=False``)."""
+        if self._grad is None:
+            return
+        if set_to_zero:
+            self._grad._data[...] = 0
+        else:
+            self._grad = None
+
+    clear_gradient = clear_grad
+
+    def detach(self) -> Tensor:
+        """A tensor sharing this one's data, cut off from the graph (stop_gradient=True)."""
+        return Tensor._wrap(self._data)
+
+    # ---- conversion -------------------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """The values as a NumPy array (a copy when the tensor is on the GPU)."""
+        return _device.asnumpy(self._data)
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self.numpy()
+        return arr if dtype is None else arr.astype(dtype)
+
+    def item(self, *index):
+        """The single value as a Python number (or the value at ``index``)."""
+        if not index and self._data.size != 1:
+            raise ValueError(
+                f"item() needs a tensor with one element, this one has shape {self.shape}; "
+                "pass an index, e.g. x.item(0)"
+            )
+        return self.numpy().item(*index)
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        return bool(self.item())
+
+    def __index__(self) -> int:
+        if self._data.dtype.kind not in "iu":
+            raise TypeError(f"only integer tensors can be used as an index, not {self.dtype}")
+        return int(self.item())
+
+    def astype(self, dtype) -> Tensor:
+        """This tensor cast to ``dtype``; the cast is recorded (grads come back in our dtype)."""
+        return apply(_ops.Cast, self, dtype=_dtypes.convert_dtype(dtype))
+
+    cast = astype
+
+    def to(self, device=None, dtype=None, blocking=None) -> Tensor:
+        """A copy on ``device`` and/or in ``dtype`` (self when nothing changes). Recorded."""
+        out = self
+        if device is not None:
+            place = _device.parse_device(device)
+            if place != self.place:
+                out = apply(_ops.CopyTo, out, place=place)
+        if dtype is not None:
+            dt = _dtypes.convert_dtype(dtype)
+            if dt != out.dtype:
+                out = out.astype(dt)
+        return out
+
+    def cpu(self) -> Tensor:
+        return self.to("cpu")
+
+    def cuda(self, device_id: int = 0) -> Tensor:
+        return self.to(f"gpu:{device_id}")
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.numpy(), separator=", ", prefix=" " * 7, precision=8)
+        return (
+            f"Tensor(shape={self.shape}, dtype={self.dtype}, place={self.place!r}, "
+            f"stop_gradient={self.stop_gradient},\n       {body})"
+        )
+
+    # ---- arithmetic (each one op) ----------------------------------------------------------
+    def __add__(self, other):
+        return apply(_ops.Add, self, other)
+
+    def __radd__(self, other):
+        return apply(_ops.Add, other, self)
+
+    def __sub__(self, other):
+        return apply(_ops.Subtract, self, other)
+
+    def __rsub__(self, other):
+        return apply(_ops.Subtract, other, self)
+
+    def __mul__(self, other):
+        return apply(_ops.Multiply, self, other)
+
+    def __rmul__(self, other):
+        return apply(_ops.Multiply, other, self)
+
+    def __truediv__(self, other):
+        return apply(_ops.Divide, self, other)
+
+    def __rtruediv__(self, other):
+        return apply(_ops.Divide, other, self)
+
+    def __pow__(self, other):
+        return apply(_ops.Pow, self, other)
+
+    def __rpow__(self, other):
+        return apply(_ops.Pow, other, self)
+
+    def __matmul__(self, other):
+        return apply(_ops.Matmul, self, other)
+
+    def __rmatmul__(self, other):
+        return apply(_ops.Matmul, other, self)
+
+    def __neg__(self):
+        return apply(_ops.Neg, self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return apply(_ops.Abs, self)
+
+    def __eq__(self, other):  # type: ignore[override]
+        return apply(_ops.Compare, self, other, relation="equal")
+
+    def __ne__(self, other):  # type: ignore[override]
+        return apply(_ops.Compare, self, other, relation="not_equal")
+
+    def __lt__(self, other):
+        return apply(_ops.Compare, self, other, relation="less")
+
+    def __le__(self, other):
+        return apply(_ops.Compare, self, other, relation="less_equal")
+
+    def __gt__(self, other):
+        return apply(_ops.Compare, self, other, relation="greater")
+
+    def __ge__(self, other):
+        return apply(_ops.Compare, self, other, relation="greater_equal")
+
+    def __getitem__(self, index):
+        return apply(_ops.GetItem, self, index=_unwrap_index(index))
+
+    # ---- named methods (Paddle spellings) -----------------------------------------------------
+    def matmul(self, y, transpose_x: bool = False, transpose_y: bool = False):
+        return apply(_ops.Matmul, self, y, transpose_x=transpose_x, transpose_y=transpose_y)
+
+    def reshape(self, shape, *more):
+        shape = (shape, *more) if more else shape
+        return apply(_ops.Reshape, self, shape=_shape_arg(shape))
+
+    def transpose(self, perm=None):
+        """Permute the axes (all of them, reversed, when ``perm`` is None)."""
+        return apply(_ops.Transpose, self, perm=None if perm is None else tuple(perm))
+
+    @property
+    def T(self):  # noqa: N802 - Paddle's name
+        return self.transpose()
+
+    def sum(self, axis=None, dtype=None, keepdim: bool = False):
+        out = apply(_ops.Sum, self, axis=_axis_arg(axis), keepdim=keepdim)
+        return out if dtype is None else out.astype(dtype)
+
+    def mean(self, axis=None, keepdim: bool = False):
+        return apply(_ops.Mean, self, axis=_axis_arg(axis), keepdim=keepdim)
+
+    def max(self, axis=None, keepdim: bool = False):
+        return apply(_ops.Max, self, axis=_axis_arg(axis), keepdim=keepdim)
+
+    def argmax(self, axis=None, keepdim: bool = False):
+        return apply(_ops.ArgMax, self, axis=axis, keepdim=keepdim)
+
+    def exp(self):
+        return apply(_ops.Exp, self)
+
+    def log(self):
+        return apply(_ops.Log, self)
+
+    def sqrt(self):
+        return apply(_ops.Sqrt, self)
+
+    def square(self):
+        return apply(_ops.Square, self)
+
+    def abs(self):
+        return apply(_ops.Abs, self)
+
+    def pow(self, y):
+        return apply(_ops.Pow, self, y)
+
+    def tanh(self):
+        return apply(_ops.Tanh, self)
+
+    def sigmoid(self):
+        return apply(_ops.Sigmoid, self)
+
+    def clip(self, min=None, max=None):  # noqa: A002 - Paddle's argument names
+        return apply(_ops.Clip, self, min=min, max=max)
+
+    def flatten(self, start_axis: int = 0, stop_axis: int = -1):
+        shape = self._data.shape
+        nd = len(shape)
+        start, stop = start_axis % max(nd, 1), stop_axis % max(nd, 1)
+        merged = int(np.prod(shape[start : stop + 1], dtype=np.int64))
+        return self.reshape(list(shape[:start]) + [merged] + list(shape[stop + 1 :]))
+
+    def unsqueeze(self, axis: int):
+        shape = list(self._data.shape)
+        shape.insert(axis % (len(shape) + 1), 1)
+        return self.reshape(shape)
+
+    def squeeze(self, axis=None):
+        shape = self._data.shape
+        axes = {a % len(shape) for a in ([axis] if isinstance(axis, int) else axis or [])}
+        keep = [n for i, n in enumerate(shape) if n != 1 or (axes and i not in axes)]
+        return self.reshape(keep)
+
+
+def _as_array(data, dtype, place):
+    """Make an array of ``data`` on ``place``; Python floats use the default dtype."""
+    if isinstance(data, Tensor):
+        data = data._data
+    if dtype is not None:
+        dtype = _dtypes.convert_dtype(dtype)
+    elif not _device.is_array(data):
+        probe = np.asarray(data)
+        if probe.dtype.kind == "f":
+            dtype = _dtypes.default_float()
+        elif probe.dtype.kind in "iu":
+            dtype = _dtypes.int64
+        else:
+            dtype = _dtypes.convert_dtype(probe.dtype)
+    else:
+        dtype = _dtypes.convert_dtype(data.dtype)
+    array = _device.to_place(data if _device.is_array(data) else np.asarray(data), place)
+    return array.astype(dtype, copy=False)
+
+
+def _axis_arg(axis):
+    if axis is None or isinstance(axis, int):
+        return axis
+    if isinstance(axis, Tensor):
+        return tuple(int(a) for a in axis.numpy().reshape(-1))
+    return tuple(int(a) for a in axis)
+
+
+def _shape_arg(shape):
+    if isinstance(shape, Tensor):
+        return tuple(int(n) for n in shape.numpy().reshape(-1))
+    if isinstance(shape, int):
+        return (shape,)
+    return tuple(int(n) for n in shape)
+
+
+def _unwrap_index(index):
+    """Replace Tensors inside an index by their arrays."""
+    if isinstance(index, Tensor):
+        return index._data
+    if isinstance(index, tuple):
+        return tuple(i._data if isinstance(i, Tensor) else i for i in index)
+    if isinstance(index, list):
+        return [i._data if isinstance(i, Tensor) else i for i in index]
+    return index
+
+
+# dispatch and the op modules need Tensor defined first.
+from . import ops as _ops  # noqa: E402
+from .dispatch import apply  # noqa: E402

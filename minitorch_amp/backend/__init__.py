@@ -1,0 +1,39 @@
+"""Where arrays live and how they are computed: the only package that knows NumPy from CuPy."""
+
+from . import dtypes, primitives, random
+from .device import (
+    CPU,
+    DeviceError,
+    Place,
+    asnumpy,
+    current_place,
+    get_array_module,
+    get_device,
+    is_array,
+    is_compiled_with_cuda,
+    parse_device,
+    place_of,
+    set_device,
+    to_place,
+    xp_for,
+)
+
+__all__ = [
+    "CPU",
+    "DeviceError",
+    "Place",
+    "asnumpy",
+    "current_place",
+    "dtypes",
+    "get_array_module",
+    "get_device",
+    "is_array",
+    "is_compiled_with_cuda",
+    "parse_device",
+    "place_of",
+    "primitives",
+    "random",
+    "set_device",
+    "to_place",
+    "xp_for",
+]

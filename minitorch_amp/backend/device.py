@@ -1,0 +1,206 @@
+"""Which array library runs the maths (NumPy or CuPy), and on which device.
+
+The choice is made once, at import:
+
+* ``MINITORCH_AMP_DEVICE=cpu`` forces NumPy; ``=gpu`` forces CuPy and fails loudly without it.
+* Otherwise CuPy is used when it imports *and* a CUDA device answers; else NumPy, with one
+  short notice saying why.
+
+After that, :func:`set_device` switches the default device for new tensors (Paddle's
+``paddle.set_device``). :func:`get_array_module` is the only numpy/cupy switch in the code base:
+everything else asks it for ``xp``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+_ENV = "MINITORCH_AMP_DEVICE"
+
+
+class DeviceError(RuntimeError):
+    """A device was asked for that this machine cannot provide."""
+
+
+def _probe_cupy():
+    """Return ``(cupy_module, None)`` when a GPU is usable, else ``(None, reason)``."""
+    try:
+        import cupy
+    except ImportError as exc:  # not installed, or a broken install
+        return None, f"CuPy is not installed ({exc}); install the 'cuda12' or 'cuda13' extra"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # driver missing, no device, wrong CUDA version
+        return None, f"CuPy is installed but no GPU was found ({exc}); check the NVIDIA driver"
+    if count < 1:
+        return None, "CuPy is installed but no GPU was found; check the NVIDIA driver"
+    return cupy, None
+
+
+def _choose_backend():
+    forced = os.environ.get(_ENV, "").strip().lower()
+    if forced not in ("", "cpu", "gpu"):
+        raise DeviceError(f"{_ENV}={forced!r} is not understood; use 'cpu' or 'gpu'")
+    if forced == "cpu":
+        return None, "cpu"
+    cupy, reason = _probe_cupy()
+    if forced == "gpu" and cupy is None:
+        raise DeviceError(
+            f"{_ENV}=gpu but {reason}. Install CuPy with `pip install minitorch_amp[cuda12]` "
+            f"(or [cuda13]) on a machine with an NVIDIA GPU, or set {_ENV}=cpu."
+        )
+    if cupy is None:
+        print(f"minitorch_amp: running on the CPU with NumPy ({reason}).", file=sys.stderr)
+        return None, "cpu"
+    return cupy, "gpu"
+
+
+cupy, _initial_kind = _choose_backend()
+
+
+class Place:
+    """Where a tensor lives: ``Place('cpu')`` or ``Place('gpu', 0)``. Printed like Paddle."""
+
+    __slots__ = ("kind", "index")
+
+    def __init__(self, kind: str, index: int = 0):
+        self.kind = kind
+        self.index = index if kind == "gpu" else 0
+
+    def is_gpu_place(self) -> bool:
+        return self.kind == "gpu"
+
+    def is_cpu_place(self) -> bool:
+        return self.kind == "cpu"
+
+    def gpu_device_id(self) -> int:
+        return self.index
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, str):
+            other = parse_device(other)
+        return isinstance(other, Place) and (self.kind, self.index) == (other.kind, other.index)
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.index))
+
+    def __str__(self) -> str:
+        return "cpu" if self.kind == "cpu" else f"gpu:{self.index}"
+
+    def __repr__(self) -> str:
+        return f"Place({self})"
+
+
+CPU = Place("cpu")
+
+
+def is_compiled_with_cuda() -> bool:
+    """True when CuPy imported and a GPU answered at import time (Paddle's name)."""
+    return cupy is not None
+
+
+def parse_device(device) -> Place:
+    """Turn ``'cpu'``, ``'gpu'``, ``'gpu:1'``, ``'cuda:0'`` or a :class:`Place` into a Place.
+
+    Raises:
+        ValueError: an unknown device string.
+        DeviceError: a GPU was asked for but none is usable.
+    """
+    if isinstance(device, Place):
+        place = device
+    elif isinstance(device, str):
+        text = device.strip().lower()
+        kind, _, index = text.partition(":")
+        if kind == "cuda":
+            kind = "gpu"
+        if (
+            kind not in ("cpu", "gpu")
+            or (index and not index.isdigit())
+            or (kind == "cpu" and index)
+        ):
+            raise ValueError(
+                f"unknown device {device!r}; use 'cpu', 'gpu' or 'gpu:N' (N = device number)"
+            )
+        place = Place(kind, int(index or 0))
+    else:
+        raise TypeError(
+            f"device must be a string like 'cpu' or 'gpu:0', got {type(device).__name__}"
+        )
+    if place.kind == "gpu":
+        if cupy is None:
+            _, reason = _probe_cupy()
+            raise DeviceError(f"cannot use {device!r}: {reason}")
+        count = cupy.cuda.runtime.getDeviceCount()
+        if place.index >= count:
+            raise DeviceError(f"cannot use {device!r}: this machine has {count} GPU(s)")
+    return place
+
+
+_current = Place("gpu", 0) if _initial_kind == "gpu" else CPU
+
+
+def set_device(device) -> Place:
+    """Make ``device`` the default for new tensors; returns its Place (Paddle's ``set_device``)."""
+    global _current
+    place = parse_device(device)
+    _current = place
+    if place.kind == "gpu":
+        cupy.cuda.Device(place.index).use()
+    return place
+
+
+def get_device() -> str:
+    """The default device as a string: ``'cpu'`` or ``'gpu:0'``."""
+    return str(_current)
+
+
+def current_place() -> Place:
+    return _current
+
+
+def xp_for(place: Place):
+    """The array module that holds tensors on ``place``."""
+    return np if place.kind == "cpu" else cupy
+
+
+def get_array_module(*arrays):
+    """``cupy`` if any argument is a CuPy array, else ``numpy``: the one numpy/cupy switch."""
+    if cupy is not None:
+        for a in arrays:
+            if isinstance(a, cupy.ndarray):
+                return cupy
+    return np
+
+
+def place_of(array) -> Place:
+    """The Place of a NumPy or CuPy array."""
+    if cupy is not None and isinstance(array, cupy.ndarray):
+        return Place("gpu", array.device.id)
+    return CPU
+
+
+def to_place(array, place: Place):
+    """Copy ``array`` to ``place`` (no copy when it is already there)."""
+    if place.kind == "cpu":
+        if cupy is not None and isinstance(array, cupy.ndarray):
+            return cupy.asnumpy(array)
+        return array
+    with cupy.cuda.Device(place.index):
+        if isinstance(array, cupy.ndarray) and array.device.id == place.index:
+            return array
+        return cupy.asarray(array)
+
+
+def asnumpy(array) -> np.ndarray:
+    """A NumPy copy (or the array itself when it already is one)."""
+    if cupy is not None and isinstance(array, cupy.ndarray):
+        return cupy.asnumpy(array)
+    return np.asarray(array)
+
+
+def is_array(value) -> bool:
+    """True for a NumPy or CuPy ndarray."""
+    return isinstance(value, np.ndarray) or (cupy is not None and isinstance(value, cupy.ndarray))

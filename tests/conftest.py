@@ -1,0 +1,46 @@
+"""Shared test set-up: the ``gpu`` marker skips without CuPy + a device; hypothesis profiles."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from minitorch_amp.backend import device
+
+settings.register_profile(
+    "ci",
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile("dev", max_examples=15, deadline=None)
+settings.register_profile("thorough", max_examples=400, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def gpu_available() -> bool:
+    return device.cupy is not None
+
+
+def pytest_collection_modifyitems(config, items):
+    if gpu_available():
+        return
+    skip = pytest.mark.skip(reason="needs CuPy and a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _restore_global_state():
+    """Each test starts on the default device, default dtype and seed 0."""
+    import minitorch_amp as mt
+
+    place = device.current_place()
+    dtype = mt.get_default_dtype()
+    mt.seed(0)
+    yield
+    device.set_device(place)
+    mt.set_default_dtype(dtype)
