@@ -102,6 +102,17 @@ def is_compiled_with_cuda() -> bool:
     return cupy is not None
 
 
+def device_count() -> int:
+    """Number of usable CUDA devices (0 on a CPU-only machine)."""
+    return 0 if cupy is None else int(cupy.cuda.runtime.getDeviceCount())
+
+
+def synchronize(place: Place) -> None:
+    """Wait for all queued GPU work on ``place`` (a no-op on the CPU)."""
+    if place.kind == "gpu":
+        cupy.cuda.Device(place.index).synchronize()
+
+
 def parse_device(device) -> Place:
     """Turn ``'cpu'``, ``'gpu'``, ``'gpu:1'``, ``'cuda:0'`` or a :class:`Place` into a Place.
 
