@@ -17,7 +17,7 @@ from .autograd.creation import (
     zeros,
     zeros_like,
 )
-from . import device
+from . import device, nn
 from .backend import Place, get_device, is_compiled_with_cuda, set_device
 from .backend.dtypes import (
     bool_,

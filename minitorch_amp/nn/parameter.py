@@ -27,7 +27,11 @@ class Parameter(Tensor):
     Attributes:
         need_clip: whether gradient clipping includes this parameter.
         optimize_attr: ``{'learning_rate': ratio}``, a per-parameter learning-rate multiplier.
+        regularizer: a weight-decay regularizer for this parameter only (None: the
+            optimizer's), set from ``ParamAttr(regularizer=...)``.
     """
+
+    regularizer = None
 
     def __init__(self, data, dtype=None, name: str | None = None, trainable: bool = True):
         if isinstance(data, Tensor):

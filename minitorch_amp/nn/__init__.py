@@ -1,0 +1,73 @@
+"""Neural-network building blocks with Paddle's names (``paddle.nn``).
+
+* :class:`Layer`, the base class, and the built-in layers (:mod:`.layer`);
+* :class:`Parameter` and :class:`ParamAttr`, trainable tensors and how to create them;
+* :mod:`.functional`, the stateless functions layers call; :mod:`.initializer`;
+* gradient clipping: :class:`ClipGradByGlobalNorm`, :class:`ClipGradByNorm` and
+  ``nn.utils.clip_grad_norm_``.
+
+Example:
+    >>> import minitorch_amp as mt
+    >>> from minitorch_amp import nn
+    >>> mt.seed(0)
+    >>> model = nn.Sequential(nn.Linear(2, 4), nn.ReLU(), nn.Linear(4, 1))
+    >>> loss = nn.MSELoss()(model(mt.ones([3, 2])), mt.zeros([3, 1]))
+    >>> loss.backward()
+    >>> model[0].weight.grad.shape
+    [2, 4]
+"""
+
+from . import functional, initializer, utils
+from .clip import ClipGradByGlobalNorm, ClipGradByNorm
+from .layer import (
+    GELU,
+    BatchNorm1D,
+    CrossEntropyLoss,
+    Dropout,
+    Embedding,
+    Flatten,
+    Identity,
+    Layer,
+    LayerDict,
+    LayerList,
+    LayerNorm,
+    Linear,
+    LogSoftmax,
+    MSELoss,
+    ReLU,
+    Sequential,
+    Sigmoid,
+    Softmax,
+    Tanh,
+)
+from .param_attr import ParamAttr
+from .parameter import Parameter
+
+__all__ = [
+    "GELU",
+    "BatchNorm1D",
+    "ClipGradByGlobalNorm",
+    "ClipGradByNorm",
+    "CrossEntropyLoss",
+    "Dropout",
+    "Embedding",
+    "Flatten",
+    "Identity",
+    "Layer",
+    "LayerDict",
+    "LayerList",
+    "LayerNorm",
+    "Linear",
+    "LogSoftmax",
+    "MSELoss",
+    "ParamAttr",
+    "Parameter",
+    "ReLU",
+    "Sequential",
+    "Sigmoid",
+    "Softmax",
+    "Tanh",
+    "functional",
+    "initializer",
+    "utils",
+]
