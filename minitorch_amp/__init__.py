@@ -17,7 +17,7 @@ from .autograd.creation import (
     zeros,
     zeros_like,
 )
-from . import device, nn
+from . import device, nn, optimizer
 from .backend import Place, get_device, is_compiled_with_cuda, set_device
 from .backend.dtypes import (
     bool_,
@@ -29,6 +29,7 @@ from .backend.dtypes import (
     int64,
     set_default_dtype,
 )
+from .io import load, save
 
 bool = bool_  # noqa: A001 - Paddle exposes paddle.bool
 

@@ -1,0 +1,286 @@
+"""``save`` / ``load``: nested state dicts in an open format, without pickling code.
+
+A checkpoint is a zip archive (what ``numpy.savez`` writes, so ``numpy.load`` and any zip
+tool can open it) holding:
+
+* ``arrays/0.npy``, ``arrays/1.npy``, ...: one ``.npy`` file per Tensor or array, in NumPy's
+  format, so every dtype (float16 included) round-trips bit for bit;
+* ``__structure__.json``: the nesting, with the keys, the scalars and where each array goes::
+
+    {"format": "minitorch_amp", "version": 1, "root": NODE}
+    NODE = {"type": "dict", "items": [[key, NODE], ...]}     (keys: str or int, in order)
+         | {"type": "list" | "tuple", "items": [NODE, ...]}
+         | {"type": "tensor" | "ndarray" | "npscalar", "array": i, "dtype": ..., "shape": ...}
+         | {"type": "int" | "bool" | "str", "value": ...} | {"type": "float", "value": repr}
+         | {"type": "none"}
+
+Loading reads arrays with ``allow_pickle=False``: a checkpoint cannot run code.
+
+Example:
+    >>> import os, tempfile
+    >>> import minitorch_amp as mt
+    >>> path = os.path.join(tempfile.mkdtemp(), "ckpt.pdparams")
+    >>> mt.save({"w": mt.ones([2], dtype="float16"), "epoch": 3}, path)
+    >>> state = mt.load(path)
+    >>> state["w"].dtype, state["epoch"]
+    (dtype('float16'), 3)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import uuid
+import zipfile
+
+import numpy as np
+
+from .autograd.tensor import Tensor
+from .backend import device as _device
+
+__all__ = ["CheckpointError", "load", "save"]
+
+_STRUCTURE = "__structure__.json"
+_FORMAT = "minitorch_amp"
+_VERSION = 1
+_ARRAY_KINDS = "biufcUS"  # dtypes NumPy stores without pickle
+
+
+class CheckpointError(ValueError):
+    """A file could not be read as a checkpoint (corrupt, truncated or not ours)."""
+
+
+# ---- save ---------------------------------------------------------------------------------------
+def save(obj, path, protocol: int = 4) -> None:
+    """Write ``obj`` (nested dict/list/tuple of Tensors, arrays and scalars) to ``path``.
+
+    The file is written to a temporary name next to ``path`` and renamed over it at the end,
+    so an interrupted save never leaves a half-written checkpoint. Missing folders are made.
+
+    Args:
+        obj: e.g. ``{'model': model.state_dict(), 'opt': opt.state_dict(), 'epoch': 3}``.
+        path: the file to write (any suffix; Paddle uses ``.pdparams`` / ``.pdopt``).
+        protocol: accepted for Paddle compatibility; ignored (nothing is pickled).
+
+    Raises:
+        TypeError: ``obj`` holds something that cannot be saved; the message gives its key
+            path, e.g. ``obj['opt']['x']: cannot save object of type Foo``.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"cannot save to {path!r}: it is a directory; give a file name")
+    arrays: list[np.ndarray] = []
+    root = _encode(obj, "obj", arrays, set())
+    structure = json.dumps({"format": _FORMAT, "version": _VERSION, "root": root})
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "xb") as f:
+            with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+                zf.writestr(_STRUCTURE, structure)
+                for i, array in enumerate(arrays):
+                    with zf.open(f"arrays/{i}.npy", "w", force_zip64=True) as entry:
+                        np.lib.format.write_array(entry, array, allow_pickle=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def _encode(value, where: str, arrays: list, active: set) -> dict:
+    """The JSON node for ``value``; arrays are appended to ``arrays``."""
+    if isinstance(value, Tensor):
+        node = _array_node("tensor", _device.asnumpy(value._data), arrays)
+        if isinstance(value.name, str):
+            node["name"] = value.name
+        return node
+    if _device.is_array(value):
+        if value.dtype.kind not in _ARRAY_KINDS:
+            raise TypeError(f"{where}: cannot save an array of dtype {value.dtype}")
+        return _array_node("ndarray", _device.asnumpy(value), arrays)
+    if isinstance(value, np.generic) and value.dtype.kind in _ARRAY_KINDS:
+        return _array_node("npscalar", np.asarray(value), arrays)
+    if value is None:
+        return {"type": "none"}
+    if isinstance(value, bool):
+        return {"type": "bool", "value": value}
+    if isinstance(value, int):
+        return {"type": "int", "value": int(value)}
+    if isinstance(value, float):
+        return {"type": "float", "value": repr(float(value))}  # 'nan' and 'inf' stay valid JSON
+    if isinstance(value, str):
+        return {"type": "str", "value": value}
+    if isinstance(value, (dict, list, tuple)):
+        if id(value) in active:
+            raise TypeError(f"{where}: contains itself; cannot save a cyclic structure")
+        active.add(id(value))
+        try:
+            if isinstance(value, dict):
+                items = []
+                for key, item in value.items():
+                    if isinstance(key, bool) or not isinstance(key, (str, int)):
+                        raise TypeError(
+                            f"{where}: cannot save dict key {key!r} of type "
+                            f"{type(key).__name__}; keys must be str or int"
+                        )
+                    items.append([key, _encode(item, f"{where}[{key!r}]", arrays, active)])
+                return {"type": "dict", "items": items}
+            kind = "list" if isinstance(value, list) else "tuple"
+            items = [_encode(v, f"{where}[{i}]", arrays, active) for i, v in enumerate(value)]
+            return {"type": kind, "items": items}
+        finally:
+            active.discard(id(value))
+    raise TypeError(
+        f"{where}: cannot save object of type {type(value).__name__}; save() takes Tensors, "
+        "arrays, numbers, strings, None and dicts/lists/tuples of them"
+    )
+
+
+def _array_node(kind: str, array: np.ndarray, arrays: list) -> dict:
+    arrays.append(array)
+    return {
+        "type": kind,
+        "array": len(arrays) - 1,
+        "dtype": array.dtype.str,
+        "shape": list(array.shape),
+    }
+
+
+# ---- load ---------------------------------------------------------------------------------------
+def load(path, return_numpy: bool = False):
+    """Read what :func:`save` wrote.
+
+    Args:
+        path: the checkpoint file.
+        return_numpy: give NumPy arrays instead of Tensors.
+
+    Returns:
+        The saved structure; Tensors are created on the current device (``set_device``).
+
+    Raises:
+        FileNotFoundError: there is no file at ``path``.
+        CheckpointError: (a ValueError) the file is not a readable checkpoint: not a zip,
+            truncated, corrupted, or a zip that ``save`` did not write. The message names it.
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(2, "no checkpoint file at this path", path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"cannot load {path!r}: it is a directory, not a checkpoint file")
+    with open(path, "rb") as f:
+        try:
+            zf = zipfile.ZipFile(f)
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+            raise CheckpointError(
+                f"cannot load {path!r}: not a checkpoint written by minitorch_amp.save (not a "
+                f"readable zip archive: {exc}); the file may be truncated or corrupt"
+            ) from None
+        with zf:
+            try:
+                return _Reader(zf, return_numpy).read_root()
+            except CheckpointError as exc:
+                raise CheckpointError(f"cannot load {path!r}: {exc}") from None
+            except (
+                zipfile.BadZipFile,
+                OSError,
+                EOFError,
+                ValueError,
+                KeyError,
+                IndexError,
+                TypeError,
+                RecursionError,
+            ) as exc:
+                raise CheckpointError(
+                    f"cannot load {path!r}: the file is corrupt or truncated "
+                    f"({type(exc).__name__}: {exc})"
+                ) from None
+
+
+class _Reader:
+    """Decodes the JSON nodes of one open archive, reading each array when reached."""
+
+    def __init__(self, zf: zipfile.ZipFile, return_numpy: bool):
+        self.zf = zf
+        self.return_numpy = return_numpy
+        self.names = set(zf.namelist())
+
+    def read_root(self):
+        if _STRUCTURE not in self.names:
+            raise CheckpointError(
+                f"it is a zip archive without {_STRUCTURE}, so it was not written by "
+                "minitorch_amp.save (for a plain .npz use numpy.load)"
+            )
+        try:
+            header = json.loads(self.zf.read(_STRUCTURE).decode("utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise CheckpointError(f"{_STRUCTURE} is not valid JSON ({exc})") from None
+        _need(isinstance(header, dict) and header.get("format") == _FORMAT, "unknown format")
+        version = header.get("version")
+        _need(version == _VERSION, f"format version {version!r} is not supported (want 1)")
+        _need("root" in header, f"{_STRUCTURE} has no 'root'")
+        return self.decode(header["root"], "obj")
+
+    def decode(self, node, where: str):
+        _need(isinstance(node, dict) and "type" in node, f"{where}: malformed entry {node!r}")
+        kind = node["type"]
+        if kind == "dict":
+            items = node.get("items")
+            _need(isinstance(items, list), f"{where}: dict entry without items")
+            out = {}
+            for pair in items:
+                _need(
+                    isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], (str, int)),
+                    f"{where}: malformed dict item {pair!r}",
+                )
+                out[pair[0]] = self.decode(pair[1], f"{where}[{pair[0]!r}]")
+            return out
+        if kind in ("list", "tuple"):
+            items = node.get("items")
+            _need(isinstance(items, list), f"{where}: {kind} entry without items")
+            values = [self.decode(item, f"{where}[{i}]") for i, item in enumerate(items)]
+            return values if kind == "list" else tuple(values)
+        if kind in ("tensor", "ndarray", "npscalar"):
+            return self.array(node, kind, where)
+        if kind == "none":
+            return None
+        scalar_types = {"int": int, "bool": bool, "str": str, "float": str}
+        _need(kind in scalar_types, f"{where}: unknown entry type {kind!r}")
+        value = node.get("value")
+        _need(
+            type(value) is scalar_types[kind],
+            f"{where}: a {kind} entry holds {value!r}",
+        )
+        return float(value) if kind == "float" else value
+
+    def array(self, node: dict, kind: str, where: str):
+        name = f"arrays/{node.get('array')}.npy"
+        _need(name in self.names, f"{where}: the archive has no {name}")
+        with self.zf.open(name) as entry:
+            array = np.lib.format.read_array(entry, allow_pickle=False)
+            entry.read()  # reach the end, so that zipfile checks the CRC
+        if not array.flags.writeable:  # optimizers update loaded state in place
+            array = array.copy()
+        _need(
+            array.dtype.str == node.get("dtype") and list(array.shape) == node.get("shape"),
+            f"{where}: {name} holds {array.dtype.str}{list(array.shape)}, the index says "
+            f"{node.get('dtype')}{node.get('shape')}",
+        )
+        if kind == "npscalar":
+            return array[()]
+        if kind == "ndarray" or self.return_numpy:
+            return array
+        tensor = Tensor(array)
+        name = node.get("name")
+        if isinstance(name, str):
+            tensor.name = name
+        return tensor
+
+
+def _need(condition: bool, message: str) -> None:
+    if not condition:
+        raise CheckpointError(message)

@@ -1,0 +1,236 @@
+"""Gradient clipping: Paddle's ``ClipGradBy*`` objects and PyTorch's ``clip_grad_norm_``.
+
+The Paddle classes are given to an optimizer (``grad_clip=``) and called on the list of
+``(param, grad)`` pairs before the update; they return a new list with new gradient tensors
+and leave ``param.grad`` alone. Parameters with ``need_clip=False`` are neither counted nor
+scaled. ``clip_grad_norm_`` instead scales ``param.grad`` in place (call it between
+``backward()`` and ``step()``).
+
+NOTE: norms of float16 gradients are computed in float32. Squaring a float16 value above 256
+overflows to inf (65504 is the largest half), so a float16 sum of squares would turn a
+perfectly finite gradient into an infinite norm and clip everything to zero.
+
+This module uses only the backend and Tensor (never ``minitorch_amp.nn``), so that the
+optimizers and ``nn`` can both import it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..autograd.tensor import Tensor
+from ..backend import dtypes as _dtypes
+from ..backend import get_array_module
+
+__all__ = [
+    "ClipGradByGlobalNorm",
+    "ClipGradByNorm",
+    "ClipGradByValue",
+    "clip_grad_norm_",
+    "clip_grad_value_",
+]
+
+
+def _check_positive(value, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{what} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _norm_dtype(arrays):
+    """float64 if any gradient is float64, else float32 (float16 is widened)."""
+    return _dtypes.float64 if any(a.dtype == _dtypes.float64 for a in arrays) else _dtypes.float32
+
+
+def _sum_squares(g, dtype):
+    """``sum(g * g)`` accumulated in ``dtype`` (a 0-d array on g's device)."""
+    flat = g.reshape(-1).astype(dtype, copy=False)
+    return get_array_module(g).dot(flat, flat)
+
+
+def _scaled(g, scale):
+    """``g * scale`` computed in float32 or wider, returned in g's dtype (rounded once)."""
+    acc = _dtypes.accumulation_dtype(g.dtype)
+    return (g.astype(acc, copy=False) * scale).astype(g.dtype, copy=False)
+
+
+def _data(grad):
+    return grad._data if isinstance(grad, Tensor) else grad
+
+
+class ClipGradByGlobalNorm:
+    """Scale all gradients together so that their joint L2 norm is at most ``clip_norm``.
+
+    ``global_norm = sqrt(sum over clipped params of sum(g ** 2))``
+    ``g = g * clip_norm / max(global_norm, clip_norm)``
+
+    The sums run on the device in float32 (float64 if any gradient is float64); nothing is
+    copied to the host.
+
+    Args:
+        clip_norm: the largest global norm allowed (> 0).
+        group_name: kept for Paddle compatibility.
+
+    Example:
+        >>> import numpy as np
+        >>> from minitorch_amp.nn.parameter import Parameter
+        >>> from minitorch_amp.nn.clip import ClipGradByGlobalNorm
+        >>> p = Parameter(np.zeros(2, dtype="float32"))
+        >>> [(_, g)] = ClipGradByGlobalNorm(1.0)([(p, np.array([3.0, 4.0], dtype="float32"))])
+        >>> g.numpy()  # the norm was 5
+        array([0.6, 0.8], dtype=float32)
+    """
+
+    def __init__(self, clip_norm: float, group_name: str = "default_group"):
+        self.clip_norm = _check_positive(clip_norm, "ClipGradByGlobalNorm: clip_norm")
+        self.group_name = group_name
+
+    def __call__(self, params_grads):
+        clipped = [
+            _data(g) for p, g in params_grads if g is not None and getattr(p, "need_clip", True)
+        ]
+        if not clipped:
+            return list(params_grads)
+        dtype = _norm_dtype(clipped)
+        xp = get_array_module(clipped[0])
+        total = sum(_sum_squares(g, dtype) for g in clipped)
+        global_norm = xp.sqrt(total)
+        scale = dtype.type(self.clip_norm) / xp.maximum(global_norm, dtype.type(self.clip_norm))
+        out = []
+        for p, g in params_grads:
+            if g is None or not getattr(p, "need_clip", True):
+                out.append((p, g))
+            else:
+                out.append((p, Tensor._wrap(_scaled(_data(g), scale))))
+        return out
+
+    def __repr__(self) -> str:
+        return f"ClipGradByGlobalNorm(global_clip_norm={self.clip_norm})"
+
+
+class ClipGradByNorm:
+    """Scale each gradient on its own so that its L2 norm is at most ``clip_norm``.
+
+    ``g = g * clip_norm / norm(g)`` when ``norm(g) > clip_norm``, else ``g`` unchanged.
+
+    Example:
+        >>> import numpy as np
+        >>> from minitorch_amp.nn.parameter import Parameter
+        >>> from minitorch_amp.nn.clip import ClipGradByNorm
+        >>> p = Parameter(np.zeros(2, dtype="float32"))
+        >>> [(_, g)] = ClipGradByNorm(1.0)([(p, np.array([0.0, 2.0], dtype="float32"))])
+        >>> g.numpy()
+        array([0., 1.], dtype=float32)
+    """
+
+    def __init__(self, clip_norm: float):
+        self.clip_norm = _check_positive(clip_norm, "ClipGradByNorm: clip_norm")
+
+    def __call__(self, params_grads):
+        out = []
+        for p, g in params_grads:
+            if g is None or not getattr(p, "need_clip", True):
+                out.append((p, g))
+                continue
+            g = _data(g)
+            xp = get_array_module(g)
+            dtype = _norm_dtype([g])
+            norm = xp.sqrt(_sum_squares(g, dtype))
+            limit = dtype.type(self.clip_norm)
+            scale = xp.where(norm > limit, limit / xp.maximum(norm, limit), dtype.type(1.0))
+            out.append((p, Tensor._wrap(_scaled(g, scale))))
+        return out
+
+    def __repr__(self) -> str:
+        return f"ClipGradByNorm(clip_norm={self.clip_norm})"
+
+
+class ClipGradByValue:
+    """Clamp every gradient element into ``[min, max]`` (``min`` defaults to ``-max``)."""
+
+    def __init__(self, max: float, min: float | None = None):  # noqa: A002 - Paddle's names
+        self.max = float(max)
+        self.min = -self.max if min is None else float(min)
+        if not self.min <= self.max:
+            raise ValueError(f"ClipGradByValue: min ({self.min}) must be <= max ({self.max})")
+
+    def __call__(self, params_grads):
+        return [
+            (p, g)
+            if g is None or not getattr(p, "need_clip", True)
+            else (p, Tensor._wrap(get_array_module(_data(g)).clip(_data(g), self.min, self.max)))
+            for p, g in params_grads
+        ]
+
+    def __repr__(self) -> str:
+        return f"ClipGradByValue(min={self.min}, max={self.max})"
+
+
+def _grads_of(parameters) -> list:
+    if isinstance(parameters, Tensor):
+        parameters = [parameters]
+    return [p._grad._data for p in parameters if p._grad is not None]
+
+
+def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite=False):
+    """Scale the gradients of ``parameters`` in place so their joint norm is <= ``max_norm``.
+
+    ``total = (sum over grads of norm(g) ** p) ** (1 / p)`` (``max |g|`` for ``p = inf``)
+    ``g = g * min(1, max_norm / (total + 1e-6))``
+
+    Args:
+        parameters: a Tensor or an iterable of Tensors whose ``.grad`` is scaled.
+        max_norm: the largest norm allowed.
+        norm_type: the ``p`` of the norm: a positive number or ``float('inf')``.
+        error_if_nonfinite: raise instead of scaling when the total norm is nan or inf.
+
+    Returns:
+        The total norm before clipping, a 0-d float32 Tensor (float64 for float64 grads).
+
+    Raises:
+        RuntimeError: ``error_if_nonfinite`` and the norm is not finite; no gradient changes.
+
+    Example:
+        >>> import numpy as np
+        >>> from minitorch_amp.nn.parameter import Parameter
+        >>> from minitorch_amp.nn.clip import clip_grad_norm_
+        >>> p = Parameter(np.zeros(2, dtype="float32"))
+        >>> p.grad = np.array([3.0, 4.0], dtype="float32")
+        >>> float(clip_grad_norm_([p], max_norm=1.0))
+        5.0
+        >>> p.grad.numpy().round(4)
+        array([0.6, 0.8], dtype=float32)
+    """
+    max_norm = float(max_norm)
+    norm_type = float(norm_type)
+    if not (norm_type > 0):
+        raise ValueError(f"norm_type must be a positive number or inf, got {norm_type}")
+    grads = _grads_of(parameters)
+    if not grads:
+        return Tensor(0.0, dtype="float32")
+    dtype = _norm_dtype(grads)
+    xp = get_array_module(grads[0])
+    if math.isinf(norm_type):
+        total = xp.max(xp.stack([xp.abs(g).max().astype(dtype) for g in grads]))
+    elif norm_type == 2.0:
+        total = xp.sqrt(sum(_sum_squares(g, dtype) for g in grads))
+    else:
+        powered = [(xp.abs(g.astype(dtype, copy=False)) ** norm_type).sum() for g in grads]
+        total = sum(powered) ** (1.0 / norm_type)
+    if error_if_nonfinite and not bool(xp.isfinite(total)):
+        raise RuntimeError(
+            f"the total norm of order {norm_type} of the gradients is {float(total)}, so it "
+            "cannot be clipped; no gradient was changed. Find the nan/inf (e.g. with AMP "
+            "loss scaling, unscale first) or pass error_if_nonfinite=False to scale anyway"
+        )
+    coef = xp.minimum(dtype.type(max_norm) / (total + dtype.type(1e-6)), dtype.type(1.0))
+    for g in grads:
+        g[...] = g * coef if g.dtype == coef.dtype else _scaled(g, coef)
+    return Tensor._wrap(xp.asarray(total, dtype=dtype))
+
+
+def clip_grad_value_(parameters, clip_value: float) -> None:
+    """Clamp every gradient element of ``parameters`` into ``[-clip_value, clip_value]``."""
+    clip_value = _check_positive(clip_value, "clip_grad_value_: clip_value")
+    for g in _grads_of(parameters):
+        get_array_module(g).clip(g, -clip_value, clip_value, out=g)

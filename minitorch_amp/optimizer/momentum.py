@@ -1,0 +1,94 @@
+"""``Momentum``: SGD with (optionally Nesterov) momentum, Paddle's kernel maths."""
+
+from __future__ import annotations
+
+import numbers
+
+from .optimizer import Optimizer
+from .sgd import _check_no_multi_precision
+
+__all__ = ["Momentum"]
+
+
+class Momentum(Optimizer):
+    """Momentum SGD, with one ``velocity`` accumulator per parameter (zero at the start).
+
+    ``g = rescale_grad * g`` (then weight decay, e.g. ``g += coeff * p``)
+    ``v = momentum * v + g``
+    ``p = p - lr * v``; with Nesterov: ``p = p - lr * (g + momentum * v)`` (new ``v``)
+
+    Args:
+        learning_rate: a float or an ``lr.LRScheduler``.
+        momentum: the decay of the velocity, ``mu``.
+        parameters: the parameters (or param groups) to optimize; required.
+        use_nesterov: use the Nesterov update.
+        weight_decay: None, a float L2 coefficient, or a regularizer.
+        grad_clip: e.g. ``nn.ClipGradByGlobalNorm(1.0)``.
+        multi_precision: reserved for AMP fp32 master weights; must be False for now.
+        rescale_grad: multiplies the gradient before weight decay (Paddle fuses L2Decay into
+            the kernel after the rescale; so do we).
+
+    State dict keys: ``f'{param.name}_velocity_0'``.
+
+    Example:
+        >>> import numpy as np
+        >>> from minitorch_amp.nn.parameter import Parameter
+        >>> from minitorch_amp.optimizer import Momentum
+        >>> w = Parameter(np.array([1.0], dtype="float32"))
+        >>> opt = Momentum(learning_rate=0.1, momentum=0.9, parameters=[w])
+        >>> for _ in range(2):
+        ...     w.grad = np.array([1.0], dtype="float32")
+        ...     opt.step()
+        >>> w.numpy()  # 1 - 0.1 * 1 - 0.1 * (0.9 + 1)
+        array([0.71], dtype=float32)
+    """
+
+    _group_keys = ("momentum", "use_nesterov", "rescale_grad")
+
+    def __init__(
+        self,
+        learning_rate=0.001,
+        momentum=0.9,
+        parameters=None,
+        use_nesterov=False,
+        weight_decay=None,
+        grad_clip=None,
+        multi_precision=False,
+        rescale_grad=1.0,
+        name=None,
+    ):
+        _check_no_multi_precision(multi_precision)
+        self._defaults = {
+            "momentum": momentum,
+            "use_nesterov": use_nesterov,
+            "rescale_grad": rescale_grad,
+        }
+        super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
+
+    def _validate_group(self, group: dict) -> None:
+        super()._validate_group(group)
+        for key in ("momentum", "rescale_grad"):
+            value = group[key]
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or value < 0:
+                raise ValueError(f"Momentum: {key} must be a number >= 0, got {value!r}")
+            group[key] = float(value)
+        group["use_nesterov"] = bool(group["use_nesterov"])
+
+    def _prepare_grad(self, p, g, regularizer, group):
+        # NOTE: the rescale comes first, so that it does not scale the weight decay (Paddle).
+        if group["rescale_grad"] != 1.0:
+            g = g * group["rescale_grad"]
+        return super()._prepare_grad(p, g, regularizer, group)
+
+    def _create_accumulators(self, param, group: dict) -> dict:
+        return {"velocity": self._new_accumulator(param)}
+
+    def _update(self, p, g, state, lr, hyper) -> None:
+        mu = hyper["momentum"]
+        v = state["velocity"]
+        v *= mu
+        v += g
+        if hyper["use_nesterov"]:
+            p -= lr * (g + mu * v)
+        else:
+            p -= lr * v
