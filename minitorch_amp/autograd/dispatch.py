@@ -37,29 +37,22 @@ class Node:
         return f"<Node {self.op.name}{' (freed)' if self.freed else ''}>"
 
 
+def _wants_grad(x) -> bool:
+    """A floating Tensor with stop_gradient=False (integer and bool tensors never get grads)."""
+    return isinstance(x, Tensor) and not x.stop_gradient and x._data.dtype.kind == "f"
+
+
 def apply(op: type[Op], *inputs, **attrs) -> Tensor:
     """Run ``op`` on ``inputs`` (Tensors or plain constants) and record it for backward.
 
     Only floating results are recorded; an op whose result is integer or bool (a comparison,
     an argmax) returns a tensor with ``stop_gradient=True``.
     """
-    grad_on = _enabled.get()
-    record = False
-    arrays = []
-    for x in inputs:
-        if isinstance(x, Tensor):
-            arrays.append(x._data)
-            if grad_on and not x.stop_gradient:
-                record = True
-        else:
-            arrays.append(x)
+    record = _enabled.get() and any(_wants_grad(x) for x in inputs)
+    arrays = [x._data if isinstance(x, Tensor) else x for x in inputs]
     ctx = Context()
     out = Tensor._wrap(op.forward(ctx, *arrays, **attrs))
     if record and out._data.dtype.kind == "f":
-        out._node = Node(
-            op,
-            ctx,
-            tuple(x if isinstance(x, Tensor) and not x.stop_gradient else None for x in inputs),
-        )
+        out._node = Node(op, ctx, tuple(x if _wants_grad(x) else None for x in inputs))
         out.stop_gradient = False
     return out

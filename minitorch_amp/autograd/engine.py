@@ -86,6 +86,10 @@ def backward(root: Tensor, grad_tensor=None, retain_graph: bool = False) -> None
             "gradient. Set stop_gradient=False on the inputs (parameters have it already) "
             "and make sure the computation did not run under no_grad()."
         )
+    if root._data.dtype.kind != "f":
+        raise RuntimeError(
+            f"backward() on a {root.dtype} tensor: only floating tensors have gradients"
+        )
     seed = _initial_grad(root, grad_tensor)
     if root._node is None:  # a leaf: d(root)/d(root) = seed
         _accumulate_leaf(root, seed, owned=False)

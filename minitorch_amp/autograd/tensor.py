@@ -285,8 +285,15 @@ class Tensor:
         return apply(_ops.Matmul, self, y, transpose_x=transpose_x, transpose_y=transpose_y)
 
     def reshape(self, shape, *more):
-        shape = (shape, *more) if more else shape
-        return apply(_ops.Reshape, self, shape=_shape_arg(shape))
+        """Paddle's reshape: ``-1`` infers one dimension, ``0`` copies the input's dimension."""
+        shape = _shape_arg((shape, *more) if more else shape)
+        dims = self._data.shape
+        shape = tuple(dims[i] if n == 0 and i < len(dims) else n for i, n in enumerate(shape))
+        return self._reshape_to(shape)
+
+    def _reshape_to(self, shape):
+        # NOTE: literal dims, so a 0 stays 0 (an empty axis), unlike reshape's Paddle rule.
+        return apply(_ops.Reshape, self, shape=tuple(shape))
 
     def transpose(self, perm=None):
         """Permute the axes (all of them, reversed, when ``perm`` is None)."""
@@ -341,18 +348,18 @@ class Tensor:
         nd = len(shape)
         start, stop = start_axis % max(nd, 1), stop_axis % max(nd, 1)
         merged = int(np.prod(shape[start : stop + 1], dtype=np.int64))
-        return self.reshape(list(shape[:start]) + [merged] + list(shape[stop + 1 :]))
+        return self._reshape_to(list(shape[:start]) + [merged] + list(shape[stop + 1 :]))
 
     def unsqueeze(self, axis: int):
         shape = list(self._data.shape)
         shape.insert(axis % (len(shape) + 1), 1)
-        return self.reshape(shape)
+        return self._reshape_to(shape)
 
     def squeeze(self, axis=None):
         shape = self._data.shape
         axes = {a % len(shape) for a in ([axis] if isinstance(axis, int) else axis or [])}
         keep = [n for i, n in enumerate(shape) if n != 1 or (axes and i not in axes)]
-        return self.reshape(keep)
+        return self._reshape_to(keep)
 
 
 def _as_array(data, dtype, place):

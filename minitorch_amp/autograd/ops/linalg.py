@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from ...backend.primitives import matmul, reduce_sum
 from ..op import WHITE, Op
 
@@ -57,10 +59,11 @@ class Matmul(Op):
         # a = op(x), b = op(y); da = g @ b^T, db = a^T @ g.
         gx = matmul(y, g, ty, True) if tx else matmul(g, y, False, not ty)
         gy = matmul(g, x, True, tx) if ty else matmul(x, g, not tx, False)
-        if len(ctx.x_shape) == 1:
-            gx = gx.reshape(gx.shape[:-2] + (-1,)) if gx.ndim > 2 else gx.reshape(ctx.x_shape)
-        if len(ctx.y_shape) == 1:
-            gy = gy.reshape(gy.shape[:-2] + (-1,)) if gy.ndim > 2 else gy.reshape(ctx.y_shape)
+        # NOTE: explicit sizes, not -1: a -1 cannot be inferred when another dim is 0.
+        if len(ctx.x_shape) == 1:  # gx is [..., 1, k]
+            gx = gx.reshape(gx.shape[:-2] + gx.shape[-1:])
+        if len(ctx.y_shape) == 1:  # gy is [..., k, 1]
+            gy = gy.reshape(gy.shape[:-1])
         return gx, gy
 
 
@@ -91,8 +94,9 @@ class Linear(Op):
     def backward(ctx, grad):
         x, w = ctx.x, ctx.weight
         gx = matmul(grad, w, False, True)
-        x2 = x.reshape(-1, x.shape[-1])
-        g2 = grad.reshape(-1, grad.shape[-1])
+        rows = math.prod(x.shape[:-1])
+        x2 = x.reshape(rows, x.shape[-1])
+        g2 = grad.reshape(rows, grad.shape[-1])
         gw = matmul(x2, g2, True, False)
         gb = reduce_sum(g2, axis=0) if ctx.has_bias else None
         return gx, gw, gb

@@ -8,17 +8,16 @@ from ..op import GRAY, Op
 
 
 class Reshape(Op):
-    """Paddle's reshape: ``-1`` infers one dimension, ``0`` copies the input's dimension."""
+    """Reshape to ``shape`` (``-1`` infers one dimension); Tensor.reshape resolves Paddle's 0s."""
 
     name = "reshape"
     amp = GRAY
 
     @staticmethod
     def forward(ctx, x, shape):
-        target = [x.shape[i] if n == 0 and i < x.ndim else n for i, n in enumerate(shape)]
         ctx.shape = x.shape
         try:
-            return x.reshape(target)
+            return x.reshape(shape)
         except ValueError:
             raise ValueError(
                 f"cannot reshape a tensor of shape {list(x.shape)} ({x.size} elements) "
