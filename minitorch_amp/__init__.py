@@ -1,5 +1,6 @@
 """minitorch_amp: a small, readable deep-learning engine built for Automatic Mixed Precision."""
 
+from . import device, nn, optimizer
 from .autograd import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .autograd.creation import (
     arange,
@@ -17,7 +18,42 @@ from .autograd.creation import (
     zeros,
     zeros_like,
 )
-from . import device, nn, optimizer
+from .autograd.functions import (
+    abs,  # noqa: A004 - Paddle's name (paddle.abs)
+    add,
+    argmax,
+    cast,
+    clip,
+    concat,
+    divide,
+    equal,
+    exp,
+    flatten,
+    greater_equal,
+    greater_than,
+    less_equal,
+    less_than,
+    log,
+    matmul,
+    max,  # noqa: A004 - Paddle's name (paddle.max)
+    mean,
+    multiply,
+    neg,
+    not_equal,
+    pow,  # noqa: A004 - Paddle's name (paddle.pow)
+    reshape,
+    sigmoid,
+    sqrt,
+    square,
+    squeeze,
+    stack,
+    subtract,
+    sum,  # noqa: A004 - Paddle's name (paddle.sum)
+    tanh,
+    transpose,
+    unsqueeze,
+    where,
+)
 from .backend import Place, get_device, is_compiled_with_cuda, set_device
 from .backend.dtypes import (
     bool_,

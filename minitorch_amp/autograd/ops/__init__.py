@@ -1,6 +1,8 @@
 """Every op class, one flat namespace. Importing this package fills ``OP_TABLE``."""
 
+from .activation import Gelu, LogSoftmax, Relu, Softmax
 from .cast import Cast, CopyTo
+from .combine import Concat, Stack, Where
 from .elementwise import (
     Abs,
     Add,
@@ -19,5 +21,7 @@ from .elementwise import (
     Tanh,
 )
 from .linalg import Linear, Matmul
+from .loss import CrossEntropy, MseLoss
+from .nn_ops import BatchNorm, Dropout, Embedding, LayerNorm
 from .reduce import ArgMax, Max, Mean, Sum
 from .shape import GetItem, Reshape, Transpose

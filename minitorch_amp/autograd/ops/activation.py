@@ -1,0 +1,146 @@
+"""Activations: relu, gelu (erf and tanh forms), softmax and log_softmax.
+
+float16 input is computed in float32 and rounded once at the end (what Paddle's and cuDNN's
+half kernels do): ``exp`` of a float16 overflows past 11.1, and a softmax sum in float16 stops
+growing past 2048.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...backend import get_array_module
+from ...backend.dtypes import accumulation_dtype
+from ...backend.primitives import erf
+from ..op import BLACK, GRAY, Op
+
+_SQRT_HALF = math.sqrt(0.5)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_GELU_CUBIC = 0.044715
+
+
+def _widen(x):
+    """``x`` in its accumulation dtype (float32 for float16; otherwise ``x`` itself)."""
+    return x.astype(accumulation_dtype(x.dtype), copy=False)
+
+
+def softmax_axis(axis: int, ndim: int, name: str):
+    """Check ``axis`` for a tensor of ``ndim`` dims; a 0-d tensor reduces over everything."""
+    if not -max(ndim, 1) <= axis < max(ndim, 1):
+        raise ValueError(f"{name}: axis {axis} is out of range for a tensor with {ndim} dims")
+    return None if ndim == 0 else axis
+
+
+def log_softmax(x, axis):
+    """``x - max - log(sum(exp(x - max)))`` along ``axis``, in ``x``'s dtype (non-empty ``x``)."""
+    xp = get_array_module(x)
+    z = x - x.max(axis=axis, keepdims=True)
+    return z - xp.log(xp.exp(z).sum(axis=axis, keepdims=True))
+
+
+class Relu(Op):
+    """``max(x, 0)``; the gradient is 0 where ``x <= 0`` (Paddle takes 0 at the kink)."""
+
+    name = "relu"
+    amp = GRAY
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.mask = x > 0
+        return get_array_module(x).maximum(x, 0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.mask
+
+
+class Gelu(Op):
+    """Gaussian error linear unit.
+
+    Exact (``approximate=False``): ``x * Phi(x)`` with ``Phi(x) = (1 + erf(x / sqrt(2))) / 2``,
+    derivative ``Phi(x) + x * phi(x)`` where ``phi`` is the standard normal density.
+    Tanh form: ``x/2 * (1 + tanh(u))`` with ``u = sqrt(2/pi) * (x + 0.044715 x^3)``.
+    """
+
+    name = "gelu"
+    amp = GRAY
+
+    @staticmethod
+    def forward(ctx, x, approximate=False):
+        xp = get_array_module(x)
+        xa = _widen(x)
+        ctx.x, ctx.approximate = xa, approximate
+        if approximate:
+            ctx.t = xp.tanh(_SQRT_2_OVER_PI * (xa + _GELU_CUBIC * xa * xa * xa))
+            out = 0.5 * xa * (1.0 + ctx.t)
+        else:
+            ctx.cdf = 0.5 * (1.0 + erf(xa * _SQRT_HALF))
+            out = xa * ctx.cdf
+        return out.astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, grad):
+        xp = get_array_module(grad)
+        x = ctx.x
+        if ctx.approximate:
+            t = ctx.t
+            du = _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_CUBIC * x * x)
+            slope = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du
+        else:
+            slope = ctx.cdf + x * _INV_SQRT_2PI * xp.exp(-0.5 * x * x)
+        return (grad * slope).astype(grad.dtype, copy=False)
+
+
+class Softmax(Op):
+    """``exp(x - max) / sum(exp(x - max))`` along ``axis``; d/dx = y * (g - sum(g * y))."""
+
+    name = "softmax"
+    amp = BLACK
+
+    @staticmethod
+    def forward(ctx, x, axis=-1):
+        xp = get_array_module(x)
+        axis = softmax_axis(axis, x.ndim, "softmax")
+        ctx.axis = axis
+        if x.size == 0:
+            ctx.out = _widen(x)
+            return x.copy()
+        xa = _widen(x)
+        e = xp.exp(xa - xa.max(axis=axis, keepdims=True))
+        ctx.out = e / e.sum(axis=axis, keepdims=True)
+        return ctx.out.astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, grad):
+        y = ctx.out
+        g = _widen(grad)
+        gx = y * (g - (g * y).sum(axis=ctx.axis, keepdims=True))
+        return gx.astype(grad.dtype, copy=False)
+
+
+class LogSoftmax(Op):
+    """``x - max - log(sum(exp(x - max)))`` along ``axis``; d/dx = g - exp(y) * sum(g)."""
+
+    name = "log_softmax"
+    amp = BLACK
+
+    @staticmethod
+    def forward(ctx, x, axis=-1):
+        axis = softmax_axis(axis, x.ndim, "log_softmax")
+        ctx.axis = axis
+        if x.size == 0:
+            ctx.out = _widen(x)
+            return x.copy()
+        ctx.out = log_softmax(_widen(x), axis)
+        return ctx.out.astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, grad):
+        xp = get_array_module(grad)
+        g = _widen(grad)
+        gx = g - xp.exp(ctx.out) * g.sum(axis=ctx.axis, keepdims=True)
+        return gx.astype(grad.dtype, copy=False)
+
+
+__all__ = ["Gelu", "LogSoftmax", "Relu", "Softmax"]

@@ -1,0 +1,112 @@
+"""Ops that join tensors or choose between them: concat, stack and where.
+
+Their backward passes only route the gradient: each input gets a slice of it (a view, which
+the engine copies before storing) or the gradient masked by the condition.
+"""
+
+from __future__ import annotations
+
+from ...backend import get_array_module
+from ..op import GRAY, Op
+
+
+def _shapes(arrays) -> str:
+    return ", ".join(str(list(a.shape)) for a in arrays)
+
+
+def _join_axis(name: str, arrays, axis: int, extra: int) -> int:
+    """Check that there are inputs and ``axis`` fits them (``extra`` = 1 for a new axis)."""
+    if not arrays:
+        raise ValueError(f"{name} needs at least one tensor, got an empty list")
+    ndim = arrays[0].ndim + extra
+    if not -ndim <= axis < ndim or ndim == 0:
+        raise ValueError(
+            f"{name}: axis {axis} is out of range for tensors of shapes {_shapes(arrays)}"
+        )
+    return axis % ndim
+
+
+class Concat(Op):
+    """Join tensors along an existing ``axis``; all other dimensions must match."""
+
+    name = "concat"
+    amp = GRAY
+
+    @staticmethod
+    def forward(ctx, *xs, axis=0):
+        axis = _join_axis("concat", xs, axis, extra=0)
+        first = xs[0].shape
+        for x in xs:
+            if x.ndim != len(first) or any(
+                a != b for i, (a, b) in enumerate(zip(x.shape, first)) if i != axis
+            ):
+                raise ValueError(
+                    f"concat along axis {axis}: shapes {_shapes(xs)} must match in every "
+                    "other dimension"
+                )
+        ctx.axis, ctx.sizes = axis, [x.shape[axis] for x in xs]
+        return get_array_module(*xs).concatenate(xs, axis=axis)
+
+    @staticmethod
+    def backward(ctx, grad):
+        grads, start = [], 0
+        lead = (slice(None),) * ctx.axis
+        for n in ctx.sizes:
+            grads.append(grad[(*lead, slice(start, start + n))])
+            start += n
+        return tuple(grads)
+
+
+class Stack(Op):
+    """Join same-shaped tensors along a new ``axis``."""
+
+    name = "stack"
+    amp = GRAY
+
+    @staticmethod
+    def forward(ctx, *xs, axis=0):
+        axis = _join_axis("stack", xs, axis, extra=1)
+        if any(x.shape != xs[0].shape for x in xs):
+            raise ValueError(f"stack: every tensor must have the same shape, got {_shapes(xs)}")
+        ctx.axis, ctx.count = axis, len(xs)
+        return get_array_module(*xs).stack(xs, axis=axis)
+
+    @staticmethod
+    def backward(ctx, grad):
+        lead = (slice(None),) * ctx.axis
+        return tuple(grad[(*lead, i)] for i in range(ctx.count))
+
+
+class Where(Op):
+    """``x`` where ``condition`` holds, else ``y`` (all three broadcast together).
+
+    The gradient flows to ``x`` where the condition is true and to ``y`` elsewhere;
+    ``condition`` itself gets none.
+    """
+
+    name = "where"
+    amp = GRAY
+
+    @staticmethod
+    def forward(ctx, condition, x, y):
+        xp = get_array_module(condition, x, y)
+        condition = xp.asarray(condition)
+        if condition.dtype.kind != "b":
+            condition = condition.astype(bool)
+        ctx.condition = condition
+        try:
+            return xp.where(condition, x, y)
+        except ValueError:
+            shapes = [list(getattr(v, "shape", ())) for v in (condition, x, y)]
+            raise ValueError(
+                f"where: condition {shapes[0]}, x {shapes[1]} and y {shapes[2]} cannot be "
+                "broadcast together (trailing dimensions must be equal or 1)"
+            ) from None
+
+    @staticmethod
+    def backward(ctx, grad):
+        keep = ctx.condition
+        return None, grad * keep, grad * ~keep
+
+
+__all__ = ["Concat", "Stack", "Where"]

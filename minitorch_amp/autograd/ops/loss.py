@@ -1,0 +1,144 @@
+"""Losses: softmax cross-entropy with integer labels, and mean squared error.
+
+Both compute in float32 for float16 input (AMP keeps them in float32 anyway: they are on the
+black list) and return a result in the input's dtype.
+"""
+
+from __future__ import annotations
+
+from ...backend import get_array_module
+from ...backend.dtypes import accumulation_dtype
+from ..op import BLACK, Op
+from .activation import log_softmax
+from .elementwise import binary
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def check_reduction(name: str, reduction: str) -> None:
+    """Raise a ValueError unless ``reduction`` is 'mean', 'sum' or 'none'."""
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"{name}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
+
+
+def _hard_labels(logits, label, axis: int):
+    """``label`` with the class axis dropped; checks dtype and shape against ``logits``."""
+    shapes = f"label of shape {list(label.shape)} for input of shape {list(logits.shape)}"
+    if label.dtype.kind not in "iu":
+        raise TypeError(
+            f"cross_entropy: label must hold integer class indices, got {label.dtype} ({shapes}); "
+            "probabilities need soft_label=True"
+        )
+    if label.ndim == logits.ndim:
+        if label.shape[axis] != 1:
+            raise ValueError(f"cross_entropy: {shapes}; label needs size 1 on axis {axis}")
+        label = label.reshape(label.shape[:axis] + label.shape[axis + 1 :])
+    expected = logits.shape[:axis] + logits.shape[axis + 1 :]
+    if label.shape != expected:
+        raise ValueError(
+            f"cross_entropy: {shapes}; label must be {list(expected)} or have an extra 1 on "
+            f"axis {axis}"
+        )
+    return label
+
+
+class CrossEntropy(Op):
+    """``loss_i = -weight[y_i] * log_softmax(x_i)[y_i]`` for integer labels ``y_i``.
+
+    Labels equal to ``ignore_index`` give zero loss and zero gradient. ``mean`` divides the
+    sum by the total weight of the labels that were not ignored (their count when ``weight``
+    is None), as Paddle does; when every label is ignored it returns 0.
+    d/dx_i = weight[y_i] * (softmax(x_i) - onehot(y_i)) times the incoming gradient.
+    """
+
+    name = "cross_entropy"
+    amp = BLACK
+
+    @staticmethod
+    def forward(ctx, logits, label, weight=None, ignore_index=-100, reduction="mean", axis=-1):
+        check_reduction("cross_entropy", reduction)
+        xp = get_array_module(logits, label)
+        if not -max(logits.ndim, 1) <= axis < logits.ndim:
+            raise ValueError(
+                f"cross_entropy: axis {axis} is out of range for input of shape "
+                f"{list(logits.shape)}"
+            )
+        axis %= logits.ndim
+        classes = logits.shape[axis]
+        label = xp.asarray(label)
+        ctx.label_shape = label.shape  # reduction='none' returns the label's shape (Paddle)
+        label = _hard_labels(logits, label, axis)
+        if weight is not None and tuple(weight.shape) != (classes,):
+            raise ValueError(
+                f"cross_entropy: weight of shape {list(weight.shape)} must be [{classes}], one "
+                f"value per class of input of shape {list(logits.shape)}"
+            )
+        valid = label != ignore_index
+        bad = valid & ((label < 0) | (label >= classes))
+        if bad.any():
+            raise ValueError(
+                f"cross_entropy: label value {int(label[bad].reshape(-1)[0])} is out of range; "
+                f"labels must be in [0, {classes}) or equal ignore_index={ignore_index} "
+                f"(label of shape {list(label.shape)}, input of shape {list(logits.shape)})"
+            )
+        acc = accumulation_dtype(logits.dtype)
+        safe = xp.where(valid, label, 0)
+        lsm = log_softmax(xp.moveaxis(logits, axis, -1).astype(acc), -1)
+        picked = xp.take_along_axis(lsm, safe[..., None], axis=-1)[..., 0]
+        w = valid.astype(acc) if weight is None else weight.astype(acc)[safe] * valid
+        losses = -picked * w
+        ctx.lsm, ctx.safe, ctx.w, ctx.axis, ctx.dtype = lsm, safe, w, axis, logits.dtype
+        ctx.reduction, ctx.scale = reduction, 1.0
+        if reduction == "none":
+            return losses.reshape(ctx.label_shape).astype(logits.dtype, copy=False)
+        total = losses.sum()
+        if reduction == "mean":
+            denominator = w.sum()
+            ctx.scale = 1.0 / (denominator + (denominator == 0))  # all ignored: 0, not nan
+            total = total * ctx.scale
+        return xp.asarray(total).astype(logits.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        xp = get_array_module(grad)
+        lsm = ctx.lsm
+        grad = grad.reshape(ctx.w.shape) if ctx.reduction == "none" else grad
+        per_row = grad.astype(lsm.dtype, copy=False) * ctx.scale * ctx.w
+        onehot = xp.arange(lsm.shape[-1]) == ctx.safe[..., None]
+        g = (xp.exp(lsm) - onehot) * per_row[..., None]
+        return xp.moveaxis(g, -1, ctx.axis).astype(ctx.dtype, copy=False), None, None
+
+
+class MseLoss(Op):
+    """``(input - label)^2``, then averaged (``mean``), summed (``sum``) or kept (``none``).
+
+    d/d input = 2 (input - label) * grad (divided by the element count for ``mean``).
+    """
+
+    name = "mse_loss"
+    amp = BLACK
+
+    @staticmethod
+    def forward(ctx, input, label, reduction="mean"):  # noqa: A002 - Paddle's name
+        check_reduction("mse_loss", reduction)
+        xp = get_array_module(input, label)
+        acc = accumulation_dtype(input.dtype)
+        diff = binary(
+            "mse_loss", lambda a, b: a - b, input.astype(acc), xp.asarray(label).astype(acc)
+        )
+        ctx.diff, ctx.dtype, ctx.scale = diff, input.dtype, 2.0
+        out = diff * diff
+        if reduction == "sum":
+            out = out.sum()
+        elif reduction == "mean":  # of an empty tensor: nan, as in NumPy and Paddle
+            ctx.scale = 2.0 / diff.size if diff.size else 0.0
+            out = out.sum() / diff.size if diff.size else xp.full((), xp.nan, dtype=acc)
+        return xp.asarray(out).astype(input.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, grad):
+        g = ctx.diff * (grad.astype(ctx.diff.dtype, copy=False) * ctx.scale)
+        return g, -g
+
+
+__all__ = ["CrossEntropy", "MseLoss"]

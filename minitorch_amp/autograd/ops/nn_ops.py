@@ -1,0 +1,268 @@
+"""Neural-network ops with state or structure: dropout, layer/batch normalisation, embedding.
+
+Statistics of float16 input are computed in float32 (``accumulation_dtype``) and the result
+is rounded once to the input's dtype; scale, bias and running statistics keep their own dtype.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...backend import get_array_module
+from ...backend.dtypes import accumulation_dtype, float32
+from ...backend.primitives import scatter_add
+from ...backend.random import generator
+from ..op import EXTRA_BLACK, GRAY, NORM, Op
+
+DROPOUT_MODES = ("upscale_in_train", "downscale_in_infer")
+
+
+class Dropout(Op):
+    """Zero each element with probability ``p`` (Paddle's two modes).
+
+    ``upscale_in_train``: train ``x * mask / (1 - p)``, infer ``x``.
+    ``downscale_in_infer``: train ``x * mask``, infer ``x * (1 - p)``.
+    The mask is drawn from the library's generator (``seed(n)`` makes it reproducible), over
+    the dimensions in ``axis`` only (all when None) and broadcast over the rest.
+    """
+
+    name = "dropout"
+    amp = GRAY
+
+    @staticmethod
+    def forward(ctx, x, p=0.5, training=True, mode="upscale_in_train", axis=None):
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"dropout probability p must be in [0, 1], got {p}")
+        if mode not in DROPOUT_MODES:
+            raise ValueError(f"dropout mode must be one of {DROPOUT_MODES}, got {mode!r}")
+        acc = accumulation_dtype(x.dtype)
+        if not training or p == 0.0:
+            ctx.factor = 1.0 - p if mode == "downscale_in_infer" and not training else 1.0
+            if ctx.factor == 1.0:
+                return x.copy()
+            return (x.astype(acc, copy=False) * ctx.factor).astype(x.dtype, copy=False)
+        xp = get_array_module(x)
+        axes = range(x.ndim) if axis is None else [a % x.ndim for a in _as_list(axis)]
+        mask_shape = [n if i in axes else 1 for i, n in enumerate(x.shape)]
+        keep = generator(xp).random(mask_shape, dtype=float32) >= p
+        scale = 1.0 if mode == "downscale_in_infer" else (1.0 / (1.0 - p) if p < 1.0 else 0.0)
+        ctx.factor = keep.astype(acc) * scale
+        return (x * ctx.factor).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return (grad * ctx.factor).astype(grad.dtype, copy=False)
+
+
+def _as_list(axis):
+    return [axis] if isinstance(axis, int) else list(axis)
+
+
+class LayerNorm(Op):
+    """Normalise over the trailing ``normalized_shape`` dims, then scale and shift.
+
+    ``y = (x - mean) / sqrt(var + epsilon) * weight + bias`` with the biased variance.
+    ``weight``/``bias`` may have ``normalized_shape`` or be flattened to one dimension.
+    """
+
+    name = "layer_norm"
+    amp = NORM
+
+    @staticmethod
+    def forward(ctx, x, weight=None, bias=None, normalized_shape=(), epsilon=1e-5):
+        normalized_shape = tuple(normalized_shape)
+        k = len(normalized_shape)
+        if k == 0 or k > x.ndim or tuple(x.shape[x.ndim - k :]) != normalized_shape:
+            raise ValueError(
+                f"layer_norm: input of shape {list(x.shape)} does not end with "
+                f"normalized_shape {list(normalized_shape)}"
+            )
+        for label, param in (("weight", weight), ("bias", bias)):
+            if param is not None and param.size != math.prod(normalized_shape):
+                raise ValueError(
+                    f"layer_norm: {label} of shape {list(param.shape)} does not match "
+                    f"normalized_shape {list(normalized_shape)}"
+                )
+        xp = get_array_module(x)
+        acc = accumulation_dtype(x.dtype)
+        axes = tuple(range(x.ndim - k, x.ndim))
+        xa = x.astype(acc, copy=False)
+        centred = xa - xa.mean(axis=axes, keepdims=True)
+        rstd = 1.0 / xp.sqrt((centred * centred).mean(axis=axes, keepdims=True) + epsilon)
+        xhat = centred * rstd
+        out = xhat.copy()
+        w = None if weight is None else weight.reshape(normalized_shape).astype(acc, copy=False)
+        if w is not None:
+            out *= w
+        if bias is not None:
+            out += bias.reshape(normalized_shape).astype(acc, copy=False)
+        ctx.xhat, ctx.rstd, ctx.w, ctx.axes, ctx.dtype = xhat, rstd, w, axes, x.dtype
+        ctx.w_shape = None if weight is None else weight.shape
+        ctx.b_shape = None if bias is None else bias.shape
+        return out.astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, grad):
+        xhat, axes = ctx.xhat, ctx.axes
+        g = grad.astype(xhat.dtype, copy=False)
+        lead = tuple(range(g.ndim - len(axes)))
+        gw = None if ctx.w_shape is None else (g * xhat).sum(axis=lead).reshape(ctx.w_shape)
+        gb = None if ctx.b_shape is None else g.sum(axis=lead).reshape(ctx.b_shape)
+        gxhat = g if ctx.w is None else g * ctx.w
+        # d/dx of (x - mean) * rstd: remove the gradient's mean and its projection on xhat.
+        gx = ctx.rstd * (
+            gxhat
+            - gxhat.mean(axis=axes, keepdims=True)
+            - xhat * (gxhat * xhat).mean(axis=axes, keepdims=True)
+        )
+        return gx.astype(ctx.dtype, copy=False), gw, gb
+
+
+class BatchNorm(Op):
+    """Normalise each channel by batch statistics (training) or running statistics (eval).
+
+    ``y = (x - mean) / sqrt(var + epsilon) * weight + bias`` per channel, the channel being
+    axis 1 of ``[N, C]`` or ``[N, C, ...]`` (``channel_axis=-1`` for channels-last).
+    In training the arrays ``running_mean``/``running_var`` are updated in place, Paddle's way:
+    ``running = momentum * running + (1 - momentum) * batch_stat`` with the biased variance.
+    """
+
+    name = "batch_norm"
+    amp = NORM
+
+    @staticmethod
+    def forward(
+        ctx,
+        x,
+        weight=None,
+        bias=None,
+        running_mean=None,
+        running_var=None,
+        training=False,
+        momentum=0.9,
+        epsilon=1e-5,
+        channel_axis=1,
+    ):
+        if x.ndim < 2:
+            raise ValueError(
+                f"batch_norm: input must be [N, C] or [N, C, ...], got shape {list(x.shape)}"
+            )
+        c_axis = channel_axis % x.ndim
+        channels = x.shape[c_axis]
+        params = {"running_mean": running_mean, "running_var": running_var}
+        params.update(weight=weight, bias=bias)
+        for label, arr in params.items():
+            if arr is not None and tuple(arr.shape) != (channels,):
+                raise ValueError(
+                    f"batch_norm: {label} of shape {list(arr.shape)} does not match the "
+                    f"{channels} channels of input shape {list(x.shape)}"
+                )
+        if running_mean is None or running_var is None:
+            raise ValueError("batch_norm needs running_mean and running_var arrays")
+        xp = get_array_module(x)
+        acc = accumulation_dtype(x.dtype)
+        axes = tuple(i for i in range(x.ndim) if i != c_axis)
+        per_channel = [channels if i == c_axis else 1 for i in range(x.ndim)]
+        xa = x.astype(acc, copy=False)
+        if training:
+            if x.size == 0:
+                raise ValueError(
+                    f"batch_norm in training needs at least one value per channel, got input "
+                    f"of shape {list(x.shape)}"
+                )
+            mean = xa.mean(axis=axes, keepdims=True)
+            var = ((xa - mean) ** 2).mean(axis=axes, keepdims=True)
+        else:
+            mean = running_mean.astype(acc).reshape(per_channel)
+            var = running_var.astype(acc).reshape(per_channel)
+        rstd = 1.0 / xp.sqrt(var + epsilon)
+        xhat = (xa - mean) * rstd
+        scale = rstd if weight is None else rstd * weight.astype(acc).reshape(per_channel)
+        out = xhat if weight is None else xhat * weight.astype(acc).reshape(per_channel)
+        if bias is not None:
+            out = out + bias.astype(acc).reshape(per_channel)
+        if training:  # only now, so a failure above leaves the running statistics untouched
+            running_mean *= momentum
+            running_mean += (1.0 - momentum) * mean.reshape(-1)
+            running_var *= momentum
+            running_var += (1.0 - momentum) * var.reshape(-1)
+        ctx.xhat, ctx.scale, ctx.axes, ctx.training, ctx.dtype = (
+            xhat,
+            scale,
+            axes,
+            training,
+            x.dtype,
+        )
+        ctx.has_weight, ctx.has_bias = weight is not None, bias is not None
+        return out.astype(x.dtype, copy=out is xhat)
+
+    @staticmethod
+    def backward(ctx, grad):
+        xhat, axes = ctx.xhat, ctx.axes
+        g = grad.astype(xhat.dtype, copy=False)
+        gw = (g * xhat).sum(axis=axes) if ctx.has_weight else None
+        gb = g.sum(axis=axes) if ctx.has_bias else None
+        if ctx.training:  # the batch statistics depend on x too: same projection as layer_norm
+            g = (
+                g
+                - g.mean(axis=axes, keepdims=True)
+                - xhat * (g * xhat).mean(axis=axes, keepdims=True)
+            )
+        return (ctx.scale * g).astype(ctx.dtype, copy=False), gw, gb
+
+
+class Embedding(Op):
+    """Rows of ``weight`` picked by integer ``ids``: ``out[..., :] = weight[ids[...], :]``.
+
+    Rows equal to ``padding_idx`` come out as zeros and send no gradient to ``weight``.
+    Backward adds every occurrence of an id into its row (a scatter-add, repeats included).
+    """
+
+    name = "embedding"
+    amp = EXTRA_BLACK
+
+    @staticmethod
+    def forward(ctx, ids, weight, padding_idx=None):
+        if ids.dtype.kind not in "iu":
+            raise TypeError(
+                f"embedding: ids must be an integer tensor (int32/int64), got {ids.dtype} "
+                f"of shape {list(ids.shape)}"
+            )
+        if weight.ndim != 2:
+            raise ValueError(
+                f"embedding: weight must be [num_embeddings, dim], got shape {list(weight.shape)}"
+            )
+        rows = weight.shape[0]
+        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= rows):
+            raise ValueError(
+                f"embedding: ids of shape {list(ids.shape)} hold values in "
+                f"[{int(ids.min())}, {int(ids.max())}] but weight of shape {list(weight.shape)} "
+                f"has rows 0..{rows - 1}"
+            )
+        if padding_idx is not None:
+            if not -rows <= padding_idx < rows:
+                raise ValueError(
+                    f"embedding: padding_idx {padding_idx} is out of range for weight of shape "
+                    f"{list(weight.shape)}"
+                )
+            padding_idx %= rows
+        out = weight[ids]
+        ctx.pad = None if padding_idx is None else ids == padding_idx
+        if ctx.pad is not None:
+            out[ctx.pad] = 0
+        ctx.ids, ctx.shape = ids, weight.shape
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        xp = get_array_module(grad)
+        acc = accumulation_dtype(grad.dtype)
+        rows = grad.reshape(ctx.ids.size, ctx.shape[1]).astype(acc)
+        if ctx.pad is not None:
+            rows *= ~ctx.pad.reshape(-1, 1)
+        full = xp.zeros(ctx.shape, dtype=acc)
+        scatter_add(full, ctx.ids.reshape(-1), rows)
+        return None, full
+
+
+__all__ = ["BatchNorm", "Dropout", "Embedding", "LayerNorm"]

@@ -1,0 +1,71 @@
+"""Activation functions: relu, gelu, sigmoid, tanh, softmax, log_softmax."""
+
+from __future__ import annotations
+
+from ...autograd import Tensor, apply
+from ...autograd import functions as _functions
+from ...autograd import ops as _ops
+
+
+def relu(x: Tensor) -> Tensor:
+    """Rectified linear unit, ``max(x, 0)``.
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> import minitorch_amp.nn.functional as F
+        >>> F.relu(mt.to_tensor([-2.0, 0.0, 3.0])).numpy()
+        array([0., 0., 3.], dtype=float32)
+    """
+    return apply(_ops.Relu, x)
+
+
+def gelu(x: Tensor, approximate: bool = False) -> Tensor:
+    """Gaussian error linear unit.
+
+    ``gelu(x) = x * (1 + erf(x / sqrt(2))) / 2``; with ``approximate=True`` the tanh form
+    ``x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))``.
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> import minitorch_amp.nn.functional as F
+        >>> F.gelu(mt.to_tensor([-1.0, 0.0, 1.0])).numpy()
+        array([-0.15865526,  0.        ,  0.8413447 ], dtype=float32)
+    """
+    return apply(_ops.Gelu, x, approximate=bool(approximate))
+
+
+sigmoid = _functions.sigmoid
+tanh = _functions.tanh
+
+
+def _maybe_cast(x: Tensor, dtype) -> Tensor:
+    return x if dtype is None else x.astype(dtype)
+
+
+def softmax(x: Tensor, axis: int = -1, dtype=None) -> Tensor:
+    """``softmax(x)_i = exp(x_i) / sum_j exp(x_j)`` along ``axis`` (computed stably).
+
+    Args:
+        x: the input tensor.
+        axis: the axis to normalise over.
+        dtype: cast ``x`` to this dtype first (Paddle's argument), e.g. ``'float64'``.
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> import minitorch_amp.nn.functional as F
+        >>> F.softmax(mt.to_tensor([0.0, 0.0, 0.0, 0.0])).numpy()
+        array([0.25, 0.25, 0.25, 0.25], dtype=float32)
+    """
+    return apply(_ops.Softmax, _maybe_cast(x, dtype), axis=int(axis))
+
+
+def log_softmax(x: Tensor, axis: int = -1, dtype=None) -> Tensor:
+    """``log_softmax(x)_i = x_i - log(sum_j exp(x_j))`` along ``axis`` (computed stably).
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> import minitorch_amp.nn.functional as F
+        >>> F.log_softmax(mt.to_tensor([1.0, 1.0])).numpy()
+        array([-0.6931472, -0.6931472], dtype=float32)
+    """
+    return apply(_ops.LogSoftmax, _maybe_cast(x, dtype), axis=int(axis))

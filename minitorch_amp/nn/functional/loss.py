@@ -1,0 +1,73 @@
+"""Loss functions: cross_entropy and mse_loss."""
+
+from __future__ import annotations
+
+from ...autograd import Tensor, apply
+from ...autograd import ops as _ops
+from ...autograd.ops.loss import check_reduction
+
+
+def cross_entropy(
+    input: Tensor,  # noqa: A002 - Paddle's argument name
+    label: Tensor,
+    weight: Tensor | None = None,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+    soft_label: bool = False,
+    axis: int = -1,
+) -> Tensor:
+    """Softmax cross-entropy between logits ``input`` and integer class ``label``.
+
+    ``loss_i = -weight[y_i] * log(softmax(input_i)[y_i])``. Labels equal to ``ignore_index``
+    contribute nothing. ``'mean'`` divides the sum by the total weight of the labels that were
+    not ignored (by their count without ``weight``); ``'sum'`` sums; ``'none'`` returns one
+    loss per label, in the label's shape. Computed in float32 for float16 logits.
+
+    Args:
+        input: logits with the classes on ``axis``, e.g. ``[N, C]``.
+        label: int64 class indices of shape ``[N]`` or ``[N, 1]`` (generally the input's shape
+            without ``axis``, or with size 1 there).
+        weight: optional per-class weights, shape ``[C]``.
+        ignore_index: the label value to ignore.
+        reduction: ``'mean'``, ``'sum'`` or ``'none'``.
+        soft_label: must be False; probability labels are not supported yet.
+        axis: the class axis of ``input``.
+
+    Raises:
+        ValueError: a bad reduction, label shape or label value (out of ``[0, C)``).
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> import minitorch_amp.nn.functional as F
+        >>> logits = mt.to_tensor([[0.0, 0.0], [0.0, 0.0]])
+        >>> round(F.cross_entropy(logits, mt.to_tensor([0, 1])).item(), 6)
+        0.693147
+    """
+    check_reduction("cross_entropy", reduction)
+    if soft_label:
+        raise NotImplementedError(
+            "cross_entropy(soft_label=True) is not supported; pass integer class indices, or "
+            "compute -(label * log_softmax(input, axis)).sum(axis) for probability labels"
+        )
+    return apply(
+        _ops.CrossEntropy,
+        input,
+        label,
+        weight,
+        ignore_index=int(ignore_index),
+        reduction=reduction,
+        axis=int(axis),
+    )
+
+
+def mse_loss(input: Tensor, label: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
+    """Mean squared error: ``(input - label)^2``, averaged, summed or kept per element.
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> import minitorch_amp.nn.functional as F
+        >>> F.mse_loss(mt.to_tensor([1.0, 3.0]), mt.to_tensor([0.0, 0.0])).item()
+        5.0
+    """
+    check_reduction("mse_loss", reduction)
+    return apply(_ops.MseLoss, input, label, reduction=reduction)

@@ -1,0 +1,106 @@
+"""Normalisation functions: layer_norm and batch_norm."""
+
+from __future__ import annotations
+
+from ...autograd import Tensor, apply
+from ...autograd import ops as _ops
+
+_CHANNELS_FIRST = ("NC", "NCL", "NCHW", "NCDHW")
+_CHANNELS_LAST = ("NLC", "NHWC", "NDHWC")
+
+
+def layer_norm(
+    x: Tensor,
+    normalized_shape,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    epsilon: float = 1e-05,
+) -> Tensor:
+    """Normalise over the trailing ``normalized_shape`` dimensions, then scale and shift.
+
+    ``y = (x - mean) / sqrt(var + epsilon) * weight + bias``, where ``mean`` and the biased
+    ``var`` are taken over the last ``len(normalized_shape)`` axes. float16 input has its
+    statistics computed in float32.
+
+    Args:
+        x: the input, whose shape ends with ``normalized_shape``.
+        normalized_shape: an int or a list of ints.
+        weight, bias: optional, of shape ``normalized_shape`` or its flattened size.
+        epsilon: added to the variance.
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> import minitorch_amp.nn.functional as F
+        >>> F.layer_norm(mt.to_tensor([[1.0, 3.0]]), 2).numpy()
+        array([[-0.999995,  0.999995]], dtype=float32)
+    """
+    if isinstance(normalized_shape, int):
+        normalized_shape = [normalized_shape]
+    return apply(
+        _ops.LayerNorm,
+        x,
+        weight,
+        bias,
+        normalized_shape=tuple(int(n) for n in normalized_shape),
+        epsilon=float(epsilon),
+    )
+
+
+def batch_norm(
+    x: Tensor,
+    running_mean: Tensor,
+    running_var: Tensor,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    training: bool = False,
+    momentum: float = 0.9,
+    epsilon: float = 1e-05,
+    data_format: str = "NCHW",
+    use_global_stats: bool | None = None,
+) -> Tensor:
+    """Normalise each channel with batch statistics (training) or running ones (inference).
+
+    ``y = (x - mean) / sqrt(var + epsilon) * weight + bias`` per channel. In training, mean
+    and biased var come from the batch (all axes but the channel axis) and ``running_mean``
+    and ``running_var`` are updated in place::
+
+        running_mean = momentum * running_mean + (1 - momentum) * batch_mean
+        running_var  = momentum * running_var  + (1 - momentum) * batch_var
+
+    Args:
+        x: ``[N, C]`` or ``[N, C, ...]`` (channels last for ``'NLC'``/``'NHWC'``/``'NDHWC'``).
+        running_mean, running_var: Tensors of shape ``[C]``, updated in training.
+        weight, bias: optional per-channel scale and shift, shape ``[C]``.
+        training: use and update batch statistics.
+        momentum: weight of the old running value.
+        epsilon: added to the variance.
+        data_format: where the channel axis is.
+        use_global_stats: True forces the running statistics, False the batch ones.
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> import minitorch_amp.nn.functional as F
+        >>> mean, var = mt.zeros([2]), mt.ones([2])
+        >>> y = F.batch_norm(mt.to_tensor([[1.0, 2.0], [3.0, 6.0]]), mean, var, training=True)
+        >>> mean.numpy()
+        array([0.2, 0.4], dtype=float32)
+    """
+    if data_format not in _CHANNELS_FIRST + _CHANNELS_LAST:
+        raise ValueError(
+            f"batch_norm: data_format must be one of {_CHANNELS_FIRST + _CHANNELS_LAST}, "
+            f"got {data_format!r}"
+        )
+    if use_global_stats is not None:
+        training = not use_global_stats
+    return apply(
+        _ops.BatchNorm,
+        x,
+        weight,
+        bias,
+        running_mean=running_mean.data,
+        running_var=running_var.data,
+        training=bool(training),
+        momentum=float(momentum),
+        epsilon=float(epsilon),
+        channel_axis=-1 if data_format in _CHANNELS_LAST else 1,
+    )
