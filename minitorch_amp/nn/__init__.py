@@ -3,8 +3,8 @@
 * :class:`Layer`, the base class, and the built-in layers (:mod:`.layer`);
 * :class:`Parameter` and :class:`ParamAttr`, trainable tensors and how to create them;
 * :mod:`.functional`, the stateless functions layers call; :mod:`.initializer`;
-* gradient clipping: :class:`ClipGradByGlobalNorm`, :class:`ClipGradByNorm` and
-  ``nn.utils.clip_grad_norm_``.
+* gradient clipping: :class:`ClipGradByGlobalNorm`, :class:`ClipGradByNorm`,
+  :class:`ClipGradByValue`, ``nn.utils.clip_grad_norm_`` and ``nn.utils.clip_grad_value_``.
 
 Example:
     >>> import minitorch_amp as mt
@@ -18,7 +18,7 @@ Example:
 """
 
 from . import functional, initializer, utils
-from .clip import ClipGradByGlobalNorm, ClipGradByNorm
+from .clip import ClipGradByGlobalNorm, ClipGradByNorm, ClipGradByValue
 from .layer import (
     GELU,
     BatchNorm1D,
@@ -48,6 +48,7 @@ __all__ = [
     "BatchNorm1D",
     "ClipGradByGlobalNorm",
     "ClipGradByNorm",
+    "ClipGradByValue",
     "CrossEntropyLoss",
     "Dropout",
     "Embedding",

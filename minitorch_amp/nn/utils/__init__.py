@@ -1,5 +1,5 @@
-"""``minitorch_amp.nn.utils``: PyTorch's spelling of gradient clipping, ``clip_grad_norm_``."""
+"""``minitorch_amp.nn.utils``: PyTorch spellings of gradient clipping."""
 
-from ..clip import clip_grad_norm_
+from ..clip import clip_grad_norm_, clip_grad_value_
 
-__all__ = ["clip_grad_norm_"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_"]
