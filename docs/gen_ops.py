@@ -26,15 +26,20 @@ def render() -> str:
         "",
         f"{len(OP_TABLE)} ops.",
         "",
-        "| op | class | file | AMP category | what it computes |",
-        "|---|---|---|---|---|",
+        "| op | class | file | AMP category | inputs AMP casts | what it computes |",
+        "|---|---|---|---|---|---|",
     ]
     for name in sorted(OP_TABLE):
         op = OP_TABLE[name]
         module = op.__module__.replace(".", "/") + ".py"
         summary = (op.__doc__ or "").strip().splitlines()
         summary = summary[0].replace("|", "\\|") if summary else ""
-        lines.append(f"| `{name}` | `{op.__name__}` | `{module}` | {op.amp} | {summary} |")
+        casts = (
+            "all floating" if op.amp_inputs is None else ", ".join(f"#{i}" for i in op.amp_inputs)
+        )
+        lines.append(
+            f"| `{name}` | `{op.__name__}` | `{module}` | {op.amp} | {casts} | {summary} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -7,9 +7,32 @@ AMP casting, operator statistics and NaN/Inf checks hook in here and nowhere els
 
 from __future__ import annotations
 
+import contextvars
+
 from .grad_mode import _enabled
-from .op import Context, Op
+from .op import NONE, Context, Op
 from .tensor import Tensor
+
+# The AMP state of the current context (None: AMP off). ``minitorch_amp.amp.auto_cast`` sets it;
+# autograd never imports amp, it only calls the hook amp installs.
+autocast_state = contextvars.ContextVar("minitorch_amp_autocast_state", default=None)
+
+
+class Hooks:
+    """What higher layers plug into ``apply`` (installed once, at import of ``minitorch_amp.amp``).
+
+    Attributes:
+        autocast: ``autocast(op, inputs, state) -> inputs``, the per-op AMP cast rule; called
+            only while ``autocast_state`` is set and for ops whose category is not NONE.
+        observers: functions ``observe(op, out)`` run after every forward (operator statistics,
+            the NaN/Inf checker). Empty unless a debugging tool is on.
+    """
+
+    autocast = None
+    observers: tuple = ()
+
+
+hooks = Hooks()
 
 
 class Node:
@@ -48,6 +71,9 @@ def apply(op: type[Op], *inputs, **attrs) -> Tensor:
     Only floating results are recorded; an op whose result is integer or bool (a comparison,
     an argmax) returns a tensor with ``stop_gradient=True``.
     """
+    state = autocast_state.get()
+    if state is not None and op.amp != NONE:
+        inputs = hooks.autocast(op, inputs, state)
     record = _enabled.get() and any(_wants_grad(x) for x in inputs)
     arrays = [x._data if isinstance(x, Tensor) else x for x in inputs]
     ctx = Context()
@@ -55,4 +81,6 @@ def apply(op: type[Op], *inputs, **attrs) -> Tensor:
     if record and out._data.dtype.kind == "f":
         out._node = Node(op, ctx, tuple(x if _wants_grad(x) else None for x in inputs))
         out.stop_gradient = False
+    for observe in hooks.observers:
+        observe(op, out)
     return out

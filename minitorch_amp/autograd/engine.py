@@ -78,8 +78,18 @@ def _initial_grad(root: Tensor, grad_tensor):
     return g.astype(data.dtype, copy=False)
 
 
+# Functions run after every completed backward(), e.g. AMP's master_grad cast to float32.
+post_backward_hooks: list = []
+
+
 def backward(root: Tensor, grad_tensor=None, retain_graph: bool = False) -> None:
     """Accumulate d(root)/d(leaf) into ``leaf.grad`` for every leaf that needs a gradient."""
+    _backward(root, grad_tensor, retain_graph)
+    for hook in post_backward_hooks:
+        hook()
+
+
+def _backward(root: Tensor, grad_tensor, retain_graph: bool) -> None:
     if root.stop_gradient:
         raise RuntimeError(
             "backward() on a tensor with stop_gradient=True: nothing it depends on needs a "

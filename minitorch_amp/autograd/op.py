@@ -33,9 +33,8 @@ WHITE = "white"  # run in low precision under O1/O2/OD
 BLACK = "black"  # run in float32 under O1
 EXTRA_BLACK = "extra_black"  # float32 under O1 and O2 (Paddle's EXTRA_BLACK_LIST)
 GRAY = "gray"  # follow the inputs: float32 if any floating input is float32
-NORM = "norm"  # gray, but only input ``x`` is looked at and cast (scale/bias stay float32)
-NONE = "none"  # never cast (casts themselves, shape-only and integer ops)
-AMP_CATEGORIES = (WHITE, BLACK, EXTRA_BLACK, GRAY, NORM, NONE)
+NONE = "none"  # never cast (casts themselves, comparisons, integer results)
+AMP_CATEGORIES = (WHITE, BLACK, EXTRA_BLACK, GRAY, NONE)
 
 OP_TABLE: dict[str, type[Op]] = {}
 
@@ -49,6 +48,9 @@ class Op:
 
     name: ClassVar[str]
     amp: ClassVar[str] = GRAY
+    # Positions of the inputs AMP looks at and casts; None means every floating input.
+    # Norm ops say (0,): only ``x`` is cast, their scale/bias stay float32 (Paddle).
+    amp_inputs: ClassVar[tuple[int, ...] | None] = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

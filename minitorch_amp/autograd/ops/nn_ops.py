@@ -12,7 +12,7 @@ from ...backend import get_array_module
 from ...backend.dtypes import accumulation_dtype, float32
 from ...backend.primitives import scatter_add
 from ...backend.random import generator
-from ..op import EXTRA_BLACK, GRAY, NORM, Op
+from ..op import BLACK, EXTRA_BLACK, GRAY, Op
 
 DROPOUT_MODES = ("upscale_in_train", "downscale_in_infer")
 
@@ -66,7 +66,8 @@ class LayerNorm(Op):
     """
 
     name = "layer_norm"
-    amp = NORM
+    amp = BLACK  # Paddle: layer_norm is on the fp16 black list
+    amp_inputs = (0,)
 
     @staticmethod
     def forward(ctx, x, weight=None, bias=None, normalized_shape=(), epsilon=1e-5):
@@ -128,7 +129,8 @@ class BatchNorm(Op):
     """
 
     name = "batch_norm"
-    amp = NORM
+    amp = GRAY
+    amp_inputs = (0,)
 
     @staticmethod
     def forward(
