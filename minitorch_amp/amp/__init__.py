@@ -1,0 +1,35 @@
+"""Automatic Mixed Precision: ``auto_cast``, the op lists and cast statistics.
+
+The pieces, bottom up: ``op_lists`` (white/black/gray, from the op table), ``auto_cast``
+(the per-op cast rule and the cast cache, plugged into ``apply``), ``GradScaler`` (dynamic
+loss scaling), ``decorate`` (O2: fp16 parameters, fp32 master weights in the optimizer),
+``debugging`` (operator statistics, NaN/Inf checks) and an apex-style facade.
+"""
+
+from ..backend.cast_counter import cast_counts, reset_cast_counts
+from .auto_cast import AmpState, amp_state, auto_cast
+from .op_lists import black_list, gray_list, white_list
+
+
+def is_float16_supported(device=None) -> bool:
+    """True: float16 runs on the GPU natively and is emulated faithfully on the CPU."""
+    return True
+
+
+def is_bfloat16_supported(device=None) -> bool:
+    """False for now: bfloat16 is not implemented yet."""
+    return False
+
+
+__all__ = [
+    "AmpState",
+    "amp_state",
+    "auto_cast",
+    "black_list",
+    "cast_counts",
+    "gray_list",
+    "is_bfloat16_supported",
+    "is_float16_supported",
+    "reset_cast_counts",
+    "white_list",
+]

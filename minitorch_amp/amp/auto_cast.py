@@ -1,0 +1,190 @@
+"""``auto_cast``: run each op in float16 or float32 by Paddle's per-op rule.
+
+Inside ``with auto_cast():`` every op that goes through ``apply`` first passes its inputs to
+:func:`cast_inputs`, which picks the op's compute dtype and casts the floating inputs to it:
+
+* white op (matmul, linear) -> float16;
+* black op (exp, log, softmax, cross_entropy, sum, mean, ...) -> float32;
+* gray op (add, relu, reshape, ...) -> float32 if any floating input is float32, else float16;
+* OD: only white ops run in float16; O2 with ``use_promote=False``: everything but black.
+
+The casts are recorded ops, so gradients come back in each input's own dtype: an fp32
+parameter feeding a white op receives an fp32 gradient. Within one outermost ``auto_cast``
+region each fp32 leaf parameter is cast at most once (the cast cache); integer, bool and
+float64 tensors are never cast.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+from dataclasses import dataclass
+
+from ..autograd import dispatch
+from ..autograd.grad_mode import is_grad_enabled
+from ..autograd.ops import Cast
+from ..backend.cast_counter import count_cast
+from ..backend.dtypes import float16, float32
+from .op_lists import LEVELS, resolve_lists
+
+LOW_PRECISION = (float16, float32)  # the dtypes AMP casts between
+
+
+@dataclass(frozen=True)
+class AmpState:
+    """Everything ``apply`` needs to decide an op's dtype inside an ``auto_cast`` region."""
+
+    level: str
+    dtype: object
+    white: frozenset
+    black: frozenset
+    use_promote: bool
+
+
+# id(param), dtype -> (param, cast copy); one dict per outermost auto_cast region.
+_cast_cache = contextvars.ContextVar("minitorch_amp_cast_cache", default=None)
+
+
+def amp_state() -> AmpState | None:
+    """The AMP state in force here, or None when AMP is off."""
+    return dispatch.autocast_state.get()
+
+
+def _validate(level, dtype, use_promote) -> str:
+    if not isinstance(level, str) or level.upper() not in LEVELS:
+        raise ValueError("level should be O0, OD, O1 or O2.")
+    if not isinstance(dtype, str) or dtype.lower() not in ("float16", "bfloat16"):
+        raise ValueError(f"dtype should be 'float16' or 'bfloat16', got {dtype!r}")
+    if dtype.lower() == "bfloat16":
+        raise NotImplementedError(
+            "auto_cast(dtype='bfloat16') is not available yet; use dtype='float16'"
+        )
+    if not isinstance(use_promote, bool):
+        raise TypeError(f"use_promote must be True or False, got {use_promote!r}")
+    return level.upper()
+
+
+class auto_cast:  # noqa: N801 - Paddle's name; a context manager and a decorator
+    """Run the ops inside in mixed precision (Paddle's ``paddle.amp.auto_cast``).
+
+    Args:
+        enable: False turns AMP off inside (also inside an enabled region).
+        custom_white_list: op names to run in float16 (ours, or Paddle's like ``matmul_v2``).
+        custom_black_list: op names to run in float32.
+        level: ``'O1'`` (mixed, the default), ``'O2'`` (pure fp16 with
+            :func:`~minitorch_amp.amp.decorate`), ``'OD'`` (only white ops in fp16), ``'O0'`` (off).
+        dtype: ``'float16'`` (``'bfloat16'`` is not available yet).
+        use_promote: at O2, False runs every non-black op in float16 (Paddle < 2.5's O2).
+
+    Raises:
+        ValueError: an unknown level, dtype or op name, or an op in both custom lists.
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> x, w = mt.randn([2, 3]), mt.randn([3, 4])
+        >>> with mt.amp.auto_cast():
+        ...     y = mt.matmul(x, w)      # white: float16
+        ...     z = y.sum()              # black: float32
+        >>> y.dtype, z.dtype
+        (dtype('float16'), dtype('float32'))
+    """
+
+    def __init__(
+        self,
+        enable: bool = True,
+        custom_white_list=None,
+        custom_black_list=None,
+        level: str = "O1",
+        dtype: str = "float16",
+        use_promote: bool = True,
+    ):
+        level = _validate(level, dtype, use_promote)
+        white, black = resolve_lists(level, custom_white_list, custom_black_list)
+        self._args = (enable, custom_white_list, custom_black_list, level, dtype, use_promote)
+        if not enable or level == "O0":
+            self._state = None
+        else:
+            promote = use_promote if level == "O2" else True
+            self._state = AmpState(level, float16, white, black, promote)
+        self._tokens = []
+
+    def __enter__(self):
+        cache_token = _cast_cache.set({}) if _cast_cache.get() is None else None
+        self._tokens.append((dispatch.autocast_state.set(self._state), cache_token))
+        return self
+
+    def __exit__(self, *exc_info):
+        state_token, cache_token = self._tokens.pop()
+        dispatch.autocast_state.reset(state_token)
+        if cache_token is not None:  # leaving the outermost region: drop the cached casts
+            _cast_cache.reset(cache_token)
+        return False
+
+    def __call__(self, func):
+        args = self._args
+
+        @functools.wraps(func)
+        def wrapper(*a, **kw):
+            with auto_cast(*args):
+                return func(*a, **kw)
+
+        return wrapper
+
+
+def _compute_dtype(op, tensors, state: AmpState):
+    """Paddle's ``GetAmpDestDtype``: the dtype ``op`` runs in, given its considered inputs."""
+    name = op.name
+    if not state.use_promote:  # O2 with use_promote=False
+        return float32 if name in state.black else state.dtype
+    if name in state.white:
+        return state.dtype
+    if name in state.black or state.level == "OD":
+        return float32
+    # gray: promote to the widest, i.e. float32 if any floating input is float32
+    return float32 if any(t._data.dtype == float32 for t in tensors) else state.dtype
+
+
+def _cast(t, dtype):
+    """A recorded cast of ``t``; fp32 leaf parameters go through the region's cast cache."""
+    if t._node is None and not t.stop_gradient:  # a leaf that wants a gradient: a parameter
+        cache = _cast_cache.get()
+        key = (id(t), dtype)
+        entry = cache.get(key) if cache is not None else None
+        if entry is not None:
+            count_cast("cache_hit")
+            return entry[1]
+        out = dispatch.apply(Cast, t, dtype=dtype)
+        count_cast("weight")
+        # NOTE: a cast made under no_grad has no graph; caching it would cut the parameter
+        # off from backward for the rest of the region, so only recorded casts are cached.
+        if cache is not None and is_grad_enabled():
+            cache[key] = (t, out)  # keep t alive so its id cannot be reused
+        return out
+    count_cast("autocast")
+    return dispatch.apply(Cast, t, dtype=dtype)
+
+
+def cast_inputs(op, inputs: tuple, state: AmpState) -> tuple:
+    """Cast ``op``'s floating inputs to its compute dtype (the hook ``apply`` calls)."""
+    Tensor = dispatch.Tensor  # noqa: N806
+    positions = range(len(inputs)) if op.amp_inputs is None else op.amp_inputs
+    considered = [
+        i
+        for i in positions
+        if i < len(inputs)
+        and isinstance(inputs[i], Tensor)
+        and inputs[i]._data.dtype in LOW_PRECISION
+    ]
+    if not considered:
+        return inputs
+    dtype = _compute_dtype(op, [inputs[i] for i in considered], state)
+    if all(inputs[i]._data.dtype == dtype for i in considered):
+        return inputs
+    cast = list(inputs)
+    for i in considered:
+        if cast[i]._data.dtype != dtype:
+            cast[i] = _cast(cast[i], dtype)
+    return tuple(cast)
+
+
+dispatch.hooks.autocast = cast_inputs

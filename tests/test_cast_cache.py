@@ -1,0 +1,98 @@
+"""The O1 weight-cast cache and the cast counter."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import minitorch_amp as mt
+from minitorch_amp import amp, nn
+
+
+@pytest.fixture(autouse=True)
+def _fresh_counts():
+    amp.reset_cast_counts()
+    yield
+    amp.reset_cast_counts()
+
+
+def mlp():
+    mt.seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+
+
+def test_o1_casts_each_weight_once_per_region():
+    model, x = mlp(), mt.randn([3, 4])
+    n_params = len(model.parameters())  # 2 weights + 2 biases, all inputs of the white linear op
+    with amp.auto_cast():
+        model(x)
+        model(x)
+        model(x)
+    counts = amp.cast_counts()
+    assert counts["weight"] == n_params
+    assert counts["cache_hit"] == 2 * n_params
+    assert counts["autocast"] == 3  # the data x, once per forward (data is not cached)
+    with amp.auto_cast():  # a new region casts again: the cache was dropped on exit
+        model(x)
+    assert amp.cast_counts()["weight"] == 2 * n_params
+
+
+def test_nested_regions_share_the_outermost_cache():
+    model, x = mlp(), mt.randn([3, 4])
+    with amp.auto_cast():
+        model(x)
+        with amp.auto_cast(level="O1", custom_black_list=["exp"]):
+            model(x)
+    assert amp.cast_counts()["weight"] == len(model.parameters())
+
+
+def test_cached_casts_give_the_same_gradients_as_fresh_ones():
+    model, x = mlp(), mt.randn([3, 4])
+    with amp.auto_cast():
+        loss = model(x).astype("float32").mean() + model(x).astype("float32").mean()
+    loss.backward()
+    cached = [p.grad.numpy().copy() for p in model.parameters()]
+    assert all(p.grad.dtype == np.float32 for p in model.parameters())
+
+    model2 = mlp()
+    with amp.auto_cast():
+        first = model2(x).astype("float32").mean()
+    with amp.auto_cast():  # separate regions: no cache sharing
+        second = model2(x).astype("float32").mean()
+    (first + second).backward()
+    for a, p in zip(cached, model2.parameters()):
+        np.testing.assert_array_equal(a, p.grad.numpy())
+
+
+def test_no_grad_casts_are_not_cached_so_later_training_still_reaches_the_weights():
+    model, x = mlp(), mt.randn([3, 4])
+    with amp.auto_cast():
+        with mt.no_grad():
+            model(x)  # eval pass: casts without a graph
+        loss = model(x).astype("float32").mean()
+    loss.backward()
+    assert all(p.grad is not None for p in model.parameters())
+    assert amp.cast_counts()["weight"] == 2 * len(model.parameters())
+
+
+def test_frozen_parameters_and_data_are_not_cached():
+    model, x = mlp(), mt.randn([3, 4])
+    for p in model.parameters():
+        p.stop_gradient = True
+    with amp.auto_cast():
+        model(x)
+        model(x)
+    counts = amp.cast_counts()
+    assert counts["weight"] == 0 and counts["cache_hit"] == 0
+    assert counts["autocast"] == 2 * (1 + len(model.parameters()))
+
+
+def test_counter_reports_and_resets():
+    from minitorch_amp.backend import cast_counter
+
+    cast_counter.count_cast("optimizer", 3)
+    assert amp.cast_counts()["optimizer"] == 3
+    amp.reset_cast_counts()
+    assert set(amp.cast_counts().values()) == {0}
+    with pytest.raises(ValueError, match="unknown cast reason"):
+        cast_counter.count_cast("magic")
