@@ -28,8 +28,10 @@ from ...autograd.tensor import Tensor
 from ...backend import dtypes as _dtypes
 from ..param_attr import create_parameter
 from ..parameter import Parameter, unique_name
+from .convert import ConvertMixin
 from .hooks import HookRemoveHelper
-from .state_dict import load_state_dict
+from .printing import layer_repr
+from .state_dict import collect_state_dict, load_state_dict
 
 
 def _camel_to_snake(name: str) -> str:
@@ -38,13 +40,10 @@ def _camel_to_snake(name: str) -> str:
     return re.sub(r"([a-z])([A-Z])", r"\1_\2", s).lower()
 
 
-def _indent(text: str, spaces: int) -> str:
-    lines = text.split("\n")
-    return "\n".join([lines[0]] + [" " * spaces + line for line in lines[1:]])
-
-
-class Layer:
+class Layer(ConvertMixin):
     """Base class for all layers: subclass it, create state in ``__init__``, write ``forward``.
+
+    ``to``, ``float`` and ``float16`` come from :class:`~.convert.ConvertMixin`.
 
     Args:
         name_scope: prefix of the layer's unique full name (default: the class name in
@@ -81,6 +80,8 @@ class Layer:
         object.__setattr__(self, "_non_persistable_buffer_names_set", set())
         object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
         object.__setattr__(self, "_forward_post_hooks", OrderedDict())
+        object.__setattr__(self, "_state_dict_hooks", OrderedDict())
+        object.__setattr__(self, "_cast_to_low_precision", True)  # False: decorate excluded it
 
     # ---- forward --------------------------------------------------------------------------
     def forward(self, *inputs, **kwargs):
@@ -347,51 +348,42 @@ class Layer:
 
     # ---- state dict ------------------------------------------------------------------------
     def state_dict(
-        self, destination=None, include_sublayers: bool = True, structured_name_prefix: str = ""
+        self,
+        destination=None,
+        include_sublayers: bool = True,
+        structured_name_prefix: str = "",
+        use_hook: bool = True,
     ) -> OrderedDict:
         """Structured name -> Tensor for every parameter and persistable buffer.
 
-        The values are the layer's own tensors (no copies), ordered like
-        :meth:`named_parameters`: per layer its parameters, then its buffers, then sublayers.
+        The layer's own tensors (no copies): per layer its parameters, its buffers, then
+        sublayers. Then state-dict hooks run (not with ``use_hook=False``) and may replace them.
 
         Example:
             >>> from minitorch_amp import nn
             >>> list(nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1D(2)).state_dict())
             ['0.weight', '0.bias', '1.weight', '1.bias', '1._mean', '1._variance']
         """
-        out = OrderedDict() if destination is None else destination
-        for name, value in self._parameters.items():
-            if value is not None:
-                out[structured_name_prefix + name] = value
-        for name, value in self._buffers.items():
-            if value is not None and name not in self._non_persistable_buffer_names_set:
-                out[structured_name_prefix + name] = value
-        if include_sublayers:
-            for name, layer in self._sub_layers.items():
-                if layer is not None:
-                    layer.state_dict(out, True, f"{structured_name_prefix}{name}.")
-        return out
+        prefix = structured_name_prefix
+        return collect_state_dict(self, destination, include_sublayers, prefix, use_hook)
+
+    def register_state_dict_hook(self, hook: Callable) -> HookRemoveHelper:
+        """Call ``hook(state_dict)`` at the end of this layer's :meth:`state_dict`; the hook
+        sees the entries collected so far and may return a replacement dict (Paddle)."""
+        handle = HookRemoveHelper(self._state_dict_hooks)
+        self._state_dict_hooks[handle._id] = hook
+        return handle
+
+    _register_state_dict_hook = register_state_dict_hook  # Paddle's name
 
     def set_state_dict(
         self, state_dict: dict, use_structured_name: bool = True
     ) -> tuple[list[str], list[str]]:
-        """Copy values from ``state_dict`` into this layer's tensors, in place.
+        """Copy values from ``state_dict`` into this layer's tensors, in place; returns
+        ``(missing_keys, unexpected_keys)``. Parameters keep their identity, dtype and device.
 
-        Parameters keep their identity (optimizers holding them still work), dtype and device;
-        values are cast to the parameter's dtype. All shapes are checked before anything is
-        written, so a mismatch leaves the layer untouched.
-
-        Args:
-            state_dict: name -> Tensor or array, e.g. from :meth:`state_dict` or ``load``.
-            use_structured_name: key by structured name (``linear1.weight``); False keys by
-                the tensors' unique names (``linear_0.w_0``).
-
-        Returns:
-            ``(missing_keys, unexpected_keys)``: layer keys absent from ``state_dict``, and
-            ``state_dict`` keys the layer does not have.
-
-        Raises:
-            ValueError: a value's shape differs from the tensor it would be loaded into.
+        ``use_structured_name=False`` keys by unique names (``linear_0.w_0``). All shapes are
+        checked first: a ValueError leaves the layer untouched. See ``state_dict.py``.
         """
         return load_state_dict(self, state_dict, use_structured_name)
 
@@ -404,17 +396,4 @@ class Layer:
         return ""
 
     def __repr__(self) -> str:
-        extra = self.extra_repr()
-        children = [
-            f"({name}): {_indent(repr(layer), 2)}"
-            for name, layer in self._sub_layers.items()
-            if layer is not None
-        ]
-        text = type(self).__name__ + "("
-        if extra and "\n" in extra:
-            text += "\n  " + "\n  ".join(extra.split("\n")) + "\n"
-        else:
-            text += extra
-        if children:
-            text += "\n  " + "\n  ".join(children) + "\n"
-        return text + ")"
+        return layer_repr(self)

@@ -1,8 +1,10 @@
-"""Loading a state dict into a layer: check everything first, then copy in place.
+"""A layer's state dict: collecting it (with hooks), and loading one by copying in place.
 
-``Layer.state_dict()`` hands out the layer's own tensors; loading goes the other way and must
-not replace them, because an optimizer (and its master weights) holds the very Parameter
-objects. So values are *copied into* the existing arrays.
+``Layer.state_dict()`` hands out the layer's own tensors, then runs each layer's state-dict
+hooks on the result (``decorate(save_dtype=...)`` casts the entries there). Loading goes the
+other way and must not replace the tensors, because an optimizer (and its master weights)
+holds the very Parameter objects. So values are *copied into* the existing arrays, found
+through ``state_dict(use_hook=False)``: a hook's cast copies are not the layer's tensors.
 
 NOTE: the obvious loop (check a key, copy it, go on) leaves a half-loaded model behind when
 the fifth key has the wrong shape. Every shape is checked before the first byte is written.
@@ -11,9 +13,37 @@ the fifth key has the wrong shape. Every shape is checked before the first byte 
 from __future__ import annotations
 
 import warnings
+from collections import OrderedDict
 
 from ...autograd.tensor import Tensor
 from ...backend import device as _device
+
+
+def collect_state_dict(
+    layer, destination, include_sublayers: bool, prefix: str, use_hook: bool
+) -> OrderedDict:
+    """What ``Layer.state_dict`` returns: parameters, persistable buffers, then sublayers.
+
+    After a layer's entries and its sublayers' are in, its hooks run on the whole dict so far
+    (Paddle's order); a hook returning a value replaces the dict.
+    """
+    out = OrderedDict() if destination is None else destination
+    for name, value in layer._parameters.items():
+        if value is not None:
+            out[prefix + name] = value
+    for name, value in layer._buffers.items():
+        if value is not None and name not in layer._non_persistable_buffer_names_set:
+            out[prefix + name] = value
+    if include_sublayers:
+        for name, sub in layer._sub_layers.items():
+            if sub is not None:
+                out = collect_state_dict(sub, out, True, f"{prefix}{name}.", use_hook)
+    if use_hook:
+        for hook in list(layer._state_dict_hooks.values()):
+            result = hook(out)
+            if result is not None:
+                out = result
+    return out
 
 
 def load_state_dict(layer, state_dict: dict, use_structured_name: bool = True):
@@ -40,7 +70,7 @@ def load_state_dict(layer, state_dict: dict, use_structured_name: bool = True):
         (True, True)
     """
     plan, missing, used = [], [], set()
-    for key, target in layer.state_dict().items():
+    for key, target in layer.state_dict(use_hook=False).items():
         name = key if use_structured_name else (target.name or key)
         value = state_dict.get(name)
         if value is None:
