@@ -6,7 +6,6 @@ import numbers
 
 from ..backend import get_array_module
 from .optimizer import Optimizer
-from .sgd import _check_no_multi_precision
 
 __all__ = ["Adam"]
 
@@ -35,7 +34,8 @@ class Adam(Optimizer):
         grad_clip: e.g. ``nn.ClipGradByGlobalNorm(1.0)``.
         lazy_mode: only changes sparse-gradient updates; gradients here are dense, so it has
             no effect (accepted for Paddle compatibility).
-        multi_precision: reserved for AMP fp32 master weights; must be False for now.
+        multi_precision: keep fp32 master weights for float16 parameters and update
+            those in fp32 (AMP O2; see ``Optimizer``). Float32 parameters are unaffected.
 
     State dict keys: ``{name}_moment1_0``, ``{name}_moment2_0``, ``{name}_beta1_pow_acc_0``,
     ``{name}_beta2_pow_acc_0`` (the pows have shape ``[1]``).
@@ -66,7 +66,6 @@ class Adam(Optimizer):
         multi_precision=False,
         name=None,
     ):
-        _check_no_multi_precision(multi_precision)
         self._defaults = {
             **getattr(self, "_defaults", {}),
             "beta1": beta1,
@@ -74,7 +73,7 @@ class Adam(Optimizer):
             "epsilon": epsilon,
             "lazy_mode": lazy_mode,
         }
-        super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
+        super().__init__(learning_rate, parameters, weight_decay, grad_clip, name, multi_precision)
 
     def _validate_group(self, group: dict) -> None:
         super()._validate_group(group)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numbers
 
 from .optimizer import Optimizer
-from .sgd import _check_no_multi_precision
 
 __all__ = ["Momentum"]
 
@@ -24,7 +23,8 @@ class Momentum(Optimizer):
         use_nesterov: use the Nesterov update.
         weight_decay: None, a float L2 coefficient, or a regularizer.
         grad_clip: e.g. ``nn.ClipGradByGlobalNorm(1.0)``.
-        multi_precision: reserved for AMP fp32 master weights; must be False for now.
+        multi_precision: keep fp32 master weights for float16 parameters and update
+            those in fp32 (AMP O2; see ``Optimizer``). Float32 parameters are unaffected.
         rescale_grad: multiplies the gradient before weight decay (Paddle fuses L2Decay into
             the kernel after the rescale; so do we).
 
@@ -57,13 +57,12 @@ class Momentum(Optimizer):
         rescale_grad=1.0,
         name=None,
     ):
-        _check_no_multi_precision(multi_precision)
         self._defaults = {
             "momentum": momentum,
             "use_nesterov": use_nesterov,
             "rescale_grad": rescale_grad,
         }
-        super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
+        super().__init__(learning_rate, parameters, weight_decay, grad_clip, name, multi_precision)
 
     def _validate_group(self, group: dict) -> None:
         super()._validate_group(group)

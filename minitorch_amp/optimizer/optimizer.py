@@ -10,7 +10,17 @@ One ``step()``, for each parameter group, in Paddle's order:
 ``lr`` is ``get_lr() * group['learning_rate'] * param.optimize_attr['learning_rate']``.
 Step 4 is the one place a subclass writes maths. It sees plain arrays (``p`` is updated in
 place, ``g`` must not be modified, ``state`` holds the accumulators), so the fp32
-master-weight path of AMP (``multi_precision``) runs the very same ``_update`` on fp32 copies.
+master-weight path of AMP (``multi_precision``) runs the very same ``_update`` on the master.
+
+AMP, the two things GradScaler and ``amp.decorate`` rely on:
+
+* ``multi_precision=True``: each float16 parameter gets an fp32 *master weight*, created at
+  its first update as an exact cast of the parameter and kept in
+  ``self._master_weights[param.name]``. The update runs on the master in fp32, then writes
+  the float16 parameter from it, rounded to nearest even (**optimize-cast**: under O2 this
+  is the only place a weight is cast, once per parameter per update).
+* ``_set_auxiliary_var('found_inf', flag)``: when the flag is true, the next ``step()`` or
+  ``minimize()`` changes nothing at all (a skipped AMP step); the flag is cleared after it.
 """
 
 from __future__ import annotations
@@ -18,13 +28,14 @@ from __future__ import annotations
 import numbers
 import warnings
 
-import numpy as np
-
 from ..autograd.tensor import Tensor
 from ..backend import device as _device
 from ..backend import dtypes as _dtypes
-from ..regularizer import L2Decay, WeightDecayRegularizer
+from ..backend.cast_counter import count_cast
 from .lr import LRScheduler
+from .mixed_precision import found_inf_is_set, get_master_weight, low_precision_warning
+from .param_groups import as_groups, as_regularizer, check_learning_rate
+from .state_dict import load_optimizer_state, optimizer_state_dict
 
 __all__ = ["Optimizer"]
 
@@ -46,20 +57,37 @@ class Optimizer:
         grad_clip: called as ``grad_clip([(param, grad), ...])`` before regularization, e.g.
             ``nn.ClipGradByGlobalNorm(1.0)``.
         name: unused; kept for Paddle compatibility.
+        multi_precision: keep an fp32 master weight for every float16 parameter (AMP O2);
+            ``amp.decorate(level='O2')`` turns it on. Float32 parameters are unaffected.
 
     Attributes:
         _parameter_list: every parameter, in order. ``_param_groups``: the groups (dicts).
         _accumulators: ``id(param) -> {name: array}``, created lazily at a param's first
             update, in float32 for float16 params and in the param's dtype otherwise.
+        _multi_precision: the flag above (``decorate`` sets it as Paddle does).
+        _master_weights: ``param.name -> Tensor(float32)``, the master weights (Paddle keys
+            them by name), created lazily at a float16 parameter's first update.
+        _auxiliary_vars: values other AMP pieces hand over, e.g. ``'found_inf'``.
     """
 
     _group_keys: tuple[str, ...] = ()  # the subclass's hyper-parameters a group may override
 
     def __init__(
-        self, learning_rate=0.001, parameters=None, weight_decay=None, grad_clip=None, name=None
+        self,
+        learning_rate=0.001,
+        parameters=None,
+        weight_decay=None,
+        grad_clip=None,
+        name=None,
+        multi_precision: bool = False,
     ):
-        self._learning_rate = _check_learning_rate(learning_rate)
+        self._learning_rate = check_learning_rate(learning_rate)
         self._name = name
+        self._multi_precision = bool(multi_precision)
+        self._master_weights: dict[str, Tensor] = {}
+        self._master_owner: dict[str, int] = {}  # name -> id(param), to catch duplicate names
+        self._auxiliary_vars: dict = {}
+        self._warned_low_precision = False
         self._accumulators: dict[int, dict] = {}
         self._extra_params: list[Tensor] = []  # updated through minimize(parameters=...)
         # Subclasses put their hyper-parameters in self._defaults before calling us.
@@ -73,7 +101,7 @@ class Optimizer:
         self._param_groups: list[dict] = []
         self._parameter_list: list[Tensor] = []
         self._group_of: dict[int, dict] = {}
-        for group in _as_groups(parameters, type(self).__name__):
+        for group in as_groups(parameters, type(self).__name__):
             self._add_param_group(group, defaults)
 
     # ---- parameters and groups ---------------------------------------------------------------
@@ -121,7 +149,7 @@ class Optimizer:
                 "grad_clip must be None or a clipping object such as "
                 f"nn.ClipGradByGlobalNorm(1.0), got {type(clip).__name__}"
             )
-        group["_regularizer"] = _as_regularizer(group["weight_decay"])
+        group["_regularizer"] = as_regularizer(group["weight_decay"])
 
     # ---- learning rate -----------------------------------------------------------------------
     def get_lr(self) -> float:
@@ -141,7 +169,7 @@ class Optimizer:
                 "set_lr() cannot be used when the learning rate is an LRScheduler; call "
                 "scheduler.step() to change it, or set_lr_scheduler() to replace it"
             )
-        self._learning_rate = _check_learning_rate(value)
+        self._learning_rate = check_learning_rate(value)
 
     def set_lr_scheduler(self, scheduler: LRScheduler) -> None:
         """Drive the learning rate by ``scheduler`` from now on."""
@@ -159,14 +187,22 @@ class Optimizer:
         """Update every trainable parameter that has a gradient, from that gradient.
 
         Parameters with ``stop_gradient=True`` or no ``.grad`` are skipped (they keep their
-        values and their accumulators).
+        values and their accumulators). When the auxiliary var ``'found_inf'`` is true the
+        whole update is skipped; the var is cleared either way.
         """
-        base_lr = self.get_lr()
-        for group in self._param_groups:
-            pairs = [
-                (p, p._grad) for p in group["params"] if not p.stop_gradient and p._grad is not None
-            ]
-            self._apply_group(group, pairs, base_lr)
+        try:
+            if self._found_inf():
+                return
+            base_lr = self.get_lr()
+            for group in self._param_groups:
+                pairs = [
+                    (p, p._grad)
+                    for p in group["params"]
+                    if not p.stop_gradient and p._grad is not None
+                ]
+                self._apply_group(group, pairs, base_lr)
+        finally:
+            self._auxiliary_vars.pop("found_inf", None)
 
     def minimize(self, loss, startup_program=None, parameters=None, no_grad_set=None):
         """Apply the gradients already computed, like :meth:`step` (Paddle dygraph).
@@ -180,8 +216,15 @@ class Optimizer:
             no_grad_set: parameters (or their names) to leave alone.
 
         Returns:
-            ``(optimize_ops, params_grads)``: ``[]`` and the ``(param, grad)`` pairs used.
+            ``(optimize_ops, params_grads)``: ``[]`` and the ``(param, grad)`` pairs used
+            (the pairs that would have been used, when ``'found_inf'`` skipped the update).
         """
+        try:
+            return self._minimize(parameters, no_grad_set)
+        finally:
+            self._auxiliary_vars.pop("found_inf", None)
+
+    def _minimize(self, parameters, no_grad_set):
         params = self._parameter_list if parameters is None else list(parameters)
         skip = set(no_grad_set or ())
         skip_ids = {id(x) for x in skip if isinstance(x, Tensor)}
@@ -194,6 +237,8 @@ class Optimizer:
             and id(p) not in skip_ids
             and p.name not in skip_names
         ]
+        if self._found_inf():
+            return [], params_grads
         base_lr = self.get_lr()
         by_group: dict[int, list] = {}
         for pair in params_grads:
@@ -214,7 +259,11 @@ class Optimizer:
                 self._apply_update(param, grad, group, base_lr)
 
     def _apply_update(self, param: Tensor, grad, group: dict, base_lr: float) -> None:
-        """Update one parameter in place: regularize the grad, then run ``_update``."""
+        """Update one parameter in place: regularize the grad, then run ``_update``.
+
+        The grad may be wider than the parameter (float32 grads of float16 params, from
+        ``decorate(master_grad=True)``); it is used as float32 either way.
+        """
         state = self._accumulators.get(id(param))
         if state is None:
             state = self._create_accumulators(param, group)
@@ -222,17 +271,52 @@ class Optimizer:
             if id(param) not in self._group_of:
                 self._extra_params.append(param)  # first update, so not there yet
         data = param._data
-        dtype = _dtypes.accumulation_dtype(data.dtype)
-        # NOTE: a float16 parameter is updated on a float32 copy and written back rounded to
-        # nearest even: lr * g is often below half of float16's spacing at p, so updating in
-        # float16 would round the step away. The accumulators of float16 params are float32.
-        # An fp32 master weight (AMP multi_precision) replaces this copy with a kept one.
-        p = data if data.dtype == dtype else data.astype(dtype)
-        g = (grad._data if isinstance(grad, Tensor) else grad).astype(dtype, copy=False)
+        low_precision = data.dtype == _dtypes.float16
+        master = self._master_weight(param) if low_precision and self._multi_precision else None
+        if master is not None:
+            p = master._data
+        else:
+            if low_precision:
+                self._warn_low_precision()
+            # NOTE: without a master, a float16 parameter is still updated on a float32 copy
+            # and written back rounded to nearest even: lr * g is often below half of
+            # float16's spacing at p, so a float16 update would round the step away. But the
+            # copy is made from the rounded float16 value each step, so many small steps in a
+            # row still vanish; only a kept fp32 master (multi_precision) accumulates them.
+            p = data.astype(_dtypes.accumulation_dtype(data.dtype), copy=False)
+        g = (grad._data if isinstance(grad, Tensor) else grad).astype(p.dtype, copy=False)
         g = self._prepare_grad(p, g, self._regularizer_for(param, group), group)
         self._update(p, g, state, self._param_lr(param, group, base_lr), self._hyper(param, group))
-        if p is not data:
+        if master is not None:
+            # NOTE: optimize-cast. The float16 weight that forward and backward read is
+            # written here, from the updated master, rounded to nearest even; under O2 no
+            # other weight cast happens. A later fused kernel does update + write in one pass.
+            data[...] = p.astype(data.dtype)
+            count_cast("optimizer")
+        elif p is not data:
             data[...] = p
+
+    def _master_weight(self, param: Tensor) -> Tensor:
+        """``param``'s fp32 master weight, created (an exact cast) at its first update."""
+        return get_master_weight(self._master_weights, self._master_owner, param)
+
+    def _warn_low_precision(self) -> None:
+        if not self._warned_low_precision:
+            self._warned_low_precision = True
+            warnings.warn(low_precision_warning(type(self).__name__), stacklevel=5)
+
+    # ---- AMP hand-over ------------------------------------------------------------------------
+    def _set_auxiliary_var(self, key: str, value) -> None:
+        """Hand a value to the next update, e.g. ``('found_inf', flag)`` from GradScaler."""
+        self._auxiliary_vars[key] = value
+
+    def _get_auxiliary_var(self, key: str):
+        """The value set with :meth:`_set_auxiliary_var`, or None."""
+        return self._auxiliary_vars.get(key)
+
+    def _found_inf(self) -> bool:
+        """Whether the aux var ``'found_inf'`` says to skip this update (one host read)."""
+        return found_inf_is_set(self._auxiliary_vars.get("found_inf"))
 
     def _regularizer_for(self, param, group: dict):
         """The parameter's own regularizer (ParamAttr) wins over the group's."""
@@ -286,145 +370,26 @@ class Optimizer:
 
     # ---- checkpoints --------------------------------------------------------------------------
     def state_dict(self) -> dict:
-        """The accumulators as Tensors keyed ``f'{param.name}_{acc}_0'`` (Paddle's names).
+        """The optimizer's state, as copies: accumulators, master weights, the scheduler.
 
-        Values are copies. ``'LR_Scheduler'`` holds ``scheduler.state_dict()`` when the
-        learning rate is a scheduler. Example keys: ``linear_0.w_0_moment1_0``,
-        ``linear_0.w_0_beta1_pow_acc_0``.
+        Accumulators are keyed ``f'{param.name}_{acc}_0'`` (Paddle's names), e.g.
+        ``linear_0.w_0_moment1_0``, ``linear_0.w_0_beta1_pow_acc_0``. With fp32 master weights
+        there is ``'master_weights': {param.name: Tensor(float32)}``; with an LRScheduler,
+        ``'LR_Scheduler': scheduler.state_dict()``.
         """
-        state: dict = {}
-        for param in self._parameter_list + self._extra_params:
-            accs = self._accumulators.get(id(param))
-            if not accs:
-                continue
-            for acc, array in accs.items():
-                key = self._state_key(param, acc)
-                if key in state:
-                    raise ValueError(
-                        f"two parameters are both named {param.name!r}; state_dict keys are "
-                        "built from parameter names, so give each parameter a unique name"
-                    )
-                t = Tensor._wrap(array.copy())
-                t.name = key
-                state[key] = t
-        if isinstance(self._learning_rate, LRScheduler):
-            state["LR_Scheduler"] = self._learning_rate.state_dict()
-        return state
+        return optimizer_state_dict(self)
 
     def set_state_dict(self, state_dict: dict) -> None:
         """Load what :meth:`state_dict` returned (Tensors or arrays); all-or-nothing.
 
-        Every entry is checked (shape, completeness, the scheduler's keys) before anything
-        changes, so a failed load leaves the optimizer exactly as it was.
+        Every entry is checked (shape, dtype of master weights, completeness, the scheduler's
+        keys) before anything changes, so a failed load leaves the optimizer exactly as it was.
+        A ``'master_weights'`` entry replaces all master weights (as in Paddle).
 
         Raises:
-            ValueError: an accumulator has the wrong shape, or a parameter's set is incomplete.
+            ValueError: an accumulator or master weight has the wrong shape, a master weight is
+                not float32, or a parameter's set of accumulators is incomplete.
         """
-        if not isinstance(state_dict, dict):
-            raise TypeError(f"set_state_dict needs a dict, got {type(state_dict).__name__}")
-        staged, used = [], {"LR_Scheduler", "master_weights"}
-        for param in self._parameter_list + self._extra_params:
-            group = self._group_of.get(id(param), self._default_group)
-            fresh = self._create_accumulators(param, group)
-            keys = {acc: self._state_key(param, acc) for acc in fresh}
-            found = [acc for acc, key in keys.items() if key in state_dict]
-            if not found:
-                continue
-            if len(found) != len(keys):
-                missing = [key for key in keys.values() if key not in state_dict]
-                raise ValueError(f"set_state_dict: {missing} missing for {param.name!r}")
-            for acc, key in keys.items():
-                _copy_checked(fresh[acc], state_dict[key], key, param)
-                used.add(key)
-            staged.append((param, fresh))
-        scheduler = self._learning_rate
-        has_sched = isinstance(scheduler, LRScheduler) and "LR_Scheduler" in state_dict
-        if has_sched:
-            scheduler._check_state(state_dict["LR_Scheduler"])
-        unused = [k for k in state_dict if k not in used]
-        if unused:
-            warnings.warn(
-                f"set_state_dict: {len(unused)} entries match no parameter of this optimizer "
-                f"(e.g. {unused[0]!r}); were the parameters renamed or a different model built?",
-                stacklevel=2,
-            )
-        for param, fresh in staged:
-            self._accumulators[id(param)] = fresh
-        if has_sched:
-            scheduler._load_state(state_dict["LR_Scheduler"])
+        load_optimizer_state(self, state_dict)
 
     set_dict = set_state_dict  # Paddle's older name
-
-    @staticmethod
-    def _state_key(param, acc: str) -> str:
-        if not param.name:
-            raise ValueError(
-                "state_dict needs named parameters; this Tensor has no name (use Parameter, "
-                "which names itself, or set tensor.name)"
-            )
-        return f"{param.name}_{acc}_0"
-
-
-# ---- helpers ------------------------------------------------------------------------------------
-def _check_learning_rate(value):
-    if isinstance(value, LRScheduler):
-        return value
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(
-            f"learning_rate must be a float or an lr.LRScheduler, got {type(value).__name__}"
-        )
-    if value < 0:
-        raise ValueError(f"learning_rate must be >= 0, got {value}")
-    return float(value)
-
-
-def _as_regularizer(weight_decay):
-    if weight_decay is None or isinstance(weight_decay, WeightDecayRegularizer):
-        return weight_decay
-    if isinstance(weight_decay, bool) or not isinstance(weight_decay, numbers.Real):
-        raise TypeError(
-            "weight_decay must be None, a float (L2 coefficient) or a regularizer such as "
-            f"regularizer.L2Decay(1e-4), got {type(weight_decay).__name__}"
-        )
-    return L2Decay(float(weight_decay)) if weight_decay else None
-
-
-def _as_groups(parameters, owner: str) -> list[dict]:
-    """Normalise ``parameters`` into a non-empty list of ``{'params': [...], ...}`` dicts."""
-    hint = (
-        f"{owner} needs the parameters to optimize, e.g. "
-        f"{owner}(learning_rate=0.01, parameters=model.parameters())"
-    )
-    if parameters is None:
-        raise ValueError(f"parameters is None. {hint} (required in dygraph mode)")
-    if isinstance(parameters, (Tensor, dict, set, str)):
-        raise TypeError(
-            f"parameters must be a list of Parameters or of param-group dicts, got "
-            f"{type(parameters).__name__}. {hint}"
-        )
-    items = list(parameters)
-    if items and all(isinstance(item, dict) for item in items):
-        for group in items:
-            if "params" not in group or isinstance(group["params"], (Tensor, set)):
-                raise TypeError(f"each param group needs 'params': a list of Parameters. {hint}")
-        groups = [{**group, "params": list(group["params"])} for group in items]
-    elif any(isinstance(item, dict) for item in items):
-        raise TypeError("parameters mixes Parameters and param-group dicts; use one or the other")
-    else:
-        groups = [{"params": items}]
-    if sum(len(g["params"]) for g in groups) == 0:
-        raise ValueError(f"parameters is empty: there is nothing to optimize. {hint}")
-    return groups
-
-
-def _copy_checked(target, value, key: str, param) -> None:
-    """Copy ``value`` (a Tensor or array) into ``target`` after checking its shape."""
-    array = value._data if isinstance(value, Tensor) else value
-    if not (_device.is_array(array) or isinstance(array, np.ndarray)):
-        raise TypeError(f"set_state_dict: {key!r} is a {type(value).__name__}, not a Tensor")
-    if tuple(array.shape) != tuple(target.shape):
-        raise ValueError(
-            f"set_state_dict: {key!r} has shape {list(array.shape)} but parameter "
-            f"{param.name!r} needs {list(target.shape)}; nothing was loaded"
-        )
-    target[...] = _device.to_place(array, _device.place_of(target))

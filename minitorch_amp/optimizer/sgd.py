@@ -17,7 +17,8 @@ class SGD(Optimizer):
         parameters: the parameters (or param groups) to optimize; required.
         weight_decay: None, a float L2 coefficient, or a regularizer.
         grad_clip: e.g. ``nn.ClipGradByGlobalNorm(1.0)``.
-        multi_precision: reserved for AMP fp32 master weights; must be False for now.
+        multi_precision: keep fp32 master weights for float16 parameters and update
+            those in fp32 (AMP O2; see ``Optimizer``). Float32 parameters are unaffected.
 
     Example:
         >>> import numpy as np
@@ -39,16 +40,7 @@ class SGD(Optimizer):
         multi_precision=False,
         name=None,
     ):
-        _check_no_multi_precision(multi_precision)
-        super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
+        super().__init__(learning_rate, parameters, weight_decay, grad_clip, name, multi_precision)
 
     def _update(self, p, g, state, lr, hyper) -> None:
         p -= lr * g
-
-
-def _check_no_multi_precision(flag) -> None:
-    if flag:
-        raise NotImplementedError(
-            "multi_precision (fp32 master weights) is not available yet; pass "
-            "multi_precision=False (float16 params are still updated with float32 maths)"
-        )

@@ -1,0 +1,93 @@
+"""What AMP adds to an optimizer: fp32 master weights, and skipping a step on overflow.
+
+Master weights (``multi_precision=True``, Paddle's ``_create_master_weight``): a float16
+parameter cannot take small steps, since ``p + lr * g`` rounds back to ``p`` whenever the step
+is below half of float16's spacing at ``p`` (about ``p / 2048``). So the optimizer keeps an
+fp32 copy, the master, updates *that*, and writes the float16 parameter from it::
+
+    master = float32(p16)                  # once, at the first update (exact)
+    master = update(master, float32(g))    # every step, in fp32, accumulators fp32
+    p16 = round_to_nearest_even(master)    # every step: the optimize-cast
+
+Many steps too small for float16 add up on the master until they move ``p16``.
+
+Example (each step is 1e-4, a tenth of float16's spacing at 1.0):
+    >>> import numpy as np
+    >>> from minitorch_amp.nn.parameter import Parameter
+    >>> from minitorch_amp.optimizer import SGD
+    >>> w = Parameter(np.array([1.0], dtype="float16"))
+    >>> opt = SGD(learning_rate=1e-4, parameters=[w], multi_precision=True)
+    >>> for _ in range(20):
+    ...     w.grad = np.array([-1.0], dtype="float16")
+    ...     opt.step()
+    >>> opt._master_weights[w.name].numpy(), w.numpy()
+    (array([1.0020003], dtype=float32), array([1.002], dtype=float16))
+
+Skipping (``found_inf``): GradScaler hands the optimizer a flag saying the scaled gradients
+overflowed; that step must change nothing at all, so training resumes from exactly the
+state before it.
+"""
+
+from __future__ import annotations
+
+from ..autograd.tensor import Tensor
+from ..backend import device as _device
+from ..backend import dtypes as _dtypes
+
+
+def get_master_weight(masters: dict, owners: dict, param: Tensor) -> Tensor:
+    """``masters[param.name]``, created as an exact fp32 cast of ``param`` when missing.
+
+    Args:
+        masters: ``param.name -> Tensor(float32)``, the optimizer's ``_master_weights``.
+        owners: ``param.name -> id(param)``, to catch two parameters sharing a name.
+        param: a float16 parameter.
+
+    Raises:
+        ValueError: ``param`` has no name, or another parameter with its name owns the master.
+    """
+    name = param.name
+    if not name:
+        raise ValueError(
+            "multi_precision keys master weights by parameter name; this float16 Tensor has "
+            "no name (use Parameter, which names itself, or set tensor.name)"
+        )
+    master = masters.get(name)
+    if master is not None and owners.get(name, id(param)) != id(param):
+        raise ValueError(
+            f"two parameters are both named {name!r}; master weights are keyed by parameter "
+            "name (as in Paddle), so give each parameter a unique name"
+        )
+    if master is None:
+        master = Tensor._wrap(param._data.astype(_dtypes.float32))  # float16 -> float32: exact
+        master.name = f"{name}_fp32_master_0"
+        master.persistable = True
+        masters[name] = master
+    owners[name] = id(param)
+    return master
+
+
+def low_precision_warning(optimizer_name: str) -> str:
+    """Paddle's warning for float16 parameters updated without master weights."""
+    return (
+        "Accumulating with FP16/BF16 in optimizer can lead to poor accuracy or slow "
+        "convergence. Consider using multi_precision=True option of the "
+        f"{optimizer_name} optimizer."
+    )
+
+
+def found_inf_is_set(flag) -> bool:
+    """Whether ``flag`` (None, a Python bool, or a bool array/Tensor of shape ``[1]``) is true.
+
+    NOTE: a flag on the GPU is read with one host sync here, which stalls the training step
+    until the GPU catches up. A later fused optimizer kernel takes ``found_inf`` as an input
+    and copies parameters and state through on the device when it is set (as Paddle's adam
+    kernel does with ``SkipUpdate``), so no sync is needed.
+    """
+    if flag is None:
+        return False
+    if isinstance(flag, Tensor):
+        flag = flag._data
+    if _device.is_array(flag):
+        return bool(_device.asnumpy(flag).any())
+    return bool(flag)
