@@ -1,0 +1,432 @@
+"""``GradScaler``: dynamic loss scaling, Paddle's ``paddle.amp.GradScaler`` (dygraph).
+
+float16 gradients underflow: values below 2**-24 become 0. Loss scaling multiplies the loss
+by ``S`` before backward, so every gradient is ``S`` times larger and stays representable,
+then divides the gradients by ``S`` before the optimizer uses them. ``S`` is chosen
+dynamically: when the gradients overflow (inf/nan) the step is skipped and ``S`` shrinks;
+after ``incr_every_n_steps`` clean steps in a row ``S`` grows again.
+
+One iteration, and where each piece runs::
+
+    scaled = scaler.scale(loss)     # loss * S, recorded: backward gives S * grad
+    scaled.backward()
+    scaler.step(opt)                # unscale_: g /= S, found_inf = any(!isfinite(g)) (device)
+                                    # opt.step() skips everything when found_inf (device)
+    scaler.update()                 # S, counters <- the dynamic rule (device)
+
+Nothing above reads a device value on the host; :meth:`GradScaler.get_loss_scaling` does.
+The per-optimizer state machine ``INIT -> UNSCALED -> STEPPED -> (update) INIT`` catches
+misordered calls with Paddle's messages.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import warnings
+
+import numpy as np
+
+from ..autograd.tensor import Tensor
+from ..backend import device as _device
+from ..backend.loss_scaling import check_attr, is_int, unscale_and_check, update_loss_scaling
+
+__all__ = ["GradScaler", "OptimizerState"]
+
+
+class OptimizerState(enum.Enum):
+    INIT = 0
+    UNSCALED = 1
+    STEPPED = 2
+
+
+# Beyond Paddle: warn once when the scale sits at its floor and the gradients still overflow.
+# The count lives on the device; reading it is a host sync that stalls the GPU queue, so it
+# is read only every _FLOOR_CHECK_EVERY updates (1% of steps) instead of at every update.
+_FLOOR_WARN_AFTER = 100  # consecutive overflowing updates at the floor
+_FLOOR_CHECK_EVERY = 100
+
+
+class GradScaler:
+    """Scale the loss, unscale and check the gradients, skip bad steps, adapt the scale.
+
+    The dynamic rule (:func:`~minitorch_amp.backend.loss_scaling.update_loss_scaling`)::
+
+        overflow: good = 0; bad += 1; if bad == decr_every_n_nan_or_inf:
+                      scale = max(scale * decr_ratio, min_loss_scaling); bad = 0
+        clean:    bad = 0; good += 1; if good == incr_every_n_steps:
+                      scale *= incr_ratio (if finite); good = 0
+
+    Args:
+        enable: False makes every method a pass-through (``scale`` returns the loss,
+            ``step`` calls ``optimizer.step()``).
+        init_loss_scaling: the initial scale.
+        incr_ratio: growth factor (> 1). decr_ratio: backoff factor (in (0, 1)).
+        incr_every_n_steps: clean steps in a row before growing.
+        decr_every_n_nan_or_inf: overflowing steps *in a row* before shrinking.
+        use_dynamic_loss_scaling: False keeps the scale fixed (overflowing steps still skip).
+        min_loss_scaling: the scale never shrinks below this (beyond Paddle).
+        max_loss_scaling: the scale never grows above this (beyond Paddle; apex's 2**24).
+        verbose: print Paddle's "Found inf or nan" message when the scale shrinks (a host
+            read per update, hence off by default).
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> from minitorch_amp import nn, optimizer
+        >>> from minitorch_amp.amp.grad_scaler import GradScaler
+        >>> model = nn.Linear(2, 1)
+        >>> opt = optimizer.SGD(learning_rate=0.1, parameters=model.parameters())
+        >>> scaler = GradScaler(init_loss_scaling=1024.0, incr_every_n_steps=2)
+        >>> for _ in range(2):
+        ...     loss = model(mt.ones([4, 2])).mean()
+        ...     scaler.scale(loss).backward()  # grads are 1024x too large
+        ...     scaler.step(opt)  # unscale, check, step (skipped on inf/nan)
+        ...     scaler.update()  # two clean steps in a row: grow
+        ...     opt.clear_grad()
+        >>> scaler.get_loss_scaling()
+        2048.0
+    """
+
+    def __init__(
+        self,
+        enable: bool = True,
+        init_loss_scaling: float = 2.0**16,
+        incr_ratio: float = 2.0,
+        decr_ratio: float = 0.5,
+        incr_every_n_steps: int = 2000,
+        decr_every_n_nan_or_inf: int = 1,
+        use_dynamic_loss_scaling: bool = True,
+        *,
+        min_loss_scaling: float = 1.0,
+        max_loss_scaling: float = float("inf"),
+        verbose: bool = False,
+    ):
+        self._enable = bool(enable)
+        self._verbose = bool(verbose)
+        self._incr_ratio = check_attr("incr_ratio", incr_ratio)
+        self._decr_ratio = check_attr("decr_ratio", decr_ratio)
+        self._incr_every_n_steps = check_attr("incr_every_n_steps", incr_every_n_steps)
+        self._decr_every_n_nan_or_inf = check_attr(
+            "decr_every_n_nan_or_inf", decr_every_n_nan_or_inf
+        )
+        self._min_loss_scaling = check_attr("min_loss_scaling", min_loss_scaling)
+        self._max_loss_scaling = check_attr("max_loss_scaling", max_loss_scaling)
+        if self._max_loss_scaling < self._min_loss_scaling:
+            raise ValueError(f"max_loss_scaling {max_loss_scaling} < min {min_loss_scaling}")
+        self._optimizer_states: dict[int, dict] = {}
+        if not self._enable:  # as Paddle: no scale tensor, scale 1, static
+            self._use_dynamic_loss_scaling, self._init_loss_scaling, self._scale = False, 1.0, None
+            return
+        self._use_dynamic_loss_scaling = bool(use_dynamic_loss_scaling)
+        self._init_loss_scaling = check_attr("init_loss_scaling", init_loss_scaling)
+        self._scale = Tensor._wrap(np.array([self._init_loss_scaling], "float32"))
+        # Device counters, int32 [1] views of one array: Paddle's incr_count and decr_count,
+        # and the overflowing updates at the floor.
+        self._counters = np.zeros(3, "int32")
+        self._follow(_device.current_place(), force=True)
+        self._n_updates = 0
+        self._floor_warned = False
+
+    # ---- the training step --------------------------------------------------------------
+    def scale(self, var: Tensor) -> Tensor:
+        """``var * scale`` as a recorded op (float32 for a float16 loss), or ``var`` if disabled."""
+        if not isinstance(var, Tensor):
+            raise TypeError(f"GradScaler.scale() needs the loss as a Tensor, not {type(var)}")
+        if not self._enable:
+            return var
+        self._follow(var.place)
+        # A 0-d copy: the loss keeps its shape, and a later update() cannot change the
+        # factor that backward multiplies by.
+        return var * Tensor._wrap(self._scale._data.reshape(()).copy())
+
+    def unscale_(self, optimizer) -> None:
+        """Divide ``optimizer``'s gradients by the scale in place and record found_inf.
+
+        Call it before touching the gradients (clipping, logging); ``step`` then knows they
+        are unscaled. At most once per optimizer between two ``update()`` calls.
+
+        Raises:
+            RuntimeError: already unscaled or stepped since the last ``update()``.
+        """
+        if not self._enable:
+            return
+        params = getattr(optimizer, "_parameter_list", None)
+        if params is None:
+            raise TypeError(f"GradScaler needs a minitorch_amp optimizer, not {type(optimizer)}")
+        entry = self._entry(optimizer)
+        if entry["state"] is OptimizerState.UNSCALED:
+            raise RuntimeError(
+                "unscale_() has already been called on this optimizer since the last update()."
+            )
+        if entry["state"] is OptimizerState.STEPPED:
+            raise RuntimeError("unscale_() is being called after step().")
+        buckets: dict = {}  # dtype -> grad arrays; one kernel launch per bucket
+        for p in params:
+            if p._grad is not None:
+                buckets.setdefault(p._grad.dtype, []).append(p._grad._data)
+        # 1/S in float64, then float32 (as PyTorch): exact for the powers of two S usually is.
+        inv_scale = (1.0 / self._scale._data.astype("float64")).astype("float32")
+        found_inf = _device.get_array_module(inv_scale).zeros(1, dtype=bool)
+        for grads in buckets.values():
+            unscale_and_check(grads, inv_scale, found_inf)
+        entry["state"] = OptimizerState.UNSCALED
+        entry["found_inf"] = found_inf
+
+    def step(self, optimizer):
+        """Unscale (unless ``unscale_`` ran), then ``optimizer.step()``, which skips on inf/nan.
+
+        Raises:
+            RuntimeError: ``step`` was already called for this optimizer since ``update()``.
+        """
+        if not self._enable:
+            return optimizer.step()
+        entry = self._unscaled_entry(optimizer, "step() has already been called")
+        result = _run_skipping(optimizer, entry["found_inf"], optimizer.step, skipped=None)
+        entry["state"] = OptimizerState.STEPPED
+        if not self._use_dynamic_loss_scaling:  # a static scale: update() is optional
+            # Paddle resets every optimizer here, which would unscale an optimizer that
+            # unscale_() already handled a second time; we reset only this one.
+            del self._optimizer_states[id(optimizer)]
+        return result
+
+    def minimize(self, optimizer, *args, **kwargs):
+        """``step`` through ``optimizer.minimize(*args, **kwargs)``, then ``update``.
+
+        Returns what ``optimizer.minimize`` returns (``(None, None)`` for a skipped step of an
+        optimizer that cannot skip by itself).
+        """
+        if not self._enable:
+            return optimizer.minimize(*args, **kwargs)
+        entry = self._unscaled_entry(optimizer, "minimize() is being called after step()")
+        call = functools.partial(optimizer.minimize, *args, **kwargs)
+        result = _run_skipping(optimizer, entry["found_inf"], call, skipped=(None, None))
+        entry["state"] = OptimizerState.STEPPED
+        if self._use_dynamic_loss_scaling:
+            self._update_scale()
+        self._optimizer_states = {}
+        return result
+
+    def update(self) -> None:
+        """Move the scale one step along the dynamic rule; reset every optimizer to INIT.
+
+        Uses found_inf OR-ed over every optimizer unscaled since the last update (Paddle uses
+        the last stepped optimizer's only). Runs on the device; no host read.
+
+        Raises:
+            RuntimeError: dynamic scaling and no optimizer was unscaled or stepped.
+        """
+        if not self._enable:
+            return
+        if self._use_dynamic_loss_scaling:
+            self._update_scale()
+        self._optimizer_states = {}
+
+    def _update_scale(self) -> None:
+        found_inf = self._recorded_found_inf()
+        if found_inf is None:
+            raise RuntimeError(
+                "update() was called but no optimizer was unscaled or stepped since the last "
+                "update(); the expected order is scaler.scale(loss).backward(), "
+                "scaler.step(optimizer), scaler.update()."
+            )
+        scale, good, bad, at_floor = self._scale._data, *self._counter_views()
+        if (
+            self._verbose
+            and bool(found_inf[0])
+            and int(bad[0]) + 1 == self._decr_every_n_nan_or_inf
+        ):
+            s = float(scale[0])  # host reads, only when asked for (Paddle always prints)
+            print(f"Found inf or nan, current scale is: {s}, decrease to: {s}*{self._decr_ratio}")
+        update_loss_scaling(
+            found_inf,
+            scale,
+            good,
+            bad,
+            incr_every_n_steps=self._incr_every_n_steps,
+            decr_every_n_nan_or_inf=self._decr_every_n_nan_or_inf,
+            incr_ratio=self._incr_ratio,
+            decr_ratio=self._decr_ratio,
+            min_loss_scaling=self._min_loss_scaling,
+            max_loss_scaling=self._max_loss_scaling,
+        )
+        # Beyond Paddle: count overflowing updates at the floor on the device, warn once.
+        stuck = found_inf & (scale <= np.float32(self._min_loss_scaling))
+        at_floor[...] = _device.get_array_module(scale).where(stuck, at_floor + 1, 0)
+        self._n_updates += 1
+        if self._floor_warned or self._n_updates % _FLOOR_CHECK_EVERY:
+            return
+        if int(at_floor[0]) >= _FLOOR_WARN_AFTER:  # the host read, once per 100 updates
+            self._floor_warned = True
+            warnings.warn(
+                f"GradScaler: the loss scale has sat at its floor min_loss_scaling="
+                f"{self._min_loss_scaling} for {int(at_floor[0])} updates in a row and the "
+                "gradients still overflow, so every one of those steps was skipped. Something "
+                "in the forward pass produces inf/nan even without scaling: run it in float32 "
+                "to find it, or keep the offending ops in float32 with "
+                "auto_cast(custom_black_list=...). (This warning is shown once.)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    # ---- bookkeeping ----------------------------------------------------------------------
+    def _entry(self, optimizer) -> dict:
+        return self._optimizer_states.setdefault(
+            id(optimizer), {"state": OptimizerState.INIT, "found_inf": None}
+        )
+
+    def _unscaled_entry(self, optimizer, stepped_message: str) -> dict:
+        """The optimizer's entry after unscaling it if needed; refuse a second step."""
+        entry = self._entry(optimizer)
+        if entry["state"] is OptimizerState.STEPPED:
+            raise RuntimeError(f"{stepped_message} since the last update().")
+        if entry["state"] is OptimizerState.INIT:
+            self.unscale_(optimizer)
+        return entry
+
+    def _recorded_found_inf(self):
+        """found_inf OR-ed over the optimizers unscaled since the last update, or None."""
+        flags = [e["found_inf"] for e in self._optimizer_states.values()]
+        flags = [f for f in flags if f is not None]
+        if not flags:
+            return None
+        return functools.reduce(_device.get_array_module(flags[0]).logical_or, flags[1:], flags[0])
+
+    def _counter_views(self):
+        """(good_steps, bad_steps, overflows_at_floor): int32 [1] views of the counters."""
+        return self._counters[0:1], self._counters[1:2], self._counters[2:3]
+
+    def _follow(self, place, force: bool = False) -> None:
+        """Keep the scale and the counters on ``place`` (the loss's device)."""
+        if force or self._scale.place != place:
+            self._scale = Tensor._wrap(_device.to_place(self._scale._data, place))
+            self._counters = _device.to_place(self._counters, place)
+
+    # ---- getters and setters (Paddle's) -------------------------------------------------
+    def is_enable(self) -> bool:
+        return self._enable
+
+    is_enabled = is_enable  # PyTorch's name
+
+    def is_use_dynamic_loss_scaling(self) -> bool:
+        return self._use_dynamic_loss_scaling
+
+    def get_loss_scaling(self) -> float:
+        """The current scale as a Python float (a host read; 1.0 when disabled)."""
+        return float(self._scale._data[0]) if self._enable else 1.0
+
+    get_scale = get_loss_scaling  # PyTorch's name
+
+    def get_init_loss_scaling(self) -> float:
+        return self._init_loss_scaling
+
+    def set_init_loss_scaling(self, new_init_loss_scaling: float) -> None:
+        """Set the initial scale and, as Paddle does, reset the current scale to it."""
+        self._init_loss_scaling = check_attr("init_loss_scaling", new_init_loss_scaling)
+        if self._enable:
+            self._scale._data[...] = self._init_loss_scaling
+
+    def get_incr_ratio(self) -> float:
+        return self._incr_ratio
+
+    def set_incr_ratio(self, new_incr_ratio: float) -> None:
+        self._incr_ratio = check_attr("incr_ratio", new_incr_ratio)
+
+    def get_decr_ratio(self) -> float:
+        return self._decr_ratio
+
+    def set_decr_ratio(self, new_decr_ratio: float) -> None:
+        self._decr_ratio = check_attr("decr_ratio", new_decr_ratio)
+
+    def get_incr_every_n_steps(self) -> int:
+        return self._incr_every_n_steps
+
+    def set_incr_every_n_steps(self, new_incr_every_n_steps: int) -> None:
+        self._incr_every_n_steps = check_attr("incr_every_n_steps", new_incr_every_n_steps)
+
+    def get_decr_every_n_nan_or_inf(self) -> int:
+        return self._decr_every_n_nan_or_inf
+
+    def set_decr_every_n_nan_or_inf(self, new_decr_every_n_nan_or_inf: int) -> None:
+        n = check_attr("decr_every_n_nan_or_inf", new_decr_every_n_nan_or_inf)
+        self._decr_every_n_nan_or_inf = n
+
+    # ---- checkpoints --------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Paddle's keys; ``scale`` is a float32 NumPy array of shape [1]. ``{}`` if disabled."""
+        if not self._enable:
+            return {}
+        good, bad, _ = (int(c[0]) for c in self._counter_views())
+        return {
+            "scale": _device.asnumpy(self._scale._data).copy(),
+            "incr_ratio": self._incr_ratio,
+            "decr_ratio": self._decr_ratio,
+            "incr_every_n_steps": self._incr_every_n_steps,
+            "decr_every_n_nan_or_inf": self._decr_every_n_nan_or_inf,
+            "incr_count": good,
+            "decr_count": bad,
+            "use_dynamic_loss_scaling": self._use_dynamic_loss_scaling,
+        }
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore :meth:`state_dict`'s output; all-or-nothing (checked before any change).
+
+        Raises:
+            RuntimeError: the dict is empty (saved from a disabled scaler).
+            ValueError: missing or unexpected keys, or an invalid value.
+        """
+        if not self._enable:
+            return
+        if not state_dict:
+            raise RuntimeError(
+                "The input state dict is empty, possibly because it was saved from a disabled "
+                "instance of GradScaler."
+            )
+        sd, expected = dict(state_dict), list(self.state_dict())
+        missing = [k for k in expected if k not in sd]
+        unexpected = [k for k in sd if k not in expected]
+        if missing or unexpected:
+            raise ValueError(
+                f"GradScaler.load_state_dict: missing keys {missing}, unexpected keys "
+                f"{unexpected}; expected exactly {expected}. Nothing was loaded."
+            )
+        scale = np.asarray(sd["scale"], dtype=np.float64).reshape(-1)
+        if scale.size != 1:
+            raise ValueError(f"state dict 'scale' must hold one value, got shape {scale.shape}")
+        scale = check_attr("init_loss_scaling", float(scale[0]))
+        for key in ("incr_ratio", "decr_ratio", "incr_every_n_steps", "decr_every_n_nan_or_inf"):
+            sd[key] = check_attr(key, sd[key])
+        for key, limit in (
+            ("incr_count", "incr_every_n_steps"),
+            ("decr_count", "decr_every_n_nan_or_inf"),
+        ):
+            if not (is_int(sd[key]) and 0 <= sd[key] < sd[limit]):
+                raise ValueError(
+                    f"state dict {key!r} must be an integer in [0, {limit}), got {sd[key]!r}"
+                )
+        if not isinstance(sd["use_dynamic_loss_scaling"], (bool, np.bool_)):
+            raise ValueError("state dict 'use_dynamic_loss_scaling' must be a bool")
+        # Everything checked: now change state.
+        self._init_loss_scaling = scale
+        self._scale._data[...] = scale
+        self._incr_ratio, self._decr_ratio = sd["incr_ratio"], sd["decr_ratio"]
+        self._incr_every_n_steps = sd["incr_every_n_steps"]
+        self._decr_every_n_nan_or_inf = sd["decr_every_n_nan_or_inf"]
+        self._counters[...] = _device.to_place(
+            np.array([sd["incr_count"], sd["decr_count"], 0], "int32"), self._scale.place
+        )
+        self._use_dynamic_loss_scaling = bool(sd["use_dynamic_loss_scaling"])
+
+
+# ---- helpers ------------------------------------------------------------------------------
+def _run_skipping(optimizer, found_inf, call, skipped):
+    """Run ``call`` (the optimizer's step/minimize); it skips itself when found_inf is set.
+
+    For an optimizer without the ``found_inf`` auxiliary variable we fall back to Paddle's
+    host-side check and do not call it.
+    """
+    if hasattr(optimizer, "_set_auxiliary_var"):
+        optimizer._set_auxiliary_var("found_inf", found_inf)
+        return call()
+    if bool(found_inf[0]):  # host read: only for optimizers that cannot skip themselves
+        return skipped
+    return call()

@@ -1,0 +1,190 @@
+"""Loss-scaling primitives: the NumPy/CuPy twins of the AMP kernels (``cuda/amp.cu``).
+
+Two functions carry all of dynamic loss scaling, and both work in place on device arrays so
+that a training step never waits for the host:
+
+* :func:`unscale_and_check` divides the gradients by the loss scale and raises a device flag
+  when any of them is not finite (Paddle's ``check_finite_and_unscale``).
+* :func:`update_loss_scaling` moves the scale and its two step counters one step along
+  Paddle's dynamic rule (the ``update_loss_scaling`` kernel, without the zero-fill of grads).
+
+State shapes, as the kernels will take them: ``scale`` float32 ``[1]``, ``inv_scale``
+float32 ``[1]``, ``found_inf`` bool ``[1]``, ``good_steps`` / ``bad_steps`` int32 ``[1]``.
+
+Example:
+    >>> import numpy as np
+    >>> g = np.array([512.0, 1024.0], dtype="float16")
+    >>> found_inf = np.zeros(1, dtype=bool)
+    >>> unscale_and_check([g], np.array([1 / 512], dtype="float32"), found_inf)
+    >>> g, found_inf
+    (array([1., 2.], dtype=float16), array([False]))
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from .device import get_array_module
+from .dtypes import accumulation_dtype, bool_, float32
+
+__all__ = ["check_attr", "is_int", "unscale_and_check", "update_loss_scaling"]
+
+
+def _check_flag(array, name: str, dtype) -> None:
+    if array.shape != (1,) or array.dtype != dtype:
+        raise ValueError(
+            f"{name} must be a {dtype} array of shape [1], got {array.dtype} of shape "
+            f"{list(array.shape)}"
+        )
+
+
+def unscale_and_check(grads: list, inv_scale, found_inf) -> None:
+    """``g = g * inv_scale`` for every gradient, in place; ``found_inf |= any(!isfinite(g))``.
+
+    Each gradient is widened to float32 (float64 stays float64), multiplied by ``inv_scale``
+    and rounded to nearest even back into its own dtype. One pass per tensor; nothing is
+    read back to the host, ``found_inf`` stays on the device.
+
+    NOTE: finiteness is checked on the *unscaled, narrowed* value, as Paddle's kernel does.
+    Checking the scaled gradient before unscaling misses values that become non-finite only
+    after the multiply and the rounding (e.g. an ``inv_scale`` above 1 after the scale fell
+    below 1 pushes a large finite float16 past 65504).
+
+    Args:
+        grads: gradient arrays, all of one floating dtype (any strides; views are written
+            through).
+        inv_scale: float32 array of shape [1], ``1 / loss_scale``.
+        found_inf: bool array of shape [1]; OR-ed with the result, never cleared here.
+
+    Raises:
+        ValueError: the gradients do not share one dtype, or a flag has the wrong shape/dtype.
+
+    Example:
+        >>> import numpy as np
+        >>> g = np.array([4.0, np.inf], dtype="float32")
+        >>> found_inf = np.zeros(1, dtype=bool)
+        >>> unscale_and_check([g], np.array([0.25], dtype="float32"), found_inf)
+        >>> g, found_inf
+        (array([ 1., inf], dtype=float32), array([ True]))
+    """
+    _check_flag(inv_scale, "inv_scale", float32)
+    _check_flag(found_inf, "found_inf", bool_)
+    if not grads:
+        return
+    dtypes = {g.dtype for g in grads}
+    if len(dtypes) != 1:
+        names = sorted(str(d) for d in dtypes)
+        raise ValueError(
+            f"unscale_and_check: all grads must have the same dtype, got {names}; "
+            "call it once per dtype bucket"
+        )
+    xp = get_array_module(*grads)
+    acc = accumulation_dtype(grads[0].dtype)
+    inv = inv_scale.reshape(()).astype(acc, copy=False)  # 0-d, so 0-d grads keep their shape
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is what we look for
+        for g in grads:
+            if g.dtype == acc:
+                xp.multiply(g, inv, out=g)
+            else:  # widen, multiply in fp32, round once to nearest even on the way back
+                g[...] = g.astype(acc) * inv
+            xp.logical_or(found_inf, ~xp.isfinite(g).all(), out=found_inf)
+
+
+def update_loss_scaling(
+    found_inf,
+    scale,
+    good_steps,
+    bad_steps,
+    *,
+    incr_every_n_steps: int,
+    decr_every_n_nan_or_inf: int,
+    incr_ratio: float,
+    decr_ratio: float,
+    min_loss_scaling: float,
+    max_loss_scaling: float = float("inf"),
+) -> None:
+    """One step of the dynamic loss-scale rule, in place on the scale and the two counters.
+
+    Paddle's dygraph rule, plus a floor (and an optional ceiling)::
+
+        if found_inf:
+            good = 0; bad += 1
+            if bad == decr_every_n_nan_or_inf:      # consecutive bad steps
+                scale = max(scale * decr_ratio, min_loss_scaling); bad = 0
+        else:
+            bad = 0; good += 1
+            if good == incr_every_n_steps:
+                grown = min(scale * incr_ratio, max_loss_scaling)
+                if isfinite(grown): scale = grown   # never grow into inf
+                good = 0
+
+    Written with ``xp.where`` so that no Python branch reads a device value: the GPU version
+    is a single-thread kernel and the host never waits.
+
+    Args:
+        found_inf: bool [1], did this step's gradients overflow.
+        scale: float32 [1], the loss scale (updated).
+        good_steps, bad_steps: int32 [1], the counters (updated).
+
+    Example:
+        >>> import numpy as np
+        >>> scale = np.array([4.0], "float32")
+        >>> good, bad = np.zeros(1, "int32"), np.zeros(1, "int32")
+        >>> kw = dict(incr_every_n_steps=2, decr_every_n_nan_or_inf=1, incr_ratio=2.0,
+        ...           decr_ratio=0.25, min_loss_scaling=1.0)
+        >>> for inf in (False, False, True):
+        ...     update_loss_scaling(np.array([inf]), scale, good, bad, **kw)
+        ...     print(scale, good)
+        [4.] [1]
+        [8.] [0]
+        [2.] [0]
+    """
+    xp = get_array_module(scale)
+    f32 = scale.dtype.type
+    bad = xp.where(found_inf, bad_steps + 1, 0)
+    good = xp.where(found_inf, 0, good_steps + 1)
+    decrease = found_inf & (bad == decr_every_n_nan_or_inf)
+    increase = ~found_inf & (good == incr_every_n_steps)
+    shrunk = xp.maximum(scale * f32(decr_ratio), f32(min_loss_scaling))
+    with np.errstate(over="ignore"):  # growing into inf is caught just below
+        grown = xp.minimum(scale * f32(incr_ratio), f32(max_loss_scaling))
+    increase_ok = increase & xp.isfinite(grown)
+    scale[...] = xp.where(decrease, shrunk, xp.where(increase_ok, grown, scale))
+    bad_steps[...] = xp.where(decrease, 0, bad)
+    good_steps[...] = xp.where(increase, 0, good)
+
+
+# ---- the attributes' valid ranges (checked once, on the host, when a scaler is configured) --
+def is_int(value) -> bool:
+    """An integer that is not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+_FINITE = (lambda v: 0 < v < math.inf, "a positive finite number")
+_COUNT = (lambda v: is_int(v) and v >= 1, "an integer >= 1")
+_RULES = {
+    "init_loss_scaling": _FINITE,
+    "min_loss_scaling": _FINITE,
+    "max_loss_scaling": (lambda v: v > 0, "a positive number (inf allowed)"),
+    "incr_ratio": (lambda v: 1 < v < math.inf, "a finite number > 1"),
+    "decr_ratio": (lambda v: 0 < v < 1, "a number in (0, 1)"),
+    "incr_every_n_steps": _COUNT,
+    "decr_every_n_nan_or_inf": _COUNT,
+}
+
+
+def check_attr(name: str, value):
+    """``value`` as a float (an int for the two counts) if it is valid for ``name``.
+
+    Raises:
+        ValueError: naming the attribute and its valid range, e.g.
+            ``incr_ratio must be a finite number > 1, got 0.5``.
+    """
+    rule, allowed = _RULES[name]
+    number = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+    if not (number and rule(value)):
+        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+    return int(value) if rule is _COUNT[0] else float(value)

@@ -1,0 +1,110 @@
+"""The NumPy twins of the loss-scaling kernels (``backend/loss_scaling.py``).
+
+Ported from PyTorch's ``test_grad_scaling_unscale`` and ``test_grad_scaling_update_scale``,
+plus the cases Paddle's kernels define: the check after narrowing, the floor, no growth
+into inf.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from minitorch_amp.backend.loss_scaling import unscale_and_check, update_loss_scaling
+
+
+# ---- the unscale kernel (PyTorch test_grad_scaling_unscale) ----------------------------------
+def _flag():
+    return np.zeros(1, dtype=bool)
+
+
+INV = np.array([0.25], dtype="float32")
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "sliced", "0-d"])
+@pytest.mark.parametrize("bad", [None, np.inf, -np.inf, np.nan])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_unscale_and_check_finds_any_non_finite_value_in_any_layout(layout, bad, dtype):
+    base = np.full((6, 10), 4.0, dtype=dtype)
+    g = {"contiguous": base, "transposed": base.T, "sliced": base[:, :5], "0-d": base[0, 0, ...]}
+    grads = [np.full((3,), 4.0, dtype=dtype), g[layout]]
+    if bad is not None:
+        grads[1][(0,) * grads[1].ndim] = bad
+    found = _flag()
+    unscale_and_check(grads, INV, found)
+    assert found[0] == (bad is not None)
+    if bad is None:
+        for arr in grads:
+            assert arr.dtype == dtype and np.all(arr == 1.0)
+        assert (base == 1.0).sum() == g[layout].size  # written through the view, only there
+
+
+def test_unscale_checks_after_narrowing_so_an_overflow_from_unscaling_is_found():
+    # NOTE: 40000 is a finite float16, but 40000 / 0.5 is not; a check before unscaling misses it.
+    g = np.array([40000.0, 1.0], dtype="float16")
+    found = _flag()
+    unscale_and_check([g], np.array([2.0], dtype="float32"), found)
+    assert found[0] and np.isinf(g[0]) and g[1] == 2.0
+
+
+def test_unscale_multiplies_in_float32_and_rounds_once_to_nearest_even():
+    g = np.array([3.0, 1000.0, 65504.0, 6e-5], dtype="float16")
+    inv = np.array([1 / 3], dtype="float32")
+    expected = (g.astype("float32") * inv[0]).astype("float16")
+    unscale_and_check([g], inv, _flag())
+    assert g.tobytes() == expected.tobytes()
+
+
+def test_unscale_never_clears_an_earlier_flag_and_rejects_mixed_dtypes():
+    found = np.array([True])
+    unscale_and_check([np.ones(3, "float32")], INV, found)
+    assert found[0]
+    with pytest.raises(ValueError, match="same dtype"):
+        unscale_and_check([np.ones(2, "float32"), np.ones(2, "float16")], INV, _flag())
+    with pytest.raises(ValueError, match="found_inf"):
+        unscale_and_check([np.ones(2, "float32")], INV, np.zeros(1, "int32"))
+
+
+# ---- the update rule (PyTorch test_grad_scaling_update_scale) --------------------------------
+def _update(found, scale, good, bad, **kw):
+    kw = {
+        "incr_every_n_steps": 2,
+        "decr_every_n_nan_or_inf": 1,
+        "incr_ratio": 2.0,
+        "decr_ratio": 0.25,
+        "min_loss_scaling": 1e-3,
+        **kw,
+    }
+    update_loss_scaling(np.array([found]), scale, good, bad, **kw)
+    return float(scale[0]), int(good[0]), int(bad[0])
+
+
+def _state(scale):
+    return np.array([scale], "float32"), np.zeros(1, "int32"), np.zeros(1, "int32")
+
+
+def test_update_grows_after_interval_and_backs_off_on_inf():
+    s = _state(4.0)
+    assert _update(False, *s) == (4.0, 1, 0)
+    assert _update(False, *s) == (8.0, 0, 0)
+    assert _update(True, *s) == (2.0, 0, 0)
+
+
+def test_decr_every_n_counts_consecutive_bad_steps_only():
+    s = _state(16.0)
+    kw = {"decr_every_n_nan_or_inf": 2, "decr_ratio": 0.5, "incr_every_n_steps": 100}
+    assert _update(True, *s, **kw) == (16.0, 0, 1)
+    assert _update(False, *s, **kw) == (16.0, 1, 0)  # a good step resets the bad count
+    assert _update(True, *s, **kw) == (16.0, 0, 1)
+    assert _update(True, *s, **kw) == (8.0, 0, 0)
+
+
+def test_scale_stays_within_floor_and_ceiling_and_never_grows_into_inf():
+    s = _state(4.0)
+    for expected in (2.0, 2.0, 2.0):
+        assert _update(True, *s, decr_ratio=0.5, min_loss_scaling=2.0)[0] == expected
+    s = _state(2.0**127)
+    assert _update(False, *s, incr_every_n_steps=1) == (2.0**127, 0, 0)
+    s = _state(2.0**23)
+    kw = {"incr_every_n_steps": 1, "max_loss_scaling": 2.0**24}
+    assert [_update(False, *s, **kw)[0] for _ in range(2)] == [2.0**24, 2.0**24]
