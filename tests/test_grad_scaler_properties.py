@@ -30,7 +30,8 @@ def reference_trajectory(steps, init, incr_ratio, decr_ratio, incr_n, decr_n, fl
         else:
             good, bad = good + 1, 0
             if good == incr_n:
-                grown = np.float32(scale * np.float32(incr_ratio))
+                with np.errstate(over="ignore"):  # growing past float32's max gives inf
+                    grown = np.float32(scale * np.float32(incr_ratio))
                 scale, good = (grown if math.isfinite(grown) else scale), 0
         out.append(float(scale))
     return out, good, bad
