@@ -12,9 +12,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from minitorch_amp import amp  # noqa: E402
 from minitorch_amp.autograd import OP_TABLE  # noqa: E402
 
 TARGET = ROOT / "docs" / "ops.md"
+AMP_DOC = ROOT / "docs" / "amp.md"
+BEGIN, END = "<!-- op-lists:begin -->", "<!-- op-lists:end -->"
 
 
 def render() -> str:
@@ -43,13 +46,46 @@ def render() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _names(ops) -> str:
+    return ", ".join(f"`{n}`" for n in sorted(ops)) or "(none)"
+
+
+def render_amp_lists() -> str:
+    """The per-level lists, as a Markdown table, from amp.white_list/black_list/gray_list."""
+    never = sorted(n for n, op in OP_TABLE.items() if op.amp == "none")
+    lines = [
+        BEGIN,
+        "| level | float16 (white) | float32 (black) | follow the inputs (promote) |",
+        "|---|---|---|---|",
+    ]
+    for level in ("OD", "O1", "O2"):
+        white, black = amp.white_list(level), amp.black_list(level)
+        if level == "OD":
+            black_text, gray = "every other op", "(none)"
+        else:
+            black_text, gray = _names(black), _names(set(OP_TABLE) - white - black - set(never))
+        lines.append(f"| {level} | {_names(white)} | {black_text} | {gray} |")
+    lines += ["", f"Never cast (casts, comparisons, integer results): {_names(never)}.", END]
+    return "\n".join(lines)
+
+
+def render_amp_doc(current: str) -> str:
+    if BEGIN not in current or END not in current:
+        raise SystemExit(f"docs/amp.md needs the markers {BEGIN} and {END}")
+    head, rest = current.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    return head + render_amp_lists() + tail
+
+
 if __name__ == "__main__":
-    text = render()
+    outputs = {TARGET: render(), AMP_DOC: render_amp_doc(AMP_DOC.read_text())}
+    stale = [p for p, text in outputs.items() if (p.read_text() if p.exists() else "") != text]
     if "--check" in sys.argv:
-        current = TARGET.read_text() if TARGET.exists() else ""
-        if current != text:
-            print("docs/ops.md is out of date: run python docs/gen_ops.py", file=sys.stderr)
+        if stale:
+            names = ", ".join(str(p.relative_to(ROOT)) for p in stale)
+            print(f"{names} out of date: run python docs/gen_ops.py", file=sys.stderr)
             sys.exit(1)
     else:
-        TARGET.write_text(text)
-        print(f"wrote {TARGET.relative_to(ROOT)} ({len(OP_TABLE)} ops)")
+        for path, text in outputs.items():
+            path.write_text(text)
+        print(f"wrote docs/ops.md ({len(OP_TABLE)} ops) and the lists in docs/amp.md")

@@ -1,11 +1,13 @@
-"""Train the AMP tutorial's SimpleNet: three Linear layers with two ReLUs, MSE loss, SGD.
+"""Train the AMP tutorial's SimpleNet in fp32, O1 or O2: three Linear layers, MSE loss, SGD.
 
 This is the network of Paddle's mixed-precision tutorial, written against minitorch_amp's
 Paddle-style API (only the import differs). The default sizes finish in seconds on a laptop
 CPU; ``--full`` uses the tutorial's sizes (4096 wide, batch 512, 50 batches, 5 epochs).
 
-    python examples/simple_net.py            # small and quick, CPU or GPU
-    python examples/simple_net.py --full     # the tutorial's sizes
+    python examples/simple_net.py                  # fp32, small and quick, CPU or GPU
+    python examples/simple_net.py --mode O2        # pure fp16 with fp32 master weights
+    python examples/simple_net.py --accumulate 10  # update every 10 batches
+    python examples/simple_net.py --compare        # fp32, O1 and O2 side by side
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout too
 
 import minitorch_amp as mt
-from minitorch_amp import nn
+from minitorch_amp import amp, nn
 
 try:
     from tqdm import tqdm
@@ -28,7 +31,7 @@ except ImportError:  # the 'examples' extra brings tqdm; without it, plain outpu
         return iterable
 
 
-MODES = ("fp32",)
+MODES = ("fp32", "O1", "O2")
 
 
 class SimpleNet(nn.Layer):
@@ -63,33 +66,73 @@ def train(
     seed=0,
     learning_rate=1e-4,
     mode="fp32",
+    accumulate=1,
     progress=False,
     log=print,
 ) -> list[float]:
-    """Train SimpleNet and return the mean loss of each epoch."""
+    """Train SimpleNet and return the mean loss of each epoch.
+
+    The AMP modes follow the tutorial: a GradScaler with ``init_loss_scaling=1024``;
+    ``auto_cast()`` around forward and loss; O2 also ``decorate``s model and optimizer
+    (fp16 parameters, fp32 master weights updated by the optimizer). With ``accumulate=N``
+    gradients of N batches add up before each update.
+    """
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} is not available; choose one of {MODES}")
+    if accumulate < 1:
+        raise ValueError(f"accumulate must be at least 1, got {accumulate}")
     mt.seed(seed)
     model = SimpleNet(input_size, input_size)
     optimizer = mt.optimizer.SGD(learning_rate=learning_rate, parameters=model.parameters())
     mse = nn.MSELoss()
     data, labels = make_data(input_size, batch_size, batches)
+    scaler = amp.GradScaler(enable=mode != "fp32", init_loss_scaling=1024)
+    if mode == "O2":
+        model, optimizer = amp.decorate(models=model, optimizers=optimizer, level="O2")
 
     epoch_losses = []
     for epoch in range(epochs):
         total = 0.0
-        steps = zip(data, labels)
+        steps = enumerate(zip(data, labels))
         if progress:
             steps = tqdm(steps, total=batches, desc=f"epoch {epoch + 1}/{epochs}", leave=False)
-        for x, y in steps:
-            loss = mse(model(x), y)
-            loss.backward()
-            optimizer.step()
-            optimizer.clear_grad()
+        for i, (x, y) in steps:
+            with amp.auto_cast(enable=mode != "fp32", level="O1" if mode == "fp32" else mode):
+                loss = mse(model(x), y)
+            scaler.scale(loss).backward()
+            if (i + 1) % accumulate == 0:
+                scaler.minimize(optimizer, loss)  # = optimizer.step() when scaling is off
+                optimizer.clear_grad()
             total += loss.item()
         epoch_losses.append(total / batches)
         log(f"epoch {epoch + 1}: loss = {epoch_losses[-1]:.6f}")
     return epoch_losses
+
+
+def peak_bytes(**kwargs) -> int:
+    """Peak host memory of two training steps, traced (CPU runs) with tracemalloc."""
+    tracemalloc.start()
+    try:
+        train(**{**kwargs, "batches": 2, "epochs": 1, "log": lambda *_: None})
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def compare(**kwargs) -> None:
+    """Run every mode on the same data and print time, speed-up, final loss and peak memory."""
+    rows = []
+    for mode in MODES:
+        start = time.perf_counter()
+        losses = train(**{**kwargs, "mode": mode, "log": lambda *_: None})
+        seconds = time.perf_counter() - start
+        peak = peak_bytes(**{**kwargs, "mode": mode}) if mt.get_device() == "cpu" else None
+        rows.append((mode, seconds, losses[-1], peak))
+    base = rows[0][1]
+    print(f"{'mode':<6}{'total time (s)':>16}{'speed-up':>10}{'final loss':>14}{'peak MiB':>10}")
+    for mode, seconds, loss, peak in rows:
+        mib = f"{peak / 2**20:.1f}" if peak is not None else "n/a"
+        print(f"{mode:<6}{seconds:>16.3f}{base / seconds:>9.2f}x{loss:>14.6f}{mib:>10}")
 
 
 def main(argv=None) -> None:
@@ -102,6 +145,8 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default=None, help="'cpu', 'gpu' or 'gpu:N' (default: auto)")
     parser.add_argument("--mode", default="fp32", choices=MODES)
+    parser.add_argument("--accumulate", type=int, default=1, help="batches per update")
+    parser.add_argument("--compare", action="store_true", help="run fp32, O1 and O2; a table")
     parser.add_argument(
         "--full", action="store_true", help="the tutorial's sizes: 4096 wide, batch 512, 50 batches"
     )
@@ -110,24 +155,28 @@ def main(argv=None) -> None:
         args.input_size, args.batch_size, args.batches, args.epochs = 4096, 512, 50, 5
     if args.device is not None:
         mt.set_device(args.device)
+    if args.accumulate < 1:
+        parser.error(f"--accumulate must be at least 1, got {args.accumulate}")
 
-    print(
-        f"SimpleNet {args.mode} on {mt.get_device()}: width {args.input_size}, "
-        f"batch {args.batch_size}, {args.batches} batches x {args.epochs} epochs"
+    sizes = dict(
+        input_size=args.input_size,
+        batch_size=args.batch_size,
+        batches=args.batches,
+        epochs=args.epochs,
+        seed=args.seed,
+        learning_rate=args.learning_rate,
+        accumulate=args.accumulate,
     )
+    print(
+        f"SimpleNet on {mt.get_device()}: width {args.input_size}, batch {args.batch_size}, "
+        f"{args.batches} batches x {args.epochs} epochs, update every {args.accumulate} batch(es)"
+    )
+    if args.compare:
+        compare(**sizes)
+        return
     start = time.perf_counter()
     log = tqdm.write if hasattr(tqdm, "write") else print
-    train(
-        args.input_size,
-        args.batch_size,
-        args.batches,
-        args.epochs,
-        args.seed,
-        args.learning_rate,
-        args.mode,
-        progress=True,
-        log=log,
-    )
+    train(**sizes, mode=args.mode, progress=True, log=log)
     print(f"\n{args.mode} time:\ntotal time = {time.perf_counter() - start:.3f} sec")
 
 

@@ -45,18 +45,25 @@ def train(model, opt, sched, batches):
     return losses
 
 
-RESUME = """
+SCRIPT = """
 import sys
 sys.path.insert(0, {tests!r})
 import minitorch_amp as mt
 from test_checkpoint import make, train, make_batches
-model, opt, sched = make(seed=99)  # different initial weights: all must come from the file
-state = mt.load({path!r})
-assert state["epoch"] == 3
-model.set_state_dict(state["model"])
-opt.set_state_dict(state["opt"])
-assert sched.last_epoch == 3, sched.last_epoch
-print(repr(train(model, opt, sched, make_batches()[3:])))
+batches = make_batches()
+if {resume!r}:
+    model, opt, sched = make(seed=99)  # different initial weights: all must come from the file
+    state = mt.load({path!r})
+    assert state["epoch"] == 3
+    model.set_state_dict(state["model"])
+    opt.set_state_dict(state["opt"])
+    assert sched.last_epoch == 3, sched.last_epoch
+else:
+    model, opt, sched = make(seed=0)
+    train(model, opt, sched, batches[:3])
+    state = {{"model": model.state_dict(), "opt": opt.state_dict(), "epoch": 3}}
+    mt.save(state, {path!r})
+print(repr(train(model, opt, sched, batches[3:])))
 """
 
 
@@ -65,22 +72,22 @@ def make_batches():
     return [(mt.randn([5, 6]), mt.randint(0, 3, [5])) for _ in range(6)]
 
 
-def test_resuming_from_a_checkpoint_in_a_new_process_continues_bit_identically(tmp_path):
-    # Optimizer state is keyed by parameter names (linear_0.w_0, as in Paddle), which a fresh
-    # process regenerates identically for the same model code: resume there, as users do.
-    batches = make_batches()
-    model, opt, sched = make(seed=0)
-    train(model, opt, sched, batches[:3])
-    path = tmp_path / "ckpt.npz"
-    mt.save({"model": model.state_dict(), "opt": opt.state_dict(), "epoch": 3}, str(path))
-    expected = train(model, opt, sched, batches[3:])
-
-    script = RESUME.format(tests=str(Path(__file__).parent), path=str(path))
+def run_fresh(path, resume: bool) -> list[float]:
+    script = SCRIPT.format(tests=str(Path(__file__).parent), path=str(path), resume=resume)
     out = subprocess.run(
         [sys.executable, "-W", "error", "-c", script], capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0, out.stderr
-    assert ast.literal_eval(out.stdout.strip().splitlines()[-1]) == expected
+    return ast.literal_eval(out.stdout.strip().splitlines()[-1])
+
+
+def test_resuming_from_a_checkpoint_in_a_new_process_continues_bit_identically(tmp_path):
+    # Optimizer state is keyed by parameter names (linear_0.w_0, as in Paddle), which a fresh
+    # process regenerates identically for the same model code: train, save and resume each
+    # in a fresh process, as users do.
+    path = tmp_path / "ckpt.npz"
+    uninterrupted = run_fresh(path, resume=False)  # saves after 3 batches, then trains on
+    assert run_fresh(path, resume=True) == uninterrupted
 
 
 def test_a_corrupt_checkpoint_leaves_the_model_untouched(tmp_path):

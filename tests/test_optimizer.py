@@ -169,6 +169,7 @@ def test_parameter_regularizer_wins_over_the_optimizers():
     close(p, P0 - 0.1 * (G1 + 0.5 * np.sign(P0)))
 
 
+@pytest.mark.filterwarnings("ignore:Accumulating with FP16")
 def test_float16_params_update_with_float32_maths():
     # g * g * (1 - beta2) = 1e-9 underflows to 0 in float16, and epsilon=1e-8 is 0 there too:
     # float16 Adam maths would divide by zero. Float32 maths gives a normal first step.
@@ -185,6 +186,7 @@ def test_float16_params_update_with_float32_maths():
     assert all(t.dtype == np.float32 for t in opt.state_dict().values())
 
 
+@pytest.mark.filterwarnings("ignore:Accumulating with FP16")
 def test_float16_sgd_rounds_once_from_float32():
     p = param(dtype="float16")
     run(SGD(0.3, parameters=[p], weight_decay=0.7), p, [G1])

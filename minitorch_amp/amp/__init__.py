@@ -7,7 +7,11 @@ loss scaling), ``decorate`` (O2: fp16 parameters, fp32 master weights in the opt
 """
 
 from ..backend.cast_counter import cast_counts, reset_cast_counts
+from . import apex, debugging
+from .apex import initialize, master_params, scale_loss
 from .auto_cast import AmpState, amp_state, auto_cast
+from .decorate import decorate
+from .grad_scaler import GradScaler, OptimizerState
 from .op_lists import black_list, gray_list, white_list
 
 
@@ -22,11 +26,19 @@ def is_bfloat16_supported(device=None) -> bool:
 
 
 __all__ = [
+    "GradScaler",
+    "OptimizerState",
+    "apex",
+    "initialize",
+    "master_params",
+    "scale_loss",
     "AmpState",
     "amp_state",
     "auto_cast",
     "black_list",
     "cast_counts",
+    "debugging",
+    "decorate",
     "gray_list",
     "is_bfloat16_supported",
     "is_float16_supported",
