@@ -108,3 +108,17 @@ def test_scale_stays_within_floor_and_ceiling_and_never_grows_into_inf():
     s = _state(2.0**23)
     kw = {"incr_every_n_steps": 1, "max_loss_scaling": 2.0**24}
     assert [_update(False, *s, **kw)[0] for _ in range(2)] == [2.0**24, 2.0**24]
+
+
+@pytest.mark.parametrize(
+    "inv",
+    [65519.996, 65520.0, 65504.0, 70000.0, 2.0**-30],
+)
+def test_float16_overflow_is_judged_after_narrowing_at_exactly_65520(inv):
+    g = np.array([1.0, -1.0, 0.5], dtype=np.float16)
+    with np.errstate(over="ignore"):
+        expected = np.float16(g.astype(np.float32) * np.float32(inv))
+    found_inf = np.zeros(1, dtype=bool)
+    unscale_and_check([g], np.array([inv], dtype=np.float32), found_inf)
+    np.testing.assert_array_equal(g, expected)
+    assert found_inf[0] == (not np.isfinite(expected).all())

@@ -88,9 +88,25 @@ def unscale_and_check(grads: list, inv_scale, found_inf) -> None:
         for g in grads:
             if g.dtype == acc:
                 xp.multiply(g, inv, out=g)
+                bad = ~xp.isfinite(g).all()
             else:  # widen, multiply in fp32, round once to nearest even on the way back
-                g[...] = g.astype(acc) * inv
-            xp.logical_or(found_inf, ~xp.isfinite(g).all(), out=found_inf)
+                wide = g.astype(acc)
+                wide *= inv
+                g[...] = wide
+                # NOTE: rounding to float16 gives +-inf exactly when |wide| >= 65520 (65504
+                # plus half an ulp rounds up) and keeps NaN, so testing the float32 copy is
+                # the same check as isfinite on the narrowed result, and much cheaper on the
+                # CPU. max/min propagate NaN, which fails both comparisons.
+                limit = _overflow_threshold(g.dtype)
+                bad = ~((wide.max() < limit) & (wide.min() > -limit)) if wide.size else False
+            xp.logical_or(found_inf, bad, out=found_inf)
+
+
+def _overflow_threshold(dtype) -> float:
+    """The smallest magnitude that rounds to infinity in ``dtype`` (65520 for float16)."""
+    largest = np.finfo(dtype).max
+    ulp = float(largest) - float(np.nextafter(largest, np.zeros((), dtype)))  # 32 for float16
+    return float(largest) + ulp / 2
 
 
 def update_loss_scaling(
