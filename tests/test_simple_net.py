@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,3 +71,55 @@ def test_bad_device_flag_fails_with_a_clear_message():
     )
     assert out.returncode != 0
     assert "unknown device 'tpu'" in out.stderr
+
+
+@pytest.mark.parametrize("mode", ["O1", "O2"])
+def test_amp_modes_train_close_to_fp32(mode):
+    fp32 = quiet(seed=3)
+    amp_losses = quiet(seed=3, mode=mode)
+    assert amp_losses[-1] < 0.9 * amp_losses[0]  # it learns
+    np.testing.assert_allclose(amp_losses, fp32, rtol=2e-2)  # and tracks the fp32 run
+
+
+@pytest.mark.parametrize("mode", ["fp32", "O2"])
+def test_gradient_accumulation_updates_once_per_window(mode):
+    from minitorch_amp import amp
+
+    amp.reset_cast_counts()
+    quiet(seed=0, mode=mode, batches=4, epochs=1, accumulate=2)
+    updates = 2  # 4 batches, one update every 2
+    expected = updates * 6 if mode == "O2" else 0  # 3 weights + 3 biases, cast by the optimizer
+    assert amp.cast_counts()["optimizer"] == expected
+    assert amp.cast_counts()["weight"] == 0
+
+
+def test_accumulate_must_be_positive():
+    with pytest.raises(ValueError, match="accumulate must be at least 1"):
+        quiet(accumulate=0)
+
+
+def test_compare_prints_a_row_per_mode():
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "examples" / "simple_net.py"),
+            "--compare",
+            "--input-size",
+            "32",
+            "--batch-size",
+            "8",
+            "--batches",
+            "2",
+            "--epochs",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("mode"))
+    assert "speed-up" in lines[header] and "peak MiB" in lines[header]
+    rows = [line.split()[0] for line in lines[header + 1 :] if line.strip()]
+    assert rows == ["fp32", "O1", "O2"]
