@@ -42,3 +42,16 @@ def test_readme_has_exactly_the_two_setup_commands_and_ci_runs_the_test_one():
     test_command = next(c for c in commands if "pytest" in c)
     assert test_command in (ROOT / ".ci" / "run").read_text()
     assert any("examples/simple_net.py" in c for c in commands)
+
+
+def _python_blocks():
+    import re
+
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for i, block in enumerate(re.findall(r"```python\n(.*?)```", path.read_text(), re.S)):
+            yield pytest.param(block, id=f"{path.name}-{i}")
+
+
+@pytest.mark.parametrize("code", list(_python_blocks()))
+def test_every_python_snippet_in_the_docs_runs(code):
+    exec(compile(code, "<doc snippet>", "exec"), {"__name__": "__doc_snippet__"})
