@@ -291,7 +291,7 @@ def test_check_layer_numerics_uses_the_checker_already_on(capsys):
     with np.errstate(invalid="ignore"):
         Scale()(mt.to_tensor([1.0, 2.0]), shift=-1.5)  # prints instead of raising
     assert "op=log" in capsys.readouterr().out
-    assert hooks.observers == (dbg._check_op,)
+    assert hooks.observers == (dbg.tensor_checker._check_op,)
 
 
 @pytest.mark.parametrize(
@@ -329,9 +329,13 @@ def test_disabling_restores_the_observers_exactly(x):
     try:
         dbg.enable_tensor_checker(TensorCheckerConfig(True, DebugMode.CHECK_NAN_INF))
         dbg.enable_operator_stats_collection()
-        assert hooks.observers == (other, dbg._check_op, dbg._count_op)
+        assert hooks.observers == (
+            other,
+            dbg.tensor_checker._check_op,
+            dbg.operator_stats._count_op,
+        )
         dbg.disable_tensor_checker()  # off in any order, leaving the others alone
-        assert hooks.observers == (other, dbg._count_op)
+        assert hooks.observers == (other, dbg.operator_stats._count_op)
         dbg.disable_operator_stats_collection()
         assert hooks.observers == original and original == (other,)  # never mutated
     finally:

@@ -17,6 +17,14 @@ import simple_net  # noqa: E402
 SMALL = dict(input_size=64, batch_size=16, batches=4, epochs=4, learning_rate=0.2, log=None)
 
 
+def run_example(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    """Run examples/simple_net.py with ``args`` in a fresh process."""
+    script = str(ROOT / "examples" / "simple_net.py")
+    return subprocess.run(
+        [sys.executable, script, *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
 def quiet(**kwargs):
     return simple_net.train(**{**SMALL, "log": lambda *_: None, **kwargs})
 
@@ -38,23 +46,17 @@ def test_unknown_mode_is_rejected():
 
 
 def test_command_line_runs_and_reports_time():
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "examples" / "simple_net.py"),
-            "--input-size",
-            "32",
-            "--batch-size",
-            "8",
-            "--batches",
-            "2",
-            "--epochs",
-            "2",
-            "--device",
-            "cpu",
-        ],
-        capture_output=True,
-        text=True,
+    out = run_example(
+        "--input-size",
+        "32",
+        "--batch-size",
+        "8",
+        "--batches",
+        "2",
+        "--epochs",
+        "2",
+        "--device",
+        "cpu",
         timeout=120,
     )
     assert out.returncode == 0, out.stderr
@@ -63,12 +65,7 @@ def test_command_line_runs_and_reports_time():
 
 
 def test_bad_device_flag_fails_with_a_clear_message():
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "simple_net.py"), "--device", "tpu"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    out = run_example("--device", "tpu", timeout=60)
     assert out.returncode != 0
     assert "unknown device 'tpu'" in out.stderr
 
@@ -99,22 +96,16 @@ def test_accumulate_must_be_positive():
 
 
 def test_compare_prints_a_row_per_mode():
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "examples" / "simple_net.py"),
-            "--compare",
-            "--input-size",
-            "32",
-            "--batch-size",
-            "8",
-            "--batches",
-            "2",
-            "--epochs",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
+    out = run_example(
+        "--compare",
+        "--input-size",
+        "32",
+        "--batch-size",
+        "8",
+        "--batches",
+        "2",
+        "--epochs",
+        "1",
         timeout=300,
     )
     assert out.returncode == 0, out.stderr

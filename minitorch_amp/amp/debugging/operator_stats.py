@@ -1,0 +1,136 @@
+"""Operator statistics: how many forward calls of each op ran in which dtype."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from ...autograd import Tensor
+from .observers import install as _install
+from .observers import uninstall as _uninstall
+
+_BUCKETS = ("fp16", "bf16", "fp32", "other")
+_BUCKET_OF = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
+_HEADER = "<{:-^40} | {:-^17} | {:-^17} | {:-^17} | {:-^17}>".format(
+    " Op Name ", " FP16 Calls ", " BF16 Calls ", " FP32 Calls", " Other Calls "
+)
+
+
+class OperatorStats:
+    """Forward calls per op, bucketed by the dtype of the op's *output*.
+
+    fp16, bf16 and fp32 have their own bucket; everything else (int, bool, float64) is
+    ``'other'``. Casts are counted as ``'cast'`` (Paddle's table calls them ``transfer_dtype``).
+
+    Attributes:
+        counts: ``{op_name: {'fp16': n, 'bf16': n, 'fp32': n, 'other': n}}``; ops that never
+            ran are absent.
+    """
+
+    def __init__(self) -> None:
+        self.counts: dict[str, dict[str, int]] = {}
+
+    def add(self, op_name: str, dtype) -> None:
+        """Count one forward call of ``op_name`` that returned a ``dtype`` tensor."""
+        row = self.counts.get(op_name)
+        if row is None:
+            row = self.counts[op_name] = dict.fromkeys(_BUCKETS, 0)
+        row[_BUCKET_OF.get(str(dtype), "other")] += 1
+
+    def table(self) -> str:
+        """Paddle's op-list table, one row per op sorted by name (rows without trailing blanks)."""
+        lines = ["<{:-^69}>".format(" op list "), _HEADER]
+        for name in sorted(self.counts):
+            cells = "".join(f"|  {self.counts[name][b]:<17}" for b in _BUCKETS)
+            lines.append(f"  {name:<40}{cells}".rstrip())
+        lines.append("<{:-^71}>".format(f" op count: {len(self.counts)} "))
+        return "\n".join(lines)
+
+
+_collectors: list[OperatorStats] = []  # every active collector counts every forward call
+_global_stats: OperatorStats | None = None  # the one enable_operator_stats_collection starts
+
+
+def _count_op(op, out: Tensor) -> None:
+    dtype = out._data.dtype
+    for stats in _collectors:
+        stats.add(op.name, dtype)
+
+
+def _start(stats: OperatorStats) -> None:
+    _collectors.append(stats)
+    _install(_count_op)
+
+
+def _stop(stats: OperatorStats) -> None:
+    _collectors.remove(stats)
+    if not _collectors:
+        _uninstall(_count_op)
+
+
+def enable_operator_stats_collection() -> None:
+    """Start counting forward op calls by output dtype; :func:`disable_operator_stats_collection`
+    prints and returns the counts. Enabling again while on clears the counts (as Paddle does).
+    """
+    global _global_stats
+    if _global_stats is None:
+        _global_stats = OperatorStats()
+        _start(_global_stats)
+    else:
+        _global_stats.counts.clear()
+
+
+def disable_operator_stats_collection() -> dict[str, dict[str, int]] | None:
+    """Stop counting, print Paddle's table and return the counts (None if it was not on).
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> from minitorch_amp.amp import debugging
+        >>> x = mt.ones([2, 2]).astype("float16")
+        >>> debugging.enable_operator_stats_collection()
+        >>> y = mt.matmul(x, x) > 1.0
+        >>> counts = debugging.disable_operator_stats_collection()
+        <------------------------------ op list ------------------------------>
+        <--------------- Op Name ---------------- | -- FP16 Calls --- | -- BF16 Calls --- | --- FP32 Calls--- | -- Other Calls -->
+          compare                                 |  0                |  0                |  0                |  1
+          matmul                                  |  1                |  0                |  0                |  0
+        <----------------------------- op count: 2 ----------------------------->
+        >>> counts["matmul"]
+        {'fp16': 1, 'bf16': 0, 'fp32': 0, 'other': 0}
+    """  # noqa: E501 - the table is wider than a source line
+    global _global_stats
+    stats, _global_stats = _global_stats, None
+    if stats is None:
+        return None
+    _stop(stats)
+    print(stats.table())
+    return stats.counts
+
+
+@contextlib.contextmanager
+def collect_operator_stats() -> Iterator[OperatorStats]:
+    """Count forward op calls inside the block; print the table on exit, even on an exception.
+
+    Yields the :class:`OperatorStats` being filled; its ``counts`` stay readable afterwards.
+    Blocks may nest: each counts its own region, and every call is counted once per block.
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> from minitorch_amp.amp import debugging
+        >>> with debugging.collect_operator_stats() as stats:
+        ...     y = mt.ones([3]).astype("float16") * 2.0
+        <------------------------------ op list ------------------------------>
+        <--------------- Op Name ---------------- | -- FP16 Calls --- | -- BF16 Calls --- | --- FP32 Calls--- | -- Other Calls -->
+          cast                                    |  1                |  0                |  0                |  0
+          multiply                                |  1                |  0                |  0                |  0
+        <----------------------------- op count: 2 ----------------------------->
+        >>> stats.counts["cast"]["fp16"]
+        1
+    """  # noqa: E501 - the table is wider than a source line
+    stats = OperatorStats()
+    _start(stats)
+    try:
+        yield stats
+    finally:  # NOTE: Paddle has no finally: an exception there leaves the collection on.
+        _stop(stats)
+        print(stats.table())
