@@ -1,9 +1,19 @@
-"""``minitorch_amp.device``: Paddle's ``paddle.device`` functions for choosing a device."""
+"""``minitorch_amp.device``: choosing a device, and how much memory it has (Paddle's
+``paddle.device``). Memory accounting works on the CPU too, against a budget you can set."""
 
 from __future__ import annotations
 
 from .backend import device as _device
 from .backend.device import Place, device_count, get_device, is_compiled_with_cuda, set_device
+from .backend.memory import (
+    OutOfMemoryError,
+    get_memory_limit,
+    max_memory_allocated,
+    memory_allocated,
+    memory_available,
+    reset_max_memory_allocated,
+    set_memory_limit,
+)
 
 
 def get_available_device() -> list[str]:
@@ -18,11 +28,18 @@ def synchronize(device=None) -> None:
 
 
 __all__ = [
+    "OutOfMemoryError",
     "Place",
     "device_count",
     "get_available_device",
     "get_device",
+    "get_memory_limit",
     "is_compiled_with_cuda",
+    "max_memory_allocated",
+    "memory_allocated",
+    "memory_available",
+    "reset_max_memory_allocated",
     "set_device",
+    "set_memory_limit",
     "synchronize",
 ]

@@ -35,7 +35,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _restore_global_state():
-    """Each test starts on the default device, default dtype and seed 0."""
+    """Each test starts on the default device and dtype, seed 0, and no memory budget."""
     import minitorch_amp as mt
 
     place = device.current_place()
@@ -44,3 +44,4 @@ def _restore_global_state():
     yield
     device.set_device(place)
     mt.set_default_dtype(dtype)
+    mt.device.set_memory_limit(None)

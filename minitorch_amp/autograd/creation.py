@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..backend import device as _device
 from ..backend import dtypes as _dtypes
+from ..backend import memory as _memory
 from ..backend import random as _random
 from .tensor import Tensor, _shape_arg
 
@@ -43,6 +44,7 @@ def to_tensor(data, dtype=None, place=None, stop_gradient: bool = True) -> Tenso
     t = Tensor(data, dtype=dtype, place=place, stop_gradient=stop_gradient)
     if t._data is data:  # Tensor() avoids copies; to_tensor promises one
         t._data = t._data.copy()
+        _memory.track(t._data)
     return t
 
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..backend import device as _device
 from ..backend import dtypes as _dtypes
+from ..backend import memory as _memory
 
 
 class Tensor:
@@ -36,6 +37,7 @@ class Tensor:
     def __init__(self, data, dtype=None, place=None, stop_gradient: bool = True):
         place = _device.current_place() if place is None else _device.parse_device(place)
         self._data = _as_array(data, dtype, place)
+        _memory.track(self._data)
         self._node = None
         self._grad = None
         self.stop_gradient = bool(stop_gradient)
@@ -47,6 +49,7 @@ class Tensor:
         """A tensor around ``array`` with no checks (the fast path ``apply`` uses)."""
         if not isinstance(array, np.ndarray) and not _device.is_array(array):
             array = np.asarray(array)  # NumPy returns scalars from 0-d maths
+        _memory.track(array)
         t = object.__new__(cls)
         t._data = array
         t._node = None

@@ -6,6 +6,7 @@ import itertools
 from collections import defaultdict
 
 from ..autograd.tensor import Tensor
+from ..backend import memory
 
 _counters: dict[str, itertools.count] = defaultdict(itertools.count)
 
@@ -48,6 +49,7 @@ class Parameter(Tensor):
         p = cls.__new__(cls)
         Tensor.__init__(p, array, place=None, stop_gradient=not trainable)
         p._data = array  # keep the very array: no copy, no device move
+        memory.track(array)
         p.name = name
         p.persistable = True
         p.need_clip = True

@@ -1,0 +1,201 @@
+"""Device memory accounting: live bytes, peak bytes and free bytes of each device.
+
+* **GPU** (CuPy): live bytes are what CuPy's memory pool hands out, free bytes are the CUDA
+  runtime's free memory plus what the pool holds unused, capped by the pool's limit
+  (``set_memory_limit`` sets it), so a limit makes out-of-memory paths reproducible on a big
+  GPU. The peak is sampled whenever a tensor takes an array.
+* **CPU** (NumPy): the same numbers over *tensor storage*: every array a Tensor holds is
+  counted once (views count their owner), from the moment a tensor takes it until the last
+  reference to it dies. A budget (``set_memory_limit``; unlimited by default) turns the CPU
+  into a device with a fixed amount of memory: taking an array past the budget raises
+  :class:`OutOfMemoryError`, so memory-checking code runs and is tested without a GPU.
+  Arrays that no tensor holds (NumPy temporaries inside an op, host copies) are host memory
+  and not counted.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import weakref
+
+import numpy as np
+
+from . import device as _device
+
+
+class OutOfMemoryError(RuntimeError):
+    """A device has not enough free memory for an allocation."""
+
+
+# Every exception that means "the device is full": ours and CuPy's.
+OOM_ERRORS: tuple = (OutOfMemoryError,)
+if _device.cupy is not None:
+    OOM_ERRORS += (_device.cupy.cuda.memory.OutOfMemoryError,)
+
+
+class _Ledger:
+    """The CPU device's accounting: one entry per owner array a tensor holds."""
+
+    def __init__(self):
+        self.live: dict[int, tuple] = {}  # id(owner) -> (weakref to owner, nbytes)
+        self.allocated = 0
+        self.peak = 0
+        self.limit: int | None = None
+
+
+_cpu = _Ledger()
+_gpu_peak: dict[int, int] = {}
+
+
+def _owner(array):
+    """The array that owns ``array``'s memory (``array`` itself unless it is a view)."""
+    base = array.base
+    while isinstance(base, np.ndarray):
+        array, base = base, base.base
+    return array
+
+
+def _release(key: int, ref) -> None:
+    entry = _cpu.live.get(key)
+    if entry is not None and entry[0] is ref:  # not a newer array that reused the id
+        del _cpu.live[key]
+        _cpu.allocated -= entry[1]
+
+
+def track(array, enforce: bool = True) -> None:
+    """Count ``array``'s storage as device memory from now until it is freed.
+
+    Called whenever a Tensor takes an array. Counting the same storage twice is a no-op.
+
+    Raises:
+        OutOfMemoryError: on the CPU, the array would take the live bytes past the budget
+            (never with ``enforce=False``, which restoring code uses for memory it held before).
+    """
+    if not isinstance(array, np.ndarray):
+        if _device.cupy is not None and isinstance(array, _device.cupy.ndarray):
+            _sample_gpu_peak(array.device.id)
+        return
+    owner = array if array.base is None else _owner(array)
+    key = id(owner)
+    entry = _cpu.live.get(key)
+    if entry is not None and entry[0]() is owner:
+        return
+    nbytes = owner.nbytes
+    if enforce and _cpu.limit is not None and _cpu.allocated + nbytes > _cpu.limit:
+        raise OutOfMemoryError(
+            f"out of memory on cpu: {nbytes} bytes requested, "
+            f"{max(_cpu.limit - _cpu.allocated, 0)} available "
+            f"(budget {_cpu.limit} bytes, {_cpu.allocated} in use). Free tensors, use a "
+            "smaller batch, or raise the budget with minitorch_amp.device.set_memory_limit()."
+        )
+    _cpu.live[key] = (weakref.ref(owner, functools.partial(_release, key)), nbytes)
+    _cpu.allocated += nbytes
+    if _cpu.allocated > _cpu.peak:
+        _cpu.peak = _cpu.allocated
+
+
+def _place(device):
+    return _device.current_place() if device is None else _device.parse_device(device)
+
+
+def _pool():
+    return _device.cupy.get_default_memory_pool()
+
+
+def _sample_gpu_peak(index: int) -> None:
+    with _device.cupy.cuda.Device(index):
+        used = _pool().used_bytes()
+    if used > _gpu_peak.get(index, 0):
+        _gpu_peak[index] = used
+
+
+def memory_allocated(device=None) -> int:
+    """Bytes of device memory in use by tensors (GPU: by CuPy's pool)."""
+    place = _place(device)
+    if place.kind == "cpu":
+        return _cpu.allocated
+    with _device.cupy.cuda.Device(place.index):
+        return int(_pool().used_bytes())
+
+
+def max_memory_allocated(device=None) -> int:
+    """The peak of :func:`memory_allocated` since start or the last reset."""
+    place = _place(device)
+    if place.kind == "cpu":
+        return _cpu.peak
+    _sample_gpu_peak(place.index)
+    return _gpu_peak[place.index]
+
+
+def reset_max_memory_allocated(device=None) -> None:
+    """Start measuring the peak again from what is allocated now."""
+    place = _place(device)
+    if place.kind == "cpu":
+        _cpu.peak = _cpu.allocated
+    else:
+        _gpu_peak[place.index] = memory_allocated(place)
+
+
+def memory_available(device=None) -> int:
+    """Bytes a new allocation on ``device`` can still take.
+
+    CPU: the budget minus what is in use, or the machine's available memory without a budget.
+    GPU: free memory of the CUDA runtime plus what CuPy's pool holds unused, capped by the
+    pool's limit.
+    """
+    place = _place(device)
+    if place.kind == "cpu":
+        if _cpu.limit is not None:
+            return max(_cpu.limit - _cpu.allocated, 0)
+        return _host_available()
+    cupy = _device.cupy
+    with cupy.cuda.Device(place.index):
+        pool = _pool()
+        free = int(cupy.cuda.runtime.memGetInfo()[0]) + int(pool.free_bytes())
+        limit = int(pool.get_limit())
+        if limit:
+            free = min(free, limit - int(pool.used_bytes()))
+    return max(free, 0)
+
+
+def _host_available() -> int:
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not POSIX: no way to ask, so no limit
+        return 2**63 - 1
+
+
+def set_memory_limit(nbytes: int | None, device=None) -> None:
+    """Give ``device`` a memory budget of ``nbytes`` (None: unlimited).
+
+    CPU: allocations past the budget raise :class:`OutOfMemoryError`. GPU: sets CuPy's
+    memory-pool limit.
+
+    Raises:
+        ValueError: ``nbytes`` is negative or not an integer; on the CPU, below what tensors
+            already hold (nothing changes then).
+    """
+    if nbytes is not None and (not isinstance(nbytes, (int, np.integer)) or nbytes < 0):
+        raise ValueError(f"the memory limit must be a non-negative int or None, got {nbytes!r}")
+    place = _place(device)
+    if place.kind == "cpu":
+        if nbytes is not None and nbytes < _cpu.allocated:
+            raise ValueError(
+                f"a budget of {nbytes} bytes is below the {_cpu.allocated} bytes tensors "
+                "already hold on the cpu; free tensors first or choose a larger budget"
+            )
+        _cpu.limit = None if nbytes is None else int(nbytes)
+    else:
+        with _device.cupy.cuda.Device(place.index):
+            _pool().set_limit(size=0 if nbytes is None else int(nbytes))
+
+
+def get_memory_limit(device=None) -> int | None:
+    """The budget set by :func:`set_memory_limit`, or None when unlimited."""
+    place = _place(device)
+    if place.kind == "cpu":
+        return _cpu.limit
+    with _device.cupy.cuda.Device(place.index):
+        limit = int(_pool().get_limit())
+    return limit or None

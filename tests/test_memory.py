@@ -1,0 +1,89 @@
+"""Device memory accounting on the CPU: live bytes, peak, budget, out-of-memory errors."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import minitorch_amp as mt
+from minitorch_amp import device
+
+
+def test_a_tensor_is_counted_from_creation_until_its_storage_dies():
+    before = device.memory_allocated()
+    x = mt.zeros([1000], dtype="float32")
+    assert device.memory_allocated() == before + 4000
+    view = x.reshape([10, 100])  # a view: its owner is already counted
+    assert device.memory_allocated() == before + 4000
+    del x
+    assert device.memory_allocated() == before + 4000  # the view keeps the storage alive
+    del view
+    gc.collect()
+    assert device.memory_allocated() == before
+
+
+def test_storage_saved_for_backward_stays_counted_until_the_graph_is_freed():
+    w = mt.ones([100], dtype="float32")
+    w.stop_gradient = False
+    before = device.memory_allocated()
+    y = (w * 2.0).exp()  # w*2 is saved by exp's backward
+    held = device.memory_allocated() - before
+    assert held >= 2 * 400
+    y.sum().backward()
+    del y
+    gc.collect()
+    assert device.memory_allocated() - before == 400  # only w's grad is left
+
+
+def test_peak_and_reset():
+    device.reset_max_memory_allocated()
+    base = device.memory_allocated()
+    x = mt.zeros([2000], dtype="float64")
+    del x
+    assert device.max_memory_allocated() >= base + 16000
+    device.reset_max_memory_allocated()
+    assert device.max_memory_allocated() == device.memory_allocated()
+
+
+def test_a_budget_turns_the_cpu_into_a_device_that_can_run_out():
+    base = device.memory_allocated()
+    device.set_memory_limit(base + 1000)
+    assert device.get_memory_limit() == base + 1000
+    assert device.memory_available() == 1000
+    small = mt.zeros([100], dtype="float32")  # 400 bytes fit
+    with pytest.raises(device.OutOfMemoryError, match=r"4000 bytes requested, 600 available"):
+        mt.zeros([1000], dtype="float32")
+    assert device.memory_allocated() == base + 400  # the failed allocation left no trace
+    assert small.numpy().sum() == 0
+    device.set_memory_limit(None)
+    assert device.get_memory_limit() is None
+    mt.zeros([1000], dtype="float32")
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "1GB"])
+def test_invalid_budgets_are_rejected(bad):
+    with pytest.raises(ValueError, match="non-negative int"):
+        device.set_memory_limit(bad)
+    assert device.get_memory_limit() is None
+
+
+def test_a_budget_below_what_is_held_is_rejected_and_changes_nothing():
+    keep = mt.zeros([1000])
+    with pytest.raises(ValueError, match=r"below the .* bytes tensors already hold"):
+        device.set_memory_limit(device.memory_allocated() - 1)
+    assert device.get_memory_limit() is None
+    del keep
+
+
+def test_without_a_budget_available_memory_is_the_machines():
+    assert device.memory_available() > 1 << 20
+
+
+def test_out_of_memory_inside_an_op_leaves_its_inputs_alone():
+    a = mt.to_tensor(np.arange(1000, dtype=np.float32))
+    device.set_memory_limit(device.memory_allocated() + 100)
+    with pytest.raises(device.OutOfMemoryError):
+        a * 2.0
+    np.testing.assert_array_equal(a.numpy(), np.arange(1000, dtype=np.float32))
