@@ -1,0 +1,107 @@
+"""The raw-kernel loader: ``cuda/*.cu`` compiled by CuPy's NVRTC, once per device.
+
+Each Python launcher module registers the kernels it needs from one ``.cu`` file::
+
+    GEMM = register("gemm_fp16.cu", names=("gemm_f16<false,false>",), options=("-DTILE=128",))
+
+and launches them with :func:`launch`. Registration is the single source of truth for what
+is compiled and how: the loader uses it on the GPU, and the tests compile every registered
+file with the same options and name expressions through NVRTC (``backend/nvrtc.py``) on
+machines without one.
+
+Rules every launch follows (``RawKernel`` checks nothing itself):
+
+* scalars go in as explicit ``numpy.int32`` / ``numpy.float32`` (a Python int would be passed
+  as a 64-bit ``long long``, a float as a ``double``);
+* arrays are checked for dtype and C-contiguity first (:func:`check_array`), because a raw
+  kernel ignores strides.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import device as _device
+
+# NVRTC has no C++ standard library headers: kernels include only CUDA's own headers.
+BASE_OPTIONS = ("--std=c++17",)
+
+
+def cuda_dir() -> Path:
+    """Where the ``.cu`` files are: inside the installed package, else the source checkout."""
+    packaged = Path(__file__).resolve().parents[1] / "cuda"
+    if packaged.is_dir() and any(packaged.glob("*.cu")):
+        return packaged
+    return Path(__file__).resolve().parents[2] / "cuda"
+
+
+@dataclass(frozen=True)
+class KernelFile:
+    """One ``.cu`` file, the name expressions compiled from it, and its compile options."""
+
+    file: str
+    names: tuple[str, ...]
+    options: tuple[str, ...] = ()
+
+    @property
+    def path(self) -> Path:
+        return cuda_dir() / self.file
+
+    def source(self) -> str:
+        return self.path.read_text()
+
+    def all_options(self) -> tuple[str, ...]:
+        return BASE_OPTIONS + self.options
+
+
+REGISTRY: dict[str, KernelFile] = {}
+
+
+def register(file: str, names, options=()) -> KernelFile:
+    """Declare the kernels ``file`` provides (called at import by each launcher module)."""
+    entry = KernelFile(file, tuple(names), tuple(options))
+    if file in REGISTRY and REGISTRY[file] != entry:
+        raise ValueError(f"{file} is registered twice with different names or options")
+    REGISTRY[file] = entry
+    return entry
+
+
+def enabled() -> bool:
+    """Raw kernels run on the GPU unless ``MINITORCH_AMP_RAW_KERNELS=0`` asks for CuPy's."""
+    return _device.cupy is not None and os.environ.get("MINITORCH_AMP_RAW_KERNELS", "1") != "0"
+
+
+@functools.cache
+def _module(file: str, device_id: int):
+    entry = REGISTRY[file]
+    with _device.cupy.cuda.Device(device_id):
+        module = _device.cupy.RawModule(
+            code=entry.source(), options=entry.all_options(), name_expressions=entry.names
+        )
+        module.compile()
+    return module
+
+
+def get_function(file: str, name: str):
+    """The compiled kernel ``name`` of ``file`` on the current device (compiled once)."""
+    entry = REGISTRY.get(file)
+    if entry is None or name not in entry.names:
+        raise KeyError(f"{name!r} is not registered for {file}; register() it first")
+    return _module(file, _device.cupy.cuda.Device().id).get_function(name)
+
+
+def launch(file: str, name: str, grid, block, args, shared_mem: int = 0) -> None:
+    """Launch kernel ``name`` of ``file`` with ``args`` (arrays and numpy scalars)."""
+    kernel = get_function(file, name)
+    kernel(tuple(grid), tuple(block), tuple(args), shared_mem=shared_mem)
+
+
+def check_array(array, dtype, name: str) -> None:
+    """Raise unless ``array`` has ``dtype`` and is C-contiguous (a raw kernel sees only bytes)."""
+    if array.dtype != dtype:
+        raise TypeError(f"{name} must be {dtype}, got {array.dtype}")
+    if not array.flags.c_contiguous:
+        raise ValueError(f"{name} must be C-contiguous; pass xp.ascontiguousarray({name})")
