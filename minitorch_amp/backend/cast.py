@@ -1,0 +1,106 @@
+"""Dtype casts: the raw float32 <-> float16 kernels (``cuda/cast.cu``) and their NumPy twin.
+
+:func:`cast` is ``x.astype(dtype)`` with the rounding spelled out, plus an optional device
+flag that records whether the result holds an inf or a NaN (a float32 activation above
+65504 becomes inf in float16: that is exactly the overflow AMP watches for).
+
+* NumPy arrays: ``astype``, which rounds to nearest even. This is the specification.
+* CuPy float32 -> float16 and float16 -> float32: the raw kernels, 16 bytes per load and
+  store, with the flag set on the device (no host sync).
+* Any other pair, or ``MINITORCH_AMP_RAW_KERNELS=0``: CuPy's ``astype``, same rounding.
+
+Example:
+    >>> import numpy as np
+    >>> found_inf = np.zeros(1, dtype=bool)
+    >>> out = cast(np.array([1 + 2**-11, 65504.0, 65520.0], "float32"), "float16", found_inf)
+    >>> out.tolist(), found_inf  # a tie rounds to the even 1.0; 65520 overflows
+    ([1.0, 65504.0, inf], array([ True]))
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import kernels
+from .device import get_array_module
+from .dtypes import bool_, float16, float32
+
+__all__ = ["cast"]
+
+# name in cast.cu for (source dtype, target dtype, with found_inf check)
+_KERNELS = {
+    (float32, float16, False): "cast_f32_to_f16",
+    (float32, float16, True): "cast_f32_to_f16_check",
+    (float16, float32, False): "cast_f16_to_f32",
+    (float16, float32, True): "cast_f16_to_f32_check",
+}
+CAST = kernels.register("cast.cu", names=tuple(_KERNELS.values()))
+
+_THREADS = 256
+_PER_THREAD = 8  # elements per vector step in cast.cu
+_MAX_BLOCKS = 4096  # a few waves on an H100 (132 SMs x 8 blocks); the kernel grid-strides
+
+
+def cast(x, dtype, found_inf=None):
+    """``x`` converted to ``dtype`` (round to nearest even); ``found_inf |= any(!isfinite(out))``.
+
+    float32 -> float16 is IEEE round-to-nearest-even: values at or above 65520 in magnitude
+    become +-inf (65504 is the largest float16, 65520 is halfway to the next power of two),
+    NaN stays NaN (payload not specified), subnormals down to 2**-24 are exact, and a tie
+    goes to the neighbour with an even last bit. float16 -> float32 is exact.
+
+    Args:
+        x: a NumPy or CuPy array. A non-contiguous CuPy input is first copied with
+            ``ascontiguousarray`` (the raw kernel sees only bytes); the result is always a
+            new C-contiguous array, also when ``dtype`` is ``x``'s own dtype.
+        dtype: the target dtype (anything ``numpy.dtype`` accepts).
+        found_inf: optional bool array of shape [1] on ``x``'s device; set (never cleared)
+            when the result holds an inf or a NaN.
+
+    Returns:
+        A new array of ``dtype`` and ``x``'s shape.
+
+    Raises:
+        ValueError: ``found_inf`` is not a bool array of shape [1].
+        TypeError: ``x`` is a CuPy array and ``found_inf`` is not.
+
+    Example:
+        >>> import numpy as np
+        >>> out = cast(np.array([2.0**-24, 2.0**-25, 3 * 2.0**-25], "float32"), "float16")
+        >>> (out.astype("float64") / 2.0**-24).tolist()  # in units of the smallest subnormal
+        [1.0, 0.0, 2.0]
+    """
+    dtype = np.dtype(dtype)
+    if found_inf is not None and (found_inf.shape != (1,) or found_inf.dtype != bool_):
+        raise ValueError(
+            f"found_inf must be a bool array of shape [1], got {found_inf.dtype} of shape "
+            f"{list(found_inf.shape)}"
+        )
+    xp = get_array_module(x)
+    check = found_inf is not None
+    name = _KERNELS.get((x.dtype, dtype, check))
+    if xp is np or name is None or not kernels.enabled():
+        return _cast_twin(xp, x, dtype, found_inf)
+
+    if check and get_array_module(found_inf) is not xp:
+        raise TypeError("found_inf must be a CuPy array on x's device, like x")
+    with x.device:  # allocate and launch on x's GPU, whichever is current
+        if not x.flags.c_contiguous:  # the kernel sees bytes, not strides (0-d is contiguous)
+            x = xp.ascontiguousarray(x)
+        out = xp.empty(x.shape, dtype=dtype)
+        n = x.size
+        if n:
+            blocks = min(-(-n // (_THREADS * _PER_THREAD)), _MAX_BLOCKS)
+            args = (x, out, np.int64(n))  # int64: a count above 2**31 still fits
+            args += (found_inf,) if check else ()
+            kernels.launch("cast.cu", name, (blocks,), (_THREADS,), args)
+    return out
+
+
+def _cast_twin(xp, x, dtype, found_inf):
+    """The specification: ``astype`` (round to nearest even), then OR the inf/NaN check."""
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow to inf is the point here
+        out = x.astype(dtype, order="C")  # a new C-contiguous array, as from the kernel
+    if found_inf is not None and out.dtype.kind in "fc":
+        xp.logical_or(found_inf, ~xp.isfinite(out).all(), out=found_inf)
+    return out
