@@ -8,8 +8,12 @@ that a training step never waits for the host:
 * :func:`update_loss_scaling` moves the scale and its two step counters one step along
   Paddle's dynamic rule (the ``update_loss_scaling`` kernel, without the zero-fill of grads).
 
-State shapes, as the kernels will take them: ``scale`` float32 ``[1]``, ``inv_scale``
+State shapes, as the kernels take them: ``scale`` float32 ``[1]``, ``inv_scale``
 float32 ``[1]``, ``found_inf`` bool ``[1]``, ``good_steps`` / ``bad_steps`` int32 ``[1]``.
+
+On CuPy arrays (and unless ``MINITORCH_AMP_RAW_KERNELS=0``) both run as the raw kernels of
+``cuda/amp.cu``: one multi-tensor launch per gradient dtype, and a one-thread update. The
+NumPy code below is their specification, and what runs everywhere else.
 
 Example:
     >>> import numpy as np
@@ -27,10 +31,20 @@ import numbers
 
 import numpy as np
 
+from . import kernels
 from .device import get_array_module
-from .dtypes import accumulation_dtype, bool_, float32
+from .dtypes import accumulation_dtype, bool_, float16, float32, float64, int32
 
 __all__ = ["check_attr", "is_int", "unscale_and_check", "update_loss_scaling"]
+
+_UNSCALE_KERNELS = {
+    float16: "unscale_and_check<__half>",
+    float32: "unscale_and_check<float>",
+    float64: "unscale_and_check<double>",
+}
+AMP = kernels.register("amp.cu", names=(*_UNSCALE_KERNELS.values(), "update_loss_scaling"))
+_CHUNK = 65536  # elements per block: kChunk in cuda/amp.cu
+_UNSCALE_THREADS = 512  # kThreads in cuda/amp.cu
 
 
 def _check_flag(array, name: str, dtype) -> None:
@@ -82,6 +96,10 @@ def unscale_and_check(grads: list, inv_scale, found_inf) -> None:
             "call it once per dtype bucket"
         )
     xp = get_array_module(*grads)
+    if xp is not np and kernels.enabled():
+        grads = _unscale_with_kernel(grads, inv_scale, found_inf)  # what it could not take
+        if not grads:
+            return
     acc = accumulation_dtype(grads[0].dtype)
     inv = inv_scale.reshape(()).astype(acc, copy=False)  # 0-d, so 0-d grads keep their shape
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is what we look for
@@ -100,6 +118,49 @@ def unscale_and_check(grads: list, inv_scale, found_inf) -> None:
                 limit = _overflow_threshold(g.dtype)
                 bad = ~((wide.max() < limit) & (wide.min() > -limit)) if wide.size else False
             xp.logical_or(found_inf, bad, out=found_inf)
+
+
+def _unscale_with_kernel(grads: list, inv_scale, found_inf) -> list:
+    """One ``amp.cu`` launch over the C-contiguous CuPy grads; return the rest for the twin.
+
+    The kernel sees only bytes, so a strided view (rare for a gradient) goes through the
+    twin's loop on CuPy instead; both write through to the caller's arrays. Empty grads
+    need no work; other dtypes, or flags not on the device, leave everything to the twin.
+    """
+    cupy = get_array_module(grads[0])
+    name = _UNSCALE_KERNELS.get(grads[0].dtype)
+    on_device = all(isinstance(a, cupy.ndarray) for a in (inv_scale, found_inf))
+    if name is None or not on_device:
+        return grads
+    rest = [g for g in grads if not g.flags.c_contiguous]
+    live = [g for g in grads if g.flags.c_contiguous and g.size]
+    if live:
+        table = chunk_table([g.data.ptr for g in live], [g.size for g in live], _CHUNK)
+        n_chunks = (table.size - 2 * len(live)) // 2
+        with live[0].device:
+            table = cupy.asarray(table)  # one asynchronous copy via pinned memory, no sync
+            args = (table, np.int32(len(live)), np.int32(n_chunks), inv_scale, found_inf)
+            kernels.launch("amp.cu", name, (n_chunks,), (_UNSCALE_THREADS,), args)
+    return rest
+
+
+def chunk_table(pointers, sizes, chunk: int) -> np.ndarray:
+    """The int64 table ``cuda/amp.cu`` walks: block ``c`` unscales chunk ``c``.
+
+    Layout (``T`` tensors, ``C`` chunks): ``[pointers (T) | sizes (T) | tensor of chunk (C) |
+    first element of chunk (C)]``. Tensor ``t`` has ``ceil(sizes[t] / chunk)`` chunks.
+
+    Example:
+        >>> chunk_table([1000, 2000], [5, 12], chunk=4).tolist()
+        [1000, 2000, 5, 12, 0, 0, 1, 1, 1, 0, 4, 0, 4, 8]
+    """
+    sizes = np.asarray(sizes, dtype=np.int64)
+    per_tensor = -(-sizes // chunk)
+    chunk_tensor = np.repeat(np.arange(len(sizes), dtype=np.int64), per_tensor)
+    first_chunk = np.cumsum(per_tensor) - per_tensor  # each tensor's first chunk index
+    chunk_begin = (np.arange(chunk_tensor.size, dtype=np.int64) - first_chunk[chunk_tensor]) * chunk
+    pointers = np.asarray(pointers, dtype=np.int64)
+    return np.concatenate([pointers, sizes, chunk_tensor, chunk_begin])
 
 
 def _overflow_threshold(dtype) -> float:
@@ -159,6 +220,23 @@ def update_loss_scaling(
         [2.] [0]
     """
     xp = get_array_module(scale)
+    if (
+        xp is not np
+        and kernels.enabled()
+        and _fits_update_kernel(found_inf, scale, good_steps, bad_steps)
+    ):
+        # NOTE: an int32 counter never passes 2**31, so clamping the counts keeps "never".
+        counts = tuple(
+            np.int64(min(n, 2**62)) for n in (incr_every_n_steps, decr_every_n_nan_or_inf)
+        )
+        with np.errstate(over="ignore"):  # a finite max above float32's range becomes inf
+            bounds = tuple(
+                np.float32(v) for v in (incr_ratio, decr_ratio, min_loss_scaling, max_loss_scaling)
+            )
+        with scale.device:
+            args = (found_inf, scale, good_steps, bad_steps, *counts, *bounds)
+            kernels.launch("amp.cu", "update_loss_scaling", (1,), (1,), args)
+        return
     f32 = scale.dtype.type
     bad = xp.where(found_inf, bad_steps + 1, 0)
     good = xp.where(found_inf, 0, good_steps + 1)
@@ -171,6 +249,16 @@ def update_loss_scaling(
     scale[...] = xp.where(decrease, shrunk, xp.where(increase_ok, grown, scale))
     bad_steps[...] = xp.where(decrease, 0, bad)
     good_steps[...] = xp.where(increase, 0, good)
+
+
+def _fits_update_kernel(found_inf, scale, good_steps, bad_steps) -> bool:
+    """All four are CuPy arrays of shape [1] with the dtypes ``update_loss_scaling`` reads."""
+    cupy = get_array_module(scale)
+    expected = ((found_inf, bool_), (scale, float32), (good_steps, int32), (bad_steps, int32))
+    return all(
+        isinstance(a, cupy.ndarray) and a.shape == (1,) and a.dtype == dtype
+        for a, dtype in expected
+    )
 
 
 # ---- the attributes' valid ranges (checked once, on the host, when a scaler is configured) --

@@ -1,0 +1,163 @@
+// amp.cu: the two kernels of dynamic loss scaling, so that GradScaler never waits for the host.
+//
+// 1. unscale_and_check<T>: multi-tensor "g = g * inv_scale; found_inf |= !isfinite(g)".
+//    ONE launch handles every gradient of one dtype T (__half, float or double), in place.
+//      - T = __half: g is widened to float, multiplied by inv_scale in float, rounded to
+//        nearest even back to half (__float2half_rn);
+//      - T = float: one float multiply;  T = double: (double)inv_scale * g.
+//    NOTE: finiteness is judged on the value just written, AFTER narrowing: a finite half
+//    such as 40000 times an inv_scale of 2 becomes inf only here, and must be found.
+//    found_inf is only ever set (never cleared): the caller ORs several buckets into it.
+//
+//    The chunk table. Gradients have any sizes (0, 1, 17 million), so the work is cut into
+//    chunks of kChunk elements and block b handles exactly one chunk. The launcher builds one
+//    int64 table on the host with NumPy and uploads it in one asynchronous copy:
+//        table[0      : T)        data pointer of tensor t (as an integer)
+//        table[T      : 2T)       element count of tensor t
+//        table[2T     : 2T+C)     chunk c -> its tensor t
+//        table[2T+C   : 2T+2C)    chunk c -> its first element (a multiple of kChunk)
+//    (T tensors with at least one element, C chunks in all; empty tensors get no chunk.)
+//    Inside a chunk the block strides over 16-byte vectors (8 halves / 4 floats / 2 doubles)
+//    when the tensor's base pointer is 16-byte aligned (chunk starts keep that alignment, as
+//    kChunk is a multiple of every vector width), else over single elements. Each block
+//    ORs its threads' verdicts with __syncthreads_or and thread 0 stores the flag once.
+//
+//    Launch: grid (C,), block (kThreads = 512,). Args: table int64 [2T+2C], n_tensors and
+//    n_chunks int32, inv_scale float32 [1], found_inf bool [1].
+//
+// 2. update_loss_scaling: ONE thread moves the loss scale and its two step counters along
+//    the dynamic rule (overflow: good = 0, bad += 1, shrink every decr_every_n_nan_or_inf bad
+//    steps in a row, floored at min_loss_scaling; clean: bad = 0, good += 1, grow every
+//    incr_every_n_steps clean steps, capped at max_loss_scaling, and never into inf).
+//    Launch: grid (1,), block (1,). Args: found_inf bool [1], scale float32 [1], good_steps,
+//    bad_steps int32 [1] (updated in place), the two step counts as int64, and the ratios
+//    and bounds as float32 (each rounded to float32 on the host, as the twin does).
+//
+// Python caller: minitorch_amp/backend/loss_scaling.py (unscale_and_check,
+// update_loss_scaling on CuPy arrays, when backend.kernels.enabled()).
+// NumPy twins (the specification): the same two functions on NumPy arrays.
+
+#include <cuda_fp16.h>
+
+namespace {
+
+constexpr long long kChunk = 65536;  // elements per block
+constexpr int kThreads = 512;        // the launcher's block size (a multiple of 32)
+
+// One element: multiply in the accumulation type, narrow, and say whether it is inf/NaN
+// (an all-ones exponent in the stored format).
+__device__ __forceinline__ __half unscale(__half g, float inv, bool& bad)
+{
+    const __half out = __float2half_rn(__half2float(g) * inv);
+    bad |= (__half_as_ushort(out) & 0x7c00u) == 0x7c00u;
+    return out;
+}
+__device__ __forceinline__ float unscale(float g, float inv, bool& bad)
+{
+    const float out = g * inv;
+    bad |= (__float_as_uint(out) & 0x7f800000u) == 0x7f800000u;
+    return out;
+}
+__device__ __forceinline__ double unscale(double g, float inv, bool& bad)
+{
+    const double out = g * static_cast<double>(inv);
+    bad |= (__double_as_longlong(out) & 0x7ff0000000000000ll) == 0x7ff0000000000000ll;
+    return out;
+}
+
+// NumPy's maximum/minimum: a NaN in either argument is the result.
+__device__ __forceinline__ float nan_max(float a, float b)
+{
+    return (a != a || a >= b) ? a : b;
+}
+__device__ __forceinline__ float nan_min(float a, float b)
+{
+    return (a != a || a <= b) ? a : b;
+}
+
+// int32 + 1 that wraps like NumPy's int32 arithmetic (signed overflow is undefined in C++).
+__device__ __forceinline__ int wrapping_increment(int x)
+{
+    return static_cast<int>(static_cast<unsigned int>(x) + 1u);
+}
+
+}  // namespace
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    unscale_and_check(const long long* __restrict__ table, int n_tensors, int n_chunks,
+                      const float* __restrict__ inv_scale, bool* __restrict__ found_inf)
+{
+    constexpr int kVec = 16 / sizeof(T);  // elements per 16-byte vector
+    static_assert(kChunk % kVec == 0, "chunks must keep 16-byte alignment");
+
+    const long long* sizes = table + n_tensors;
+    const long long* chunk_tensor = table + 2 * n_tensors;
+    const long long* chunk_begin = chunk_tensor + n_chunks;
+
+    const int t = static_cast<int>(chunk_tensor[blockIdx.x]);
+    T* g = reinterpret_cast<T*>(table[t]);
+    __builtin_assume(__isGlobal(g));  // lets the compiler emit ld.global, not generic ld
+    const long long begin = chunk_begin[blockIdx.x];
+    const long long end = (sizes[t] - begin < kChunk) ? sizes[t] : begin + kChunk;
+    const float inv = *inv_scale;
+    bool bad = false;
+
+    long long scalar_from = begin;  // where the element-by-element loop starts
+    if ((reinterpret_cast<unsigned long long>(g) & 15ull) == 0) {
+        const long long n_vec = (end - begin) / kVec;
+        uint4* vec = reinterpret_cast<uint4*>(g + begin);
+        for (long long k = threadIdx.x; k < n_vec; k += blockDim.x) {
+            union {
+                uint4 word;
+                T v[kVec];
+            } u;
+            u.word = vec[k];
+#pragma unroll
+            for (int j = 0; j < kVec; ++j) u.v[j] = unscale(u.v[j], inv, bad);
+            vec[k] = u.word;
+        }
+        scalar_from = begin + n_vec * kVec;
+    }
+    for (long long i = scalar_from + threadIdx.x; i < end; i += blockDim.x) {
+        g[i] = unscale(g[i], inv, bad);
+    }
+    // Every thread reaches this barrier (no early return above).
+    if (__syncthreads_or(bad) && threadIdx.x == 0) *found_inf = true;
+}
+
+extern "C" __global__ void update_loss_scaling(const bool* __restrict__ found_inf,
+                                               float* __restrict__ scale,
+                                               int* __restrict__ good_steps,
+                                               int* __restrict__ bad_steps,
+                                               long long incr_every_n_steps,
+                                               long long decr_every_n_nan_or_inf,
+                                               float incr_ratio, float decr_ratio,
+                                               float min_loss_scaling, float max_loss_scaling)
+{
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    const bool overflow = *found_inf;
+    const float s = *scale;
+
+    const int bad = overflow ? wrapping_increment(*bad_steps) : 0;
+    const int good = overflow ? 0 : wrapping_increment(*good_steps);
+    const bool decrease = overflow && bad == decr_every_n_nan_or_inf;
+    const bool increase = !overflow && good == incr_every_n_steps;
+
+    const float shrunk = nan_max(s * decr_ratio, min_loss_scaling);
+    const float grown = nan_min(s * incr_ratio, max_loss_scaling);
+    const bool grown_finite = (__float_as_uint(grown) & 0x7f800000u) != 0x7f800000u;
+
+    *scale = decrease ? shrunk : ((increase && grown_finite) ? grown : s);
+    *bad_steps = decrease ? 0 : bad;
+    *good_steps = increase ? 0 : good;  // reset even when growing was refused (inf)
+}
+
+// The three gradient dtypes, instantiated explicitly so that nvcc builds (and CI checks) them
+// too; the loader names the same instantiations in its name expressions.
+template __global__ void unscale_and_check<__half>(const long long*, int, int, const float*,
+                                                   bool*);
+template __global__ void unscale_and_check<float>(const long long*, int, int, const float*,
+                                                  bool*);
+template __global__ void unscale_and_check<double>(const long long*, int, int, const float*,
+                                                   bool*);
