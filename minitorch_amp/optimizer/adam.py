@@ -5,6 +5,7 @@ from __future__ import annotations
 import numbers
 
 from ..backend import get_array_module
+from ..backend.fused_optim import fused_adam
 from .optimizer import Optimizer
 
 __all__ = ["Adam"]
@@ -112,3 +113,16 @@ class Adam(Optimizer):
         p -= lr_t * (m / (xp.sqrt(v) + eps * root))
         beta1_pow *= beta1
         beta2_pow *= beta2
+
+    def _fused_update(self, batch, group, found_inf) -> None:
+        # AdamW's decoupled decay comes from each parameter's _hyper (0 for Adam).
+        moment1, moment2, beta1_pow, beta2_pow = (
+            [s[name] for s in batch.states]
+            for name in ("moment1", "moment2", "beta1_pow_acc", "beta2_pow_acc")
+        )
+        fused_adam(
+            batch.params, batch.masters, batch.grads, moment1, moment2, beta1_pow, beta2_pow,
+            batch.lrs, found_inf, beta1=group["beta1"], beta2=group["beta2"],
+            epsilon=group["epsilon"], decoupled_decay=[h.get("coeff", 0.0) for h in batch.hypers],
+            l2_coeffs=batch.l2_coeffs,
+        )  # fmt: skip

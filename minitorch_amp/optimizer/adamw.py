@@ -105,3 +105,5 @@ class AdamW(Adam):
         if hyper["coeff"]:
             p *= 1.0 - lr * hyper["coeff"]
         super()._update(p, g, state, lr, hyper)
+
+    _fused_update = Adam._fused_update  # the decay travels as each parameter's hyper["coeff"]

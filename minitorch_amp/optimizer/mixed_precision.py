@@ -80,9 +80,10 @@ def found_inf_is_set(flag) -> bool:
     """Whether ``flag`` (None, a Python bool, or a bool array/Tensor of shape ``[1]``) is true.
 
     NOTE: a flag on the GPU is read with one host sync here, which stalls the training step
-    until the GPU catches up. A later fused optimizer kernel takes ``found_inf`` as an input
-    and copies parameters and state through on the device when it is set (as Paddle's adam
-    kernel does with ``SkipUpdate``), so no sync is needed.
+    until the GPU catches up. So the optimizers do not call this for a device flag: their
+    fused update (``fused_step.py``, ``cuda/optim.cu``) takes ``found_inf`` as an input and
+    leaves parameters and state untouched on the device when it is set (as Paddle's adam
+    kernel does with ``SkipUpdate``). Only an optimizer without a fused update reads it here.
     """
     if flag is None:
         return False

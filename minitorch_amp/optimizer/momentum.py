@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numbers
 
+from ..backend.fused_optim import fused_momentum
 from .optimizer import Optimizer
 
 __all__ = ["Momentum"]
@@ -91,3 +92,12 @@ class Momentum(Optimizer):
             p -= lr * (g + mu * v)
         else:
             p -= lr * v
+
+    def _fused_update(self, batch, group, found_inf) -> None:
+        # A gradient the regularizer already prepared was rescaled then (see _prepare_grad).
+        scales = [1.0 if done else group["rescale_grad"] for done in batch.prepared]
+        fused_momentum(
+            batch.params, batch.masters, batch.grads, [s["velocity"] for s in batch.states],
+            batch.lrs, found_inf, momentum=group["momentum"],
+            use_nesterov=group["use_nesterov"], l2_coeffs=batch.l2_coeffs, grad_scales=scales,
+        )  # fmt: skip

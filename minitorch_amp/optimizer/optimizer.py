@@ -11,6 +11,8 @@ One ``step()``, for each parameter group, in Paddle's order:
 Step 4 is the one place a subclass writes maths. It sees plain arrays (``p`` is updated in
 place, ``g`` must not be modified, ``state`` holds the accumulators), so the fp32
 master-weight path of AMP (``multi_precision``) runs the very same ``_update`` on the master.
+On the GPU, steps 3-4 run fused instead: one ``_fused_update`` per dtype bucket of a group,
+the same maths in one kernel (``fused_step.py``, ``cuda/optim.cu``).
 
 AMP, the two things GradScaler and ``amp.decorate`` rely on:
 
@@ -21,6 +23,7 @@ AMP, the two things GradScaler and ``amp.decorate`` rely on:
   is the only place a weight is cast, once per parameter per update).
 * ``_set_auxiliary_var('found_inf', flag)``: when the flag is true, the next ``step()`` or
   ``minimize()`` changes nothing at all (a skipped AMP step); the flag is cleared after it.
+  A flag on the GPU is read there, by the fused update, never by the host.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from ..autograd.tensor import Tensor
 from ..backend import device as _device
 from ..backend import dtypes as _dtypes
 from ..backend.cast_counter import count_cast
+from .fused_step import apply_fused, found_inf_flag, update_path
 from .lr import LRScheduler
 from .mixed_precision import found_inf_is_set, get_master_weight, low_precision_warning
 from .param_groups import as_groups, as_regularizer, check_learning_rate
@@ -71,6 +75,7 @@ class Optimizer:
     """
 
     _group_keys: tuple[str, ...] = ()  # the subclass's hyper-parameters a group may override
+    _fused_update = None  # a subclass's fused twin of _update (see fused_step.py), if it has one
 
     def __init__(
         self,
@@ -191,7 +196,8 @@ class Optimizer:
         whole update is skipped; the var is cleared either way.
         """
         try:
-            if self._found_inf():
+            found_inf = found_inf_flag(self._auxiliary_vars.get("found_inf"))
+            if found_inf is True:
                 return
             base_lr = self.get_lr()
             for group in self._param_groups:
@@ -200,7 +206,7 @@ class Optimizer:
                     for p in group["params"]
                     if not p.stop_gradient and p._grad is not None
                 ]
-                self._apply_group(group, pairs, base_lr)
+                self._apply_group(group, pairs, base_lr, found_inf)
         finally:
             self._auxiliary_vars.pop("found_inf", None)
 
@@ -237,7 +243,8 @@ class Optimizer:
             and id(p) not in skip_ids
             and p.name not in skip_names
         ]
-        if self._found_inf():
+        found_inf = found_inf_flag(self._auxiliary_vars.get("found_inf"))
+        if found_inf is True:
             return [], params_grads
         base_lr = self.get_lr()
         by_group: dict[int, list] = {}
@@ -246,17 +253,25 @@ class Optimizer:
             by_group.setdefault(id(group), []).append(pair)
         for group in [*self._param_groups, self._default_group]:
             if id(group) in by_group:
-                self._apply_group(group, by_group[id(group)], base_lr)
+                self._apply_group(group, by_group[id(group)], base_lr, found_inf)
         return [], params_grads
 
-    def _apply_group(self, group: dict, params_grads: list, base_lr: float) -> None:
+    def _apply_group(self, group: dict, params_grads: list, base_lr: float, found_inf) -> None:
+        """Clip, then update: per parameter (NumPy), or fused per dtype bucket (CuPy)."""
         if not params_grads:
             return
         if group["grad_clip"] is not None:
             params_grads = group["grad_clip"](params_grads)
-        for param, grad in params_grads:
-            if grad is not None:
-                self._apply_update(param, grad, group, base_lr)
+        pairs = [(p, g) for p, g in params_grads if g is not None]
+        if not pairs:
+            return
+        if update_path(self, pairs) != "per-param numpy":
+            apply_fused(self, group, pairs, base_lr, found_inf)  # found_inf read on the device
+            return
+        if found_inf is not False and found_inf_is_set(found_inf):
+            return  # a device flag, but no fused update for this optimizer: one host read
+        for param, grad in pairs:
+            self._apply_update(param, grad, group, base_lr)
 
     def _apply_update(self, param: Tensor, grad, group: dict, base_lr: float) -> None:
         """Update one parameter in place: regularize the grad, then run ``_update``.
@@ -264,12 +279,7 @@ class Optimizer:
         The grad may be wider than the parameter (float32 grads of float16 params, from
         ``decorate(master_grad=True)``); it is used as float32 either way.
         """
-        state = self._accumulators.get(id(param))
-        if state is None:
-            state = self._create_accumulators(param, group)
-            self._accumulators[id(param)] = state
-            if id(param) not in self._group_of:
-                self._extra_params.append(param)  # first update, so not there yet
+        state = self._state_for(param, group)
         data = param._data
         low_precision = data.dtype == _dtypes.float16
         master = self._master_weight(param) if low_precision and self._multi_precision else None
@@ -290,11 +300,21 @@ class Optimizer:
         if master is not None:
             # NOTE: optimize-cast. The float16 weight that forward and backward read is
             # written here, from the updated master, rounded to nearest even; under O2 no
-            # other weight cast happens. A later fused kernel does update + write in one pass.
+            # other weight cast happens. On the GPU optim.cu does update + write in one pass.
             data[...] = p.astype(data.dtype)
             count_cast("optimizer")
         elif p is not data:
             data[...] = p
+
+    def _state_for(self, param: Tensor, group: dict) -> dict:
+        """``param``'s accumulators, created at its first update."""
+        state = self._accumulators.get(id(param))
+        if state is None:
+            state = self._create_accumulators(param, group)
+            self._accumulators[id(param)] = state
+            if id(param) not in self._group_of:
+                self._extra_params.append(param)  # first update, so not there yet
+        return state
 
     def _master_weight(self, param: Tensor) -> Tensor:
         """``param``'s fp32 master weight, created (an exact cast) at its first update."""
@@ -313,10 +333,6 @@ class Optimizer:
     def _get_auxiliary_var(self, key: str):
         """The value set with :meth:`_set_auxiliary_var`, or None."""
         return self._auxiliary_vars.get(key)
-
-    def _found_inf(self) -> bool:
-        """Whether the aux var ``'found_inf'`` says to skip this update (one host read)."""
-        return found_inf_is_set(self._auxiliary_vars.get("found_inf"))
 
     def _regularizer_for(self, param, group: dict):
         """The parameter's own regularizer (ParamAttr) wins over the group's."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..backend.fused_optim import fused_sgd
 from .optimizer import Optimizer
 
 __all__ = ["SGD"]
@@ -44,3 +45,9 @@ class SGD(Optimizer):
 
     def _update(self, p, g, state, lr, hyper) -> None:
         p -= lr * g
+
+    def _fused_update(self, batch, group, found_inf) -> None:
+        fused_sgd(
+            batch.params, batch.masters, batch.grads, batch.lrs, found_inf,
+            l2_coeffs=batch.l2_coeffs,
+        )  # fmt: skip

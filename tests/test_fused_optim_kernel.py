@@ -1,0 +1,303 @@
+"""cuda/optim.cu against its NumPy twin, bit for bit, on a CPU emulator (no GPU needed).
+
+The emulator (tests/optim_emulator.cpp) runs the kernel file unchanged on the CPU, fed by the
+real launcher (``fused_optim._launch`` packing its table around NumPy arrays that pose as CuPy
+arrays), so the table layout, the chunking, the vector and scalar paths and the arithmetic are
+held to the twin. test_fused_optim_gpu.py runs the same buckets on a GPU.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_fused_optim import OPTIMIZERS, assert_same, make_params, set_grads, snapshot
+
+import minitorch_amp as mt
+from minitorch_amp.backend import device as _device
+from minitorch_amp.backend import fused_optim, kernels, nvrtc
+from minitorch_amp.backend.cast_counter import cast_counts, reset_cast_counts
+
+ROOT = Path(__file__).resolve().parents[1]
+LR = 0.01
+KINDS = {  # name -> (kernel family, options)
+    "sgd": ("sgd", {}),
+    "sgd_l2": ("sgd", {"l2": 0.01}),
+    "momentum": ("momentum", {"momentum": 0.9}),
+    "nesterov_l2_rescale": ("momentum", {"momentum": 0.9, "nesterov": True, "l2": 0.05}),
+    "adam": ("adam", {}),
+    "adamw_l2": ("adam", {"decay": 0.1, "l2": 0.02}),
+}
+DTYPES = [("float16", "float16"), ("float16", "float32"), ("float32", "float32")]
+SIZES = [0, 1, 3, 4, 5, 17, 1023, fused_optim.CHUNK - 1, fused_optim.CHUNK + 5, 140_003]
+MISALIGNED = (3, 6)  # these tensors start one element into their buffer: the scalar path
+
+
+def host_bucket(kind, ptype, gtype, seed=0, sizes=SIZES):
+    """[params, masters, grads, *states] as NumPy lists; every 3rd float16 param lacks a master."""
+    rng = np.random.default_rng(seed)
+    params = [rng.standard_normal(k).astype(ptype) for k in sizes]
+    masters = [
+        p.astype("float32") if ptype == "float16" and i % 3 else None for i, p in enumerate(params)
+    ]
+    grads = [(rng.standard_normal(k) * 0.3).astype(gtype) for k in sizes]
+    family = KINDS[kind][0]
+    states = []
+    if family == "momentum":
+        states = [[(rng.standard_normal(k) * 0.1).astype("float32") for k in sizes]]
+    if family == "adam":
+        states = [
+            [(rng.standard_normal(k) * 0.1).astype("float32") for k in sizes],
+            [(rng.random(k) * 0.01).astype("float32") for k in sizes],
+            [np.array([0.9 ** (i + 1)], "float32") for i in range(len(sizes))],
+            [np.array([0.999 ** (i + 1)], "float32") for i in range(len(sizes))],
+        ]
+    return [params, masters, grads, *states]
+
+
+def copy_bucket(lists, empty, misaligned=MISALIGNED):
+    """The bucket copied into arrays made by ``empty(n, dtype)``, tensors ``misaligned`` offset."""
+
+    def copy(a, i):
+        if a is None:
+            return None
+        offset = 1 if i in misaligned and a.size else 0
+        out = empty(a.size + offset, a.dtype)[offset:]
+        out[...] = a
+        return out
+
+    return [[copy(a, i) for i, a in enumerate(arrays)] for arrays in lists]
+
+
+def call(kind, lists, found_inf, lr=LR):
+    """One fused update of ``kind`` over the bucket, with per-tensor lr, L2 and decay."""
+    family, kw = KINDS[kind]
+    n = len(lists[0])
+    lrs = [lr * (1 + i % 3) for i in range(n)]
+    l2 = [kw.get("l2", 0.0) if i % 2 else 0.0 for i in range(n)]
+    if family == "sgd":
+        fused_optim.fused_sgd(*lists[:3], lrs, found_inf, l2_coeffs=l2)
+    elif family == "momentum":
+        fused_optim.fused_momentum(
+            *lists[:4], lrs, found_inf, momentum=kw["momentum"],
+            use_nesterov=kw.get("nesterov", False), l2_coeffs=l2, grad_scales=[0.5] * n,
+        )  # fmt: skip
+    else:
+        decay = [kw.get("decay", 0.0) if i % 4 < 2 else 0.0 for i in range(n)]
+        fused_optim.fused_adam(
+            *lists, lrs, found_inf, beta1=0.9, beta2=0.999, epsilon=1e-8,
+            decoupled_decay=decay, l2_coeffs=l2,
+        )  # fmt: skip
+
+
+def bits(a):
+    a = np.asarray(a).view(np.ndarray)
+    return a.view({2: np.uint16, 4: np.uint32}[a.itemsize]) if a.size else a
+
+
+def flat_bits(lists):
+    return [bits(_device.asnumpy(a)).copy() for arrays in lists for a in arrays if a is not None]
+
+
+def flat(lists):
+    return [np.array(_device.asnumpy(a)) for arrays in lists for a in arrays if a is not None]
+
+
+@pytest.fixture(autouse=True)
+def _numpy_arrays():
+    """The twin is specified on NumPy arrays: new parameters go to the CPU on every machine."""
+    mt.set_device("cpu")
+
+
+# ---- the kernel on a CPU emulator -------------------------------------------------------------
+class HostArray(np.ndarray):
+    """A NumPy array posing as a CuPy one for the launcher: ``.data.ptr`` and ``.device``."""
+
+    @property
+    def data(self):
+        return SimpleNamespace(ptr=self.ctypes.data)
+
+    @property
+    def device(self):
+        return _NoDevice()
+
+
+class _NoDevice:
+    id = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _host_empty(n, dtype):
+    return np.empty(n, dtype).view(HostArray)
+
+
+@pytest.fixture(scope="module")
+def emulator(tmp_path_factory):
+    compiler = shutil.which("g++")
+    if compiler is None:
+        pytest.skip("g++ is not installed")
+    try:
+        include = nvrtc.include_dir()
+    except nvrtc.NvrtcUnavailableError as exc:
+        pytest.skip(str(exc))
+    lib = tmp_path_factory.mktemp("emulator") / "liboptim_emulator.so"
+    flags = ["-std=c++17", "-O1", "-shared", "-fPIC", "-ffp-contract=off", "-Wno-attributes"]
+    flags += ["-Wno-unknown-pragmas", f"-I{include}", f"-I{ROOT / 'cuda'}"]
+    cmd = [compiler, *flags, str(ROOT / "tests" / "optim_emulator.cpp"), "-o", str(lib)]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    emu = ctypes.CDLL(str(lib))
+    emu.launch.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+    emu.last_error.restype = ctypes.c_char_p
+    return emu
+
+
+@pytest.fixture
+def on_emulator(emulator, monkeypatch):
+    """Route the launcher's CuPy calls and kernel launches to NumPy and the emulator."""
+    launches = []
+
+    def launch(file, name, grid, block, args, shared_mem=0):
+        assert file == "optim.cu" and name in fused_optim.OPTIM.names and block == (256,)
+        holders = []
+        for a in args:  # what RawKernel would pass: pointers, and the exact scalar types
+            if isinstance(a, HostArray):
+                holders.append(ctypes.c_void_p(a.ctypes.data))
+            elif isinstance(a, np.float32):
+                holders.append(ctypes.c_float(a))
+            elif isinstance(a, np.int32):
+                holders.append(ctypes.c_int(a))
+            else:
+                raise TypeError(f"kernel argument of type {type(a).__name__}")
+        argv = (ctypes.c_void_p * len(holders))(*[ctypes.addressof(h) for h in holders])
+        launches.append((name, grid))
+        assert emulator.launch(name.encode(), grid[0], block[0], argv) == 0, emulator.last_error()
+
+    fake_cupy = SimpleNamespace(
+        ndarray=HostArray,
+        asarray=lambda a: np.array(a).view(HostArray),
+        zeros=lambda n, dtype: np.zeros(n, dtype).view(HostArray),
+        asnumpy=lambda a: np.array(a).view(np.ndarray),
+        full=lambda shape, fill, dtype: np.full(shape, fill, dtype).view(HostArray),
+        sign=np.sign,
+        cuda=SimpleNamespace(Device=lambda index: _NoDevice()),
+    )
+    monkeypatch.setattr(_device, "cupy", fake_cupy)
+    monkeypatch.setattr(kernels, "launch", launch)
+    monkeypatch.setenv("MINITORCH_AMP_RAW_KERNELS", "1")
+    return launches
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("ptype, gtype", DTYPES)
+def test_the_kernel_equals_the_twin_bit_for_bit(kind, ptype, gtype, on_emulator):
+    twin = host_bucket(kind, ptype, gtype)
+    kernel = copy_bucket(twin, _host_empty)
+    assert fused_optim.update_path(kernel[0], kernel[2]) == "fused kernel"
+    for _ in range(2):  # the second step reads the beta pows the first one advanced
+        call(kind, twin, np.array([False]))
+        call(kind, kernel, np.zeros(1, bool).view(HostArray))  # a "device" flag: not read
+    chunks = sum(-(-k // fused_optim.CHUNK) for k in SIZES)  # none for the empty tensor
+    assert on_emulator == [(on_emulator[0][0], (chunks,))] * 2
+    for want, have in zip(flat_bits(twin), flat_bits(kernel)):
+        np.testing.assert_array_equal(have, want)
+
+
+@pytest.mark.parametrize("kind", ["momentum", "adamw_l2"])
+def test_a_set_device_flag_leaves_everything_bit_identical(kind, on_emulator):
+    kernel = copy_bucket(host_bucket(kind, "float16", "float16"), _host_empty)
+    before = flat_bits(kernel)
+    found_inf = np.ones(1, bool).view(HostArray)
+    call(kind, kernel, found_inf)
+    assert len(on_emulator) == 1  # launched: the kernel itself reads the flag and skips
+    for want, have in zip(before, flat_bits(kernel)):
+        np.testing.assert_array_equal(have, want)
+
+
+def test_all_empty_tensors_still_advance_the_beta_pows(on_emulator):
+    def empty(dtype):
+        return [np.zeros(0, dtype).view(HostArray) for _ in range(2)]
+
+    pows = [[np.array([b], "float32").view(HostArray) for _ in range(2)] for b in (0.9, 0.999)]
+    fused_optim.fused_adam(
+        empty("float16"), [None, None], empty("float16"), empty("float32"), empty("float32"),
+        *pows, [LR, LR], False, beta1=0.9, beta2=0.999, epsilon=1e-8,
+    )  # fmt: skip
+    assert on_emulator == [("adam_step<__half, __half>", (1,))]
+    assert [float(p[0]) for p in pows[0]] == [np.float32(np.float32(0.9) * np.float32(0.9))] * 2
+
+
+@pytest.mark.parametrize("kind", sorted(OPTIMIZERS))
+@pytest.mark.parametrize("mp", [True, False])
+def test_an_optimizer_step_through_the_kernel_equals_the_per_param_loop(kind, mp, on_emulator):
+    """Optimizer.step() on "device" arrays: fused_step -> _fused_update -> the kernel."""
+    results = []
+    for device in (False, True):
+        params = make_params(("float16", "float32"))
+        if device:
+            for p in params:
+                p._data = np.array(p._data).view(HostArray)
+        opt = OPTIMIZERS[kind](params, mp)
+        reset_cast_counts()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # float16 without masters warns
+            for step in range(3):
+                set_grads(params, step)
+                if device:
+                    for p in params:
+                        p.grad = p.grad._data.view(HostArray)
+                    if step == 2:  # a skipped step: the kernel reads the flag
+                        opt._set_auxiliary_var("found_inf", np.ones(1, bool).view(HostArray))
+                elif step == 2:
+                    opt._set_auxiliary_var("found_inf", np.ones(1, bool))
+                opt.step()
+        results.append((snapshot(opt, params), cast_counts()["optimizer"]))
+    assert on_emulator and len(on_emulator) % 3 == 0  # per dtype bucket and step, skip included
+    assert_same(results[1][0], results[0][0])
+    # NOTE: the host cannot know a device flag, so the skipped step's casts are counted too.
+    assert results[1][1] == results[0][1] * 3 // 2 == (3 * 5 if mp else 0)
+
+
+def assert_bitwise(have, want):
+    """Equal bits, except that any NaN matches any NaN (payloads differ between converters)."""
+    nan = np.isnan(want.astype("float32"))
+    np.testing.assert_array_equal(np.isnan(have.astype("float32")), nan)
+    np.testing.assert_array_equal(bits(have)[~nan], bits(want)[~nan])
+
+
+halves = st.sampled_from([0.0, -0.0, 6e-8, 1e-4, 0.3, 1.0, 1000.0, 60000.0])
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])  # the fakes are reusable
+@given(
+    kind=st.sampled_from(sorted(KINDS)),
+    dtypes=st.sampled_from(DTYPES),
+    sizes=st.lists(st.integers(0, 70_000) | st.integers(0, 9), min_size=1, max_size=5),
+    lr=st.floats(1e-6, 10.0),
+    scales=st.lists(halves, min_size=2, max_size=2),
+    misalign=st.booleans(),
+)
+def test_random_buckets_and_edge_values(kind, dtypes, sizes, lr, scales, misalign, on_emulator):
+    twin = host_bucket(kind, *dtypes, seed=len(sizes), sizes=sizes)
+    with np.errstate(all="ignore"):  # float16 overflow to inf is part of the test
+        for p, g in zip(twin[0], twin[2]):  # some large, tiny and signed-zero values
+            p[::3] *= np.asarray(scales[0], p.dtype)
+            g[::5] = scales[1]
+        kernel = copy_bucket(twin, _host_empty, misaligned=(0,) if misalign else ())
+        call(kind, twin, np.array([False]), lr)
+    call(kind, kernel, np.zeros(1, bool).view(HostArray), lr)
+    for have, want in zip(flat(kernel), flat(twin)):
+        assert_bitwise(have, want)
