@@ -1,0 +1,281 @@
+"""The float16 tensor-core GEMM with a fused epilogue: ``cuda/gemm_fp16.cu`` and its NumPy twin.
+
+:func:`gemm` computes, for float16 ``a`` and ``b``::
+
+    out = relu?(alpha * op(a) @ op(b) + beta * c + bias)        op(x) = x or x.T
+
+with one definition of the numerics on both backends (the kernel's semantics):
+
+1. products of float16 values are exact in float32 and are summed in float32;
+2. the epilogue runs in float32, each step rounded to nearest, in this order:
+   ``v = alpha * acc``; ``v = v + beta * c`` (only when ``beta != 0``: ``c`` is not read
+   otherwise, so NaN in an output buffer does not leak in); ``v = v + bias``;
+   ``v = v < 0 ? 0 : v`` (NaN stays NaN);
+3. ``v`` is rounded ONCE to ``out_dtype`` (float16 or float32), round-to-nearest-even;
+   values beyond float16's range become inf, which is what the loss scaler looks for.
+
+On NumPy arrays this module *is* the twin: ``backend.primitives.matmul``'s float32
+accumulation followed by the epilogue above. On CuPy arrays it launches the kernel. The only
+difference is the order of the float32 additions inside the sum, so results agree to a few
+float32 ulps of ``sum(|a||b|)`` before the final rounding.
+
+Shapes: ``op(a)`` is ``(..., M, K)``, ``op(b)`` is ``(..., K, N)``; batch axes broadcast;
+``bias`` is ``(N,)``; ``c`` and the result are ``(..., M, N)``. When ``c`` is given the result
+is written into it (as in BLAS) and ``c`` is returned. On the GPU a batch runs as one launch
+when ``b`` is 2-D and ``a`` is not transposed (the batch folds into M), else one launch per
+batch entry. ``transpose_a`` together with ``transpose_b`` (no backward pass needs it) copies
+``a`` transposed first.
+
+Both backends check arguments the same way: float16 inputs, C-contiguous arrays (the kernel
+sees only bytes), ``bias`` and ``c`` in ``out_dtype``, so a call that works on the CPU works
+on the GPU.
+
+Example:
+    >>> import numpy as np
+    >>> a = np.array([[1.0, 2.0]], dtype=np.float16)
+    >>> b = np.array([[3.0], [4.0]], dtype=np.float16)
+    >>> gemm(a, b, bias=np.array([-20.0], dtype=np.float16), relu=True)
+    array([[0.]], dtype=float16)
+    >>> gemm(a, b, alpha=0.5, out_dtype="float32")
+    array([[5.5]], dtype=float32)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from . import device as _device
+from .device import get_array_module
+from .dtypes import float16, float32
+from .kernels import check_array, get_function, register
+
+# Tile sizes and pipeline depth of cuda/gemm_fp16.cu (tests/test_gemm.py checks they agree).
+BLOCK_M = 128
+BLOCK_N = 128
+BLOCK_K = 32
+STAGES = 4
+THREADS = 256
+SHARED_MEM_BYTES = STAGES * (BLOCK_M + BLOCK_N) * BLOCK_K * 2  # 64 KiB of float16 tiles
+DEFAULT_SHARED_MEM_LIMIT = 48 * 1024  # above this a kernel must opt in
+EPILOGUE_BIAS = 1
+EPILOGUE_RELU = 2
+
+FILE = "gemm_fp16.cu"
+_LAYOUTS = {(False, False): "false,false", (False, True): "false,true", (True, False): "true,false"}
+_OUT_TYPES = {float16: "__half", float32: "float"}
+_INT32_MAX = 2**31 - 1
+
+
+def kernel_name(transpose_a: bool, transpose_b: bool, out_dtype) -> str:
+    """The name expression of the instantiation for this layout and output dtype."""
+    return f"gemm_f16<{_LAYOUTS[(transpose_a, transpose_b)]},{_OUT_TYPES[np.dtype(out_dtype)]}>"
+
+
+NAMES = tuple(kernel_name(ta, tb, out) for out in _OUT_TYPES for ta, tb in _LAYOUTS)
+KERNELS = register(FILE, names=NAMES, options=(f"-DGEMM_STAGES={STAGES}",))
+
+
+def gemm(
+    a,
+    b,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+    bias=None,
+    relu: bool = False,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+    c=None,
+    out_dtype=None,
+):
+    """``relu?(alpha * op(a) @ op(b) + beta * c + bias)`` with float32 accumulation.
+
+    Args:
+        a, b: float16 arrays, ``op(a)`` of shape ``(..., M, K)`` and ``op(b)`` ``(..., K, N)``.
+        transpose_a, transpose_b: use the transpose of the last two axes.
+        bias: ``(N,)`` array in ``out_dtype``, added to every row.
+        relu: replace negative results by 0 (NaN is kept).
+        alpha, beta: float32 scale factors; ``beta != 0`` needs ``c``.
+        c: ``(..., M, N)`` array in ``out_dtype``; the result is written into it.
+        out_dtype: float16 or float32; defaults to ``c``'s dtype, else float16.
+
+    Returns:
+        The result (``c`` itself when given).
+
+    Raises:
+        TypeError: an input is not float16, ``bias``/``c`` are not in ``out_dtype``, or the
+            arrays are on different devices.
+        ValueError: shapes do not fit, an array is not C-contiguous, or ``beta`` without ``c``.
+    """
+    arrays = [x for x in (a, b, bias, c) if x is not None]
+    xp = get_array_module(*arrays)
+    if any(get_array_module(x) is not xp for x in arrays):
+        raise TypeError("gemm's arrays are on different devices; move them to one first")
+    out_dtype = _output_dtype(out_dtype, c)
+    batch, m, n, _ = _check(a, b, transpose_a, transpose_b, bias, c, beta, out_dtype)
+    epilogue = _Epilogue(bias, relu, np.float32(alpha), np.float32(beta))
+    if xp is np:
+        return _twin(a, b, transpose_a, transpose_b, epilogue, c, out_dtype)
+    with a.device:  # launch where the data is, not on whichever device is current
+        out = c if c is not None else xp.empty((*batch, m, n), dtype=out_dtype)
+        _on_gpu(a, b, transpose_a, transpose_b, epilogue, out, batch)
+    return out
+
+
+class _Epilogue(NamedTuple):
+    bias: object  # (N,) array in the output dtype, or None
+    relu: bool
+    alpha: np.float32
+    beta: np.float32
+
+
+def _output_dtype(out_dtype, c):
+    if out_dtype is None:
+        out_dtype = c.dtype if c is not None else float16
+    out_dtype = np.dtype(out_dtype)
+    if out_dtype not in _OUT_TYPES:
+        raise TypeError(f"out_dtype must be float16 or float32, got {out_dtype}")
+    return out_dtype
+
+
+def _check(a, b, transpose_a, transpose_b, bias, c, beta, out_dtype):
+    """Validate the arguments; return ``(batch_shape, M, N, K)``."""
+    for name, x in (("a", a), ("b", b)):
+        if x.dtype != float16:
+            raise TypeError(
+                f"gemm takes float16 inputs, {name} is {x.dtype}; cast it with "
+                f".astype('float16') or use backend.primitives.matmul for other dtypes"
+            )
+        if x.ndim < 2:
+            raise ValueError(f"{name} must have at least 2 dimensions, got shape {x.shape}")
+        check_array(x, float16, name)
+    m, k = _rows_cols(a.shape, transpose_a)
+    k_b, n = _rows_cols(b.shape, transpose_b)
+    if k_b != k:
+        raise ValueError(
+            f"op(a) is {m}x{k} but op(b) is {k_b}x{n}: the inner dimensions must agree "
+            f"(shapes {a.shape} and {b.shape}, transpose_a={transpose_a}, "
+            f"transpose_b={transpose_b})"
+        )
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"the batch axes of a {a.shape[:-2]} and b {b.shape[:-2]} do not broadcast"
+        ) from None
+    if bias is not None:
+        if bias.shape != (n,):
+            raise ValueError(f"bias must have shape ({n},), got {bias.shape}")
+        check_array(bias, out_dtype, "bias")
+    if c is not None:
+        if c.shape != (*batch, m, n):
+            raise ValueError(f"c must have shape {(*batch, m, n)}, got {c.shape}")
+        check_array(c, out_dtype, "c")
+    elif beta != 0:
+        raise ValueError("beta != 0 adds beta * c: pass c (the array to accumulate into)")
+    return batch, m, n, k
+
+
+def _rows_cols(shape, transpose: bool) -> tuple[int, int]:
+    """Rows and columns of ``op(x)`` for an array of ``shape``."""
+    return (shape[-1], shape[-2]) if transpose else (shape[-2], shape[-1])
+
+
+def _twin(a, b, transpose_a, transpose_b, epilogue: _Epilogue, c, out_dtype):
+    """The NumPy definition: float32 products and sums, float32 epilogue, one rounding."""
+    a32 = a.astype(float32)
+    b32 = b.astype(float32)
+    if transpose_a:
+        a32 = a32.swapaxes(-1, -2)
+    if transpose_b:
+        b32 = b32.swapaxes(-1, -2)
+    # NOTE: overflow to inf is the specified result (the loss scaler looks for it), not an error.
+    with np.errstate(over="ignore", invalid="ignore"):
+        v = epilogue.alpha * np.matmul(a32, b32)
+        if epilogue.beta != 0:
+            v = v + epilogue.beta * c.astype(float32)
+        if epilogue.bias is not None:
+            v = v + epilogue.bias.astype(float32)
+        if epilogue.relu:
+            v = np.where(v < 0, np.float32(0), v)
+        result = v.astype(out_dtype)
+    if c is None:
+        return result
+    c[...] = result
+    return c
+
+
+# --- the kernel -------------------------------------------------------------------------
+
+
+_ready: dict[tuple[int, str], object] = {}
+
+
+def _kernel(name: str):
+    """The compiled kernel on the current device, allowed its 64 KiB of shared memory."""
+    key = (_device.cupy.cuda.Device().id, name)
+    kernel = _ready.get(key)
+    if kernel is None:
+        kernel = get_function(FILE, name)
+        if SHARED_MEM_BYTES > DEFAULT_SHARED_MEM_LIMIT:
+            # NOTE: without this opt-in every launch fails with "invalid argument".
+            kernel.max_dynamic_shared_size_bytes = SHARED_MEM_BYTES
+        _ready[key] = kernel
+    return kernel
+
+
+def _on_gpu(a, b, transpose_a, transpose_b, epilogue: _Epilogue, out, batch) -> None:
+    """Launch the kernel once, or once per batch entry, writing into ``out``."""
+    if transpose_a and transpose_b:  # no kernel for TT (no backward pass needs it)
+        a = _device.cupy.ascontiguousarray(a.swapaxes(-1, -2))
+        transpose_a = False
+    if not batch:
+        _launch_2d(a, b, transpose_a, transpose_b, epilogue, out)
+    elif b.ndim == 2 and not transpose_a and a.shape[:-2] == batch:
+        # the batch folds into M: (..., M, K) @ (K, N) is one (batch * M, K) @ (K, N)
+        rows = math.prod(a.shape[:-1])
+        a2 = a.reshape(rows, a.shape[-1])
+        _launch_2d(a2, b, False, transpose_b, epilogue, out.reshape(rows, out.shape[-1]))
+    else:
+        for index in np.ndindex(*batch):
+            a2, b2 = _batch_item(a, index), _batch_item(b, index)
+            _launch_2d(a2, b2, transpose_a, transpose_b, epilogue, out[index])
+
+
+def _batch_item(x, index):
+    """``x``'s matrix for entry ``index`` of the broadcast batch shape."""
+    own = index[len(index) - (x.ndim - 2) :]
+    return x[tuple(i if size != 1 else 0 for i, size in zip(own, x.shape[:-2]))]
+
+
+def _launch_2d(a, b, transpose_a, transpose_b, epilogue: _Epilogue, out) -> None:
+    """One launch on 2-D contiguous arrays; ``out`` already holds ``c`` when ``beta != 0``."""
+    m, n = out.shape
+    k = _rows_cols(a.shape, transpose_a)[1]
+    if m == 0 or n == 0:
+        return
+    lda, ldb = a.shape[1], b.shape[1]
+    blocks = math.ceil(m / BLOCK_M) * math.ceil(n / BLOCK_N)
+    if max(m, n, k, lda, ldb, blocks) > _INT32_MAX:
+        raise ValueError(f"gemm dimensions must fit in int32, got M={m}, N={n}, K={k}")
+    bias = epilogue.bias
+    flags = (EPILOGUE_BIAS if bias is not None else 0) | (EPILOGUE_RELU if epilogue.relu else 0)
+    args = (
+        a,
+        b,
+        out,
+        bias if bias is not None else out,  # a valid pointer, never read without the flag
+        np.int32(m),
+        np.int32(n),
+        np.int32(k),
+        np.int32(lda),
+        np.int32(ldb),
+        np.int32(n),  # ldc: out is C-contiguous
+        epilogue.alpha,
+        epilogue.beta,
+        np.int32(flags),
+    )
+    kernel = _kernel(kernel_name(transpose_a, transpose_b, out.dtype))
+    kernel((blocks, 1, 1), (THREADS, 1, 1), args, shared_mem=SHARED_MEM_BYTES)

@@ -1,0 +1,188 @@
+"""The GEMM kernel's index arithmetic, run on the CPU by ``tests/gemm_emulator.cpp``.
+
+The emulator compiles ``cuda/gemm_fp16.cu`` with g++, its PTX wrappers replaced by C++ models
+of the instructions, and runs every block's 256 threads as fibers (see the emulator's header
+and ``docs/kernels.md``). These tests hold its results to the specification in
+``test_gemm.py``, under both extreme timings of ``cp.async``, for every load path and tail.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from test_gemm import LAYOUTS, SOURCE, assert_within_bound, error_bound, exact, stored
+
+from minitorch_amp.backend import gemm, nvrtc
+from minitorch_amp.backend.dtypes import float16, float32
+from minitorch_amp.backend.gemm import gemm as run_gemm
+
+EMULATOR = gemm.KERNELS.path.parents[1] / "tests" / "gemm_emulator.cpp"
+
+
+def build_emulator(directory, kernel_dir):
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed")
+    try:
+        include = nvrtc.include_dir()
+    except nvrtc.NvrtcUnavailableError as exc:
+        pytest.skip(str(exc))
+    binary = directory / "gemm_emulator"
+    command = ["g++", "-std=c++17", "-O2", "-ffp-contract=off", "-w", f"-I{include}"]
+    command += [f"-I{kernel_dir}", str(EMULATOR), "-o", str(binary)]
+    subprocess.run(command, check=True, capture_output=True, text=True)
+    return binary
+
+
+@pytest.fixture(scope="module")
+def emulator(tmp_path_factory):
+    return build_emulator(tmp_path_factory.mktemp("emulator"), gemm.KERNELS.path.parent)
+
+
+def emulate(
+    binary,
+    workdir,
+    a,
+    b,
+    ta,
+    tb,
+    out_dtype,
+    pad=(0, 0, 0),
+    misalign=False,
+    mode="early",
+    **epilogue,
+):
+    """Run the kernel in the emulator; return (result, number of ldmatrix bank conflicts).
+
+    ``epilogue`` holds gemm's keywords: bias, relu, alpha, beta, c.
+
+    ``pad`` adds NaN columns after every row of a, b and c (leading dimension > width), so
+    a kernel that reads past the end of a row, or writes there, is caught; ``"to8"`` pads
+    each to a multiple of 8 elements, which keeps the 16-byte copy path.
+    """
+    m, k = (a.shape[1], a.shape[0]) if ta else a.shape
+    n = b.shape[0] if tb else b.shape[1]
+    out_dtype = np.dtype(out_dtype)
+    bias, c = epilogue.get("bias"), epilogue.get("c")
+    alpha, beta = epilogue.get("alpha", 1.0), epilogue.get("beta", 0.0)
+
+    def write(name, x, extra, fill):
+        rows, cols = x.shape
+        full = np.full((rows, cols + extra), fill, dtype=x.dtype)
+        full[:, :cols] = x
+        full.reshape(-1)[: max((rows - 1) * (cols + extra) + cols, 0)].tofile(workdir / name)
+        return cols + extra
+
+    if pad == "to8":
+        pad = (-a.shape[1] % 8, -b.shape[1] % 8, -n % 8)
+    lda = write("a.bin", a, pad[0], np.nan)
+    ldb = write("b.bin", b, pad[1], np.nan)
+    sentinel = 12345.0
+    start = c if beta != 0 else np.full((m, n), np.nan, dtype=out_dtype)  # unwritten shows
+    ldc = write("c.bin", start.astype(out_dtype), pad[2], sentinel)
+    bias_file = "-"
+    if bias is not None:
+        bias.astype(out_dtype).tofile(workdir / "bias.bin")
+        bias_file = str(workdir / "bias.bin")
+    flags = gemm.EPILOGUE_BIAS if bias is not None else 0
+    flags |= gemm.EPILOGUE_RELU if epilogue.get("relu") else 0
+    out_type = "f16" if out_dtype == float16 else "f32"
+    numbers = [int(ta), int(tb), out_type, m, n, k, lda, ldb, ldc, repr(float(alpha))]
+    numbers += [repr(float(beta)), flags, int(misalign), mode]
+    files = [workdir / "a.bin", workdir / "b.bin", workdir / "c.bin", bias_file]
+    command = [str(binary), *map(str, numbers), *map(str, files), str(workdir / "out.bin")]
+    run = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert run.returncode == 0, f"emulator failed ({run.returncode}): {run.stderr}"
+    flat = np.fromfile(workdir / "out.bin", dtype=out_dtype)
+    full = np.full(m * ldc, sentinel, dtype=out_dtype)
+    full[: flat.size] = flat
+    full = full.reshape(m, ldc)
+    assert np.all(full[:, n:] == sentinel), "the kernel wrote into c's row padding"
+    conflicts = int(re.search(r"conflicts=(\d+)", run.stdout).group(1))
+    return full[:, :n], conflicts
+
+
+# (M, N, K, pad, misalign): which load path and which tails each case exercises.
+# pad "to8" rounds every leading dimension up to a multiple of 8 (NaN in the gap).
+EMULATOR_SHAPES = [
+    (136, 136, 72, (0, 0, 0), False),  # 16-byte cp.async in every layout; M, N and K tails
+    (130, 129, 100, "to8", False),  # ragged rows: cp.async copies 2..14 bytes, zero-fills
+    (64, 136, 200, (0, 0, 0), False),  # 7 K tiles: the 4-stage ring wraps around
+    (17, 7, 15, (0, 0, 0), False),  # odd leading dimensions: element-wise loads
+    (40, 24, 32, (0, 0, 0), True),  # misaligned pointers: element-wise loads, single stores
+    (1, 1, 1, (0, 0, 0), False),
+    (16, 8, 0, (0, 0, 0), False),  # K = 0: only the epilogue
+    (1153, 8, 16, (0, 0, 0), False),  # 10 tile rows: crosses a GROUP_M = 8 block group
+]
+EMULATOR_EPILOGUES = [
+    dict(),
+    dict(bias=True, relu=True),
+    dict(alpha=0.5, beta=2.0, bias=True),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ta, tb", LAYOUTS)
+@pytest.mark.parametrize("case", range(len(EMULATOR_SHAPES)))
+def test_emulated_kernel_matches_the_specification(emulator, tmp_path, ta, tb, case):
+    m, n, k, pad, misalign = EMULATOR_SHAPES[case]
+    rng = np.random.default_rng(case)
+    a, b = stored(rng, m, k, ta), stored(rng, k, n, tb)
+
+    runs = []  # (mode, out_dtype, epilogue); random draws happen here, before the threads
+    for index, mode in enumerate(["early", "late"]):
+        out_dtype = [float16, float32][(case + index) % 2]
+        options = dict(EMULATOR_EPILOGUES[(case + index) % len(EMULATOR_EPILOGUES)])
+        if options.pop("bias", False):
+            options["bias"] = rng.standard_normal(n).astype(out_dtype)
+        if options.get("beta"):
+            options["c"] = rng.standard_normal((m, n)).astype(out_dtype)
+        runs.append((mode, out_dtype, options))
+
+    def check(mode, out_dtype, options):  # the two timings run side by side, own folders
+        workdir = tmp_path / mode
+        workdir.mkdir()
+        out, conflicts = emulate(
+            emulator, workdir, a, b, ta, tb, out_dtype, pad, misalign, mode, **options
+        )
+        assert conflicts == 0, "ldmatrix bank conflicts: the swizzle is broken"
+        assert_within_bound(out, a, b, ta, tb, **options)
+        twin = run_gemm(a, b, ta, tb, out_dtype=out_dtype, **options)
+        np.testing.assert_allclose(out.astype(float32), twin.astype(float32), rtol=2e-3, atol=1e-3)
+
+    with ThreadPoolExecutor(2) as pool:
+        for done in [pool.submit(check, *run) for run in runs]:
+            done.result()
+
+
+@pytest.mark.slow
+def test_emulated_layouts_are_bit_identical(emulator, tmp_path):
+    """NN, NT and TN load the same values into the same fragments: same bits out."""
+    rng = np.random.default_rng(7)
+    a, b = stored(rng, 130, 72, False), stored(rng, 72, 136, False)
+    results = []
+    for ta, tb in LAYOUTS:
+        a_stored = np.ascontiguousarray(a.T) if ta else a
+        b_stored = np.ascontiguousarray(b.T) if tb else b
+        results.append(emulate(emulator, tmp_path, a_stored, b_stored, ta, tb, float32)[0])
+    for other in results[1:]:
+        np.testing.assert_array_equal(other, results[0])
+
+
+@pytest.mark.slow
+def test_emulator_catches_a_missing_barrier(tmp_path):
+    """The emulator can fail: without the main loop's __syncthreads a stage is overwritten
+    while other warps still read it, and the result is wrong."""
+    kernel = SOURCE.replace("        __syncthreads();              // ... and everyone's", "//")
+    assert kernel != SOURCE
+    (tmp_path / "gemm_fp16.cu").write_text(kernel)
+    broken = build_emulator(tmp_path, tmp_path)
+    rng = np.random.default_rng(8)
+    a, b = stored(rng, 130, 200, False), stored(rng, 200, 136, False)
+    out, _ = emulate(broken, tmp_path, a, b, False, False, float32)
+    value = exact(a, b)
+    assert not np.all(np.abs(out - value) <= error_bound(a, b, False, False, float32, value))
