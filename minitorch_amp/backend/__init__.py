@@ -1,6 +1,6 @@
 """Where arrays live and how they are computed: the only package that knows NumPy from CuPy."""
 
-from . import cast, dtypes, kernels, loss_scaling, primitives, random
+from . import cast, dtypes, fused_optim, gemm, kernels, loss_scaling, primitives, random
 from .device import (
     CPU,
     DeviceError,

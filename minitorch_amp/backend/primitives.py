@@ -1,19 +1,35 @@
-"""Array primitives whose NumPy and CuPy spellings differ, or whose numerics need care.
+"""Array primitives whose NumPy and CuPy spellings differ, or whose numerics need care,
+and the one place that says which raw CUDA kernel runs each AMP hot path.
 
 The autograd ops call these instead of spelling the numerics out each time:
 
-* :func:`matmul` is the NumPy twin of the tensor-core GEMM: float16 inputs are multiplied
-  as exact float32 products, accumulated in float32, and rounded to float16 once at the end.
+* :func:`matmul` and :func:`linear`: float16 inputs are multiplied as exact float32
+  products, accumulated in float32, and rounded to float16 once at the end (a tensor core).
 * :func:`reduce_sum` and :func:`unbroadcast` accumulate float16 in float32.
 * :func:`scatter_add` is ``numpy.add.at`` / ``cupyx.scatter_add``.
-* :func:`erf` is ``cupyx.scipy.special.erf`` on the GPU; NumPy has none, so the CPU twin
-  evaluates Cody's rational approximations in float64.
+
+Dispatch of the AMP hot paths (``MINITORCH_AMP_RAW_KERNELS=0`` selects the CuPy fallback):
+
+=========================  =====================  ===================  ======================
+hot path                   NumPy (the twin)       CuPy, raw kernel     CuPy fallback
+=========================  =====================  ===================  ======================
+fp16 matmul                :func:`matmul`          ``gemm_fp16.cu``     ``cupy.matmul`` (cuBLAS)
+fp16 linear (+bias)        :func:`linear`          ``gemm_fp16.cu``,    ``cupy.matmul`` + add
+                                                  bias in epilogue
+fp32 <-> fp16 cast         ``backend.cast``       ``cast.cu``          ``astype``
+unscale + found_inf,       ``backend.             ``amp.cu``           the same xp code
+loss-scale update          loss_scaling``
+optimizer step with        per-parameter          ``optim.cu``         ``backend.fused_optim``
+fp32 master weights        ``_update``                                 twin, on the device
+=========================  =====================  ===================  ======================
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from . import gemm as _gemm
+from . import kernels
 from .device import get_array_module
 from .dtypes import accumulation_dtype, float16, float32
 
@@ -25,17 +41,46 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False):
     times a float16 always fits), sums are float32, and the result is rounded to nearest even
     float16 once. Other dtypes use the library's matmul directly.
     """
+    xp = get_array_module(a, b)
+    half = a.dtype == float16 and b.dtype == float16
+    if half and xp is not np and kernels.enabled() and a.ndim >= 2 and b.ndim >= 2:
+        # the GEMM kernel reads op(a), op(b) from the untransposed, contiguous operands
+        a, b = xp.ascontiguousarray(a), xp.ascontiguousarray(b)
+        return _gemm.gemm(a, b, transpose_a, transpose_b)
     if transpose_a and a.ndim >= 2:
         a = a.swapaxes(-1, -2)
     if transpose_b and b.ndim >= 2:
         b = b.swapaxes(-1, -2)
-    if a.dtype == float16 and b.dtype == float16:
-        xp = get_array_module(a, b)
-        if xp is np:
-            return np.matmul(a.astype(float32), b.astype(float32)).astype(float16)
-        # cuBLAS computes half GEMMs with float32 accumulation already.
-        return xp.matmul(a, b)
-    return a @ b
+    if half and xp is np:
+        return np.matmul(a.astype(float32), b.astype(float32)).astype(float16)
+    return a @ b  # cuBLAS computes half GEMMs with float32 accumulation too
+
+
+def linear(x, weight, bias=None):
+    """``x @ weight + bias`` (Paddle's layout: ``weight`` is ``[in, out]``).
+
+    On the GPU in float16 this is one launch of the GEMM kernel, the bias added in its
+    epilogue before the single rounding; elsewhere a :func:`matmul` then an add (which rounds
+    twice in float16: the GPU result can differ from the CPU's by one rounding of the sum).
+    """
+    xp = get_array_module(x, weight)
+    if (
+        xp is not np
+        and kernels.enabled()
+        and x.dtype == float16
+        and weight.dtype == float16
+        and (bias is None or bias.dtype == float16)
+    ):
+        rows = x.reshape(-1, x.shape[-1]) if x.ndim != 2 else x
+        out = _gemm.gemm(xp.ascontiguousarray(rows), xp.ascontiguousarray(weight), bias=bias)
+        return out.reshape((*x.shape[:-1], weight.shape[1]))
+    out = matmul(x, weight)
+    if bias is None:
+        return out
+    if out.dtype == bias.dtype:
+        out += bias  # in place: the product is a fresh array
+        return out
+    return out + bias
 
 
 def reduce_sum(x, axis=None, keepdims: bool = False):

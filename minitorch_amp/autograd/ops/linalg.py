@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ...backend.primitives import matmul, reduce_sum
+from ...backend.primitives import linear, matmul, reduce_sum
 from ..op import WHITE, Op
 
 
@@ -82,13 +82,7 @@ class Linear(Op):
                 f"{x.shape[-1]} != {weight.shape[0]})"
             )
         ctx.x, ctx.weight, ctx.has_bias = x, weight, bias is not None
-        out = matmul(x, weight)
-        if bias is None:
-            return out
-        if out.dtype == bias.dtype:
-            out += bias  # in place: the product is a fresh array
-            return out
-        return out + bias
+        return linear(x, weight, bias)
 
     @staticmethod
     def backward(ctx, grad):
