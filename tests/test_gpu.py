@@ -81,3 +81,21 @@ def test_layer_parameters_live_on_the_current_device():
     layer = nn.Linear(4, 3)
     assert layer.weight.place == "gpu:0"
     assert layer(mt.randn([2, 4])).place == "gpu:0"
+
+
+@pytest.mark.parametrize("mode", ["O1", "O2"])
+def test_simple_net_amp_modes_train_on_the_gpu_like_on_the_cpu(mode):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    import simple_net
+
+    kwargs = dict(input_size=64, batch_size=16, batches=2, epochs=3, learning_rate=0.2)
+    mt.set_device("cpu")
+    cpu = simple_net.train(**kwargs, mode=mode, log=lambda *_: None)
+    mt.set_device("gpu:0")
+    gpu = simple_net.train(**kwargs, mode=mode, log=lambda *_: None)
+    assert gpu[-1] < gpu[0]
+    # same seeds differ across backends (different generators), so compare trajectories loosely
+    np.testing.assert_allclose(gpu[-1] / gpu[0], cpu[-1] / cpu[0], rtol=0.1)
