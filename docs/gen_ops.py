@@ -16,7 +16,7 @@ from minitorch_amp import amp  # noqa: E402
 from minitorch_amp.autograd import OP_TABLE  # noqa: E402
 
 TARGET = ROOT / "docs" / "ops.md"
-AMP_DOC = ROOT / "docs" / "amp.md"
+AMP_DOC = ROOT / "docs" / "levels.md"
 BEGIN, END = "<!-- op-lists:begin -->", "<!-- op-lists:end -->"
 
 
@@ -71,7 +71,7 @@ def render_amp_lists() -> str:
 
 def render_amp_doc(current: str) -> str:
     if BEGIN not in current or END not in current:
-        raise SystemExit(f"docs/amp.md needs the markers {BEGIN} and {END}")
+        raise SystemExit(f"docs/levels.md needs the markers {BEGIN} and {END}")
     head, rest = current.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
     return head + render_amp_lists() + tail
@@ -88,4 +88,4 @@ if __name__ == "__main__":
     else:
         for path, text in outputs.items():
             path.write_text(text)
-        print(f"wrote docs/ops.md ({len(OP_TABLE)} ops) and the lists in docs/amp.md")
+        print(f"wrote docs/ops.md ({len(OP_TABLE)} ops) and the lists in docs/levels.md")

@@ -52,7 +52,9 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False):
     if transpose_b and b.ndim >= 2:
         b = b.swapaxes(-1, -2)
     if half and xp is np:
-        return np.matmul(a.astype(float32), b.astype(float32)).astype(float16)
+        product = np.matmul(a.astype(float32), b.astype(float32))
+        with np.errstate(over="ignore"):  # past 65504 is inf, silently, as on the GPU
+            return product.astype(float16)
     return a @ b  # cuBLAS computes half GEMMs with float32 accumulation too
 
 
@@ -88,7 +90,9 @@ def reduce_sum(x, axis=None, keepdims: bool = False):
     acc = accumulation_dtype(x.dtype)
     if acc == x.dtype:
         return x.sum(axis=axis, keepdims=keepdims)
-    return x.sum(axis=axis, dtype=acc, keepdims=keepdims).astype(x.dtype)
+    total = x.sum(axis=axis, dtype=acc, keepdims=keepdims)
+    with np.errstate(over="ignore"):  # past 65504 is inf, silently, as on the GPU
+        return total.astype(x.dtype)
 
 
 def unbroadcast(grad, shape):
