@@ -7,6 +7,8 @@ backward unless ``retain_graph=True``.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..backend.primitives import unbroadcast
 from .tensor import Tensor
 
@@ -46,7 +48,8 @@ def _conform(grad, tensor: Tensor):
     if grad.shape != data.shape:
         grad = unbroadcast(grad, data.shape)
     if grad.dtype != data.dtype:
-        grad = grad.astype(data.dtype)
+        with np.errstate(over="ignore"):  # a float16 grad past 65504 is inf, as on the GPU
+            grad = grad.astype(data.dtype)
     return grad
 
 
