@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -44,7 +45,22 @@ def test_readme_has_exactly_the_two_setup_commands_and_ci_runs_the_test_one():
     assert any("examples/simple_net.py" in c for c in commands)
 
 
+@pytest.mark.skipif(shutil.which("mkdocs") is None, reason="mkdocs comes with the test extra")
+def test_the_docs_site_builds_strictly(tmp_path):
+    out = subprocess.run(
+        ["mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert (tmp_path / "site" / "index.html").exists()
+
+
 def _python_blocks():
+    # ```python blocks are run; code for other frameworks is shown in ```py blocks, not run.
     import re
 
     for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
