@@ -25,16 +25,16 @@ def test_a_tensor_is_counted_from_creation_until_its_storage_dies():
 
 
 def test_storage_saved_for_backward_stays_counted_until_the_graph_is_freed():
-    w = mt.ones([100], dtype="float32")
+    w = mt.ones([1000], dtype="float32")
     w.stop_gradient = False
     before = device.memory_allocated()
     y = (w * 2.0).exp()  # w*2 is saved by exp's backward
     held = device.memory_allocated() - before
-    assert held >= 2 * 400
+    assert held >= 2 * 4000
     y.sum().backward()
     del y
     gc.collect()
-    assert device.memory_allocated() - before == 400  # only w's grad is left
+    assert device.memory_allocated() - before == 4000  # only w's grad is left
 
 
 def test_peak_and_reset():
@@ -49,17 +49,24 @@ def test_peak_and_reset():
 
 def test_a_budget_turns_the_cpu_into_a_device_that_can_run_out():
     base = device.memory_allocated()
-    device.set_memory_limit(base + 1000)
-    assert device.get_memory_limit() == base + 1000
-    assert device.memory_available() == 1000
-    small = mt.zeros([100], dtype="float32")  # 400 bytes fit
-    with pytest.raises(device.OutOfMemoryError, match=r"4000 bytes requested, 600 available"):
-        mt.zeros([1000], dtype="float32")
-    assert device.memory_allocated() == base + 400  # the failed allocation left no trace
+    device.set_memory_limit(base + 10000)
+    assert device.get_memory_limit() == base + 10000
+    assert device.memory_available() == 10000
+    small = mt.zeros([1000], dtype="float32")  # 4000 bytes fit
+    with pytest.raises(device.OutOfMemoryError, match=r"8000 bytes requested, 6000 available"):
+        mt.zeros([2000], dtype="float32")
+    assert device.memory_allocated() == base + 4000  # the failed allocation left no trace
     assert small.numpy().sum() == 0
     device.set_memory_limit(None)
     assert device.get_memory_limit() is None
     mt.zeros([1000], dtype="float32")
+
+
+def test_arrays_under_one_kib_are_below_the_accounting_granularity():
+    before = device.memory_allocated()
+    tiny = mt.zeros([255], dtype="float32")  # 1020 bytes
+    assert device.memory_allocated() == before
+    del tiny
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, "1GB"])

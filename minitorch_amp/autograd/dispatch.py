@@ -60,11 +60,6 @@ class Node:
         return f"<Node {self.op.name}{' (freed)' if self.freed else ''}>"
 
 
-def _wants_grad(x) -> bool:
-    """A floating Tensor with stop_gradient=False (integer and bool tensors never get grads)."""
-    return isinstance(x, Tensor) and not x.stop_gradient and x._data.dtype.kind == "f"
-
-
 def apply(op: type[Op], *inputs, **attrs) -> Tensor:
     """Run ``op`` on ``inputs`` (Tensors or plain constants) and record it for backward.
 
@@ -74,13 +69,29 @@ def apply(op: type[Op], *inputs, **attrs) -> Tensor:
     state = autocast_state.get()
     if state is not None and op.amp != NONE:
         inputs = hooks.autocast(op, inputs, state)
-    record = _enabled.get() and any(_wants_grad(x) for x in inputs)
+    record = False
+    if _enabled.get():
+        for x in inputs:
+            if isinstance(x, Tensor) and not x.stop_gradient and x._data.dtype.kind == "f":
+                record = True
+                break
     arrays = [x._data if isinstance(x, Tensor) else x for x in inputs]
     ctx = Context()
     out = Tensor._wrap(op.forward(ctx, *arrays, **attrs))
     if record and out._data.dtype.kind == "f":
-        out._node = Node(op, ctx, tuple(x if _wants_grad(x) else None for x in inputs))
+        # keep the inputs that get a gradient: floating Tensors with stop_gradient=False
+        out._node = Node(
+            op,
+            ctx,
+            tuple(
+                x
+                if isinstance(x, Tensor) and not x.stop_gradient and x._data.dtype.kind == "f"
+                else None
+                for x in inputs
+            ),
+        )
         out.stop_gradient = False
-    for observe in hooks.observers:
-        observe(op, out)
+    if hooks.observers:
+        for observe in hooks.observers:
+            observe(op, out)
     return out

@@ -10,7 +10,9 @@
   into a device with a fixed amount of memory: taking an array past the budget raises
   :class:`OutOfMemoryError`, so memory-checking code runs and is tested without a GPU.
   Arrays that no tensor holds (NumPy temporaries inside an op, host copies) are host memory
-  and not counted.
+  and not counted. Neither are arrays under 1 KiB (``MIN_TRACKED_BYTES``): watching each one
+  die costs more than a tiny op itself, so, like an allocator's small-object pool, they are
+  below the accounting's granularity.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ class OutOfMemoryError(RuntimeError):
 OOM_ERRORS: tuple = (OutOfMemoryError,)
 if _device.cupy is not None:
     OOM_ERRORS += (_device.cupy.cuda.memory.OutOfMemoryError,)
+
+
+MIN_TRACKED_BYTES = 1024
 
 
 class _Ledger:
@@ -77,11 +82,13 @@ def track(array, enforce: bool = True) -> None:
             _sample_gpu_peak(array.device.id)
         return
     owner = array if array.base is None else _owner(array)
+    nbytes = owner.nbytes
+    if nbytes < MIN_TRACKED_BYTES:
+        return
     key = id(owner)
     entry = _cpu.live.get(key)
     if entry is not None and entry[0]() is owner:
         return
-    nbytes = owner.nbytes
     if enforce and _cpu.limit is not None and _cpu.allocated + nbytes > _cpu.limit:
         raise OutOfMemoryError(
             f"out of memory on cpu: {nbytes} bytes requested, "

@@ -9,13 +9,19 @@ from ..op import WHITE, Op
 
 
 def _matmul_shapes_error(x, y, tx, ty):
+    """The error for shapes that do not multiply, or None when they do."""
     kx = x.shape[-2] if tx and x.ndim > 1 else x.shape[-1]
     ky = y.shape[-1] if ty and y.ndim > 1 else y.shape[0 if y.ndim == 1 else -2]
+    shapes = f"shapes {list(x.shape)} (transpose_x={tx}) and {list(y.shape)} (transpose_y={ty})"
     if kx != ky:
-        return ValueError(
-            f"matmul: shapes {list(x.shape)} (transpose_x={tx}) and {list(y.shape)} "
-            f"(transpose_y={ty}) do not match: contracted dimensions {kx} != {ky}"
-        )
+        return ValueError(f"matmul: {shapes} do not match: contracted dimensions {kx} != {ky}")
+    batch_x, batch_y = x.shape[:-2], y.shape[:-2]
+    for a, b in zip(reversed(batch_x), reversed(batch_y)):
+        if a != b and 1 not in (a, b):
+            return ValueError(
+                f"matmul: {shapes}: batch dimensions {list(batch_x)} and {list(batch_y)} "
+                "cannot be broadcast together"
+            )
     return None
 
 
@@ -33,6 +39,14 @@ class Matmul(Op):
     def forward(ctx, x, y, transpose_x=False, transpose_y=False):
         if x.ndim == 0 or y.ndim == 0:
             raise ValueError("matmul needs tensors with at least one dimension; use multiply")
+        if x.ndim >= 2 and y.ndim >= 2:  # the common case, checked by the product itself
+            try:
+                out = matmul(x, y, transpose_x, transpose_y)
+            except ValueError as exc:
+                raise (_matmul_shapes_error(x, y, transpose_x, transpose_y) or exc) from None
+            ctx.x_shape, ctx.y_shape = x.shape, y.shape
+            ctx.x, ctx.y, ctx.tx, ctx.ty, ctx.out_shape = x, y, transpose_x, transpose_y, out.shape
+            return out
         error = _matmul_shapes_error(x, y, transpose_x, transpose_y)
         if error is not None:
             raise error
