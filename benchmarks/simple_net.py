@@ -1,0 +1,328 @@
+"""SimpleNet training steps in fp32, O1, O2 and O2 with accumulation: minitorch_amp vs PyTorch.
+
+One training step is forward, MSE loss, backward, loss scaling and the SGD update. Both
+frameworks train the same SimpleNet (three Linear layers, ReLU between) from the same initial
+weights on the same batches, on the same device, in one process; their first losses must
+agree. After a warm-up the two take turns in short blocks of steps (``timing.py`` says why not
+single steps), so a noisy neighbour slows both alike; the table shows the median of each.
+
+The modes, side by side:
+
+=========  ==========================================  ==========================================
+mode       minitorch_amp                               PyTorch
+=========  ==========================================  ==========================================
+fp32       plain float32                               plain float32
+O1         ``amp.auto_cast(level='O1')`` +             ``torch.autocast(device, float16)`` +
+           ``amp.GradScaler``                          ``torch.amp.GradScaler``
+O2         ``amp.decorate(level='O2')`` (fp16 model,   ``model.half()`` and fp32 master weights
+           fp32 masters in the optimizer) +            kept by hand: after backward the fp16
+           ``auto_cast(level='O2')`` + GradScaler      grads are copied into the fp32 masters'
+                                                       ``.grad``, ``GradScaler.step`` unscales
+                                                       them, checks for inf/NaN and steps an SGD
+                                                       over the masters, and the masters are
+                                                       copied back into the fp16 model
+O2+acc4    O2, gradients of 4 batches summed in fp16   the same
+           before one update
+=========  ==========================================  ==========================================
+
+The loss is computed in float32 in every mode by both (our AMP lists run MSE in float32; the
+PyTorch O2 step casts the fp16 output up first). Both scalers start at 1024, dynamic. For
+O2+acc4 one timed step is 4 batches and one update; the table divides it by 4 (ms per batch).
+
+Memory: the peak device memory of each mode above what was allocated before it (model, grads,
+master weights, activations; the input batches are shared and excluded). Ours comes from our
+accounting (``minitorch_amp.device.max_memory_allocated``: tensor storage on the CPU, the CuPy
+pool on a GPU); PyTorch's from ``torch.cuda.max_memory_allocated`` on a GPU. On the CPU
+PyTorch has no allocation counter (and its allocations bypass ``tracemalloc``), so it is n/a.
+
+    python benchmarks/simple_net.py                        # width 256, batch 32: ~15 s on 2 cores
+    python benchmarks/simple_net.py --full --modes fp32    # width 4096, batch 512: ~1 min
+    python benchmarks/simple_net.py --no-torch             # ours only
+
+NOTE: on a CPU, PyTorch has no fast float16 GEMM (it falls back to a scalar loop: ~60 s for one
+512x4096x4096 product on 2 cores), so ``--full`` with O1/O2 runs for hours there. Ours
+emulates fp16 GEMMs as float32 GEMMs on fp16-rounded inputs, so the fp16 modes stay usable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+from pathlib import Path
+
+# NOTE: examples/ goes first: this file is also called simple_net.py, and the model we want
+# is the example's (benchmarks/ is on the path too, for timing.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+
+from simple_net import SimpleNet
+from timing import interleave
+
+import minitorch_amp as mt
+from minitorch_amp import amp, nn
+
+try:
+    import torch
+except ImportError:  # the comparison is optional: ours alone still runs
+    torch = None
+
+MODES = ("fp32", "O1", "O2", "O2+acc4")
+ACCUMULATE = 4
+LEARNING_RATE = 1e-4
+INIT_SCALE = 1024.0
+
+
+# ---- minitorch_amp ---------------------------------------------------------------------------
+def ours_step(mode: str, width: int, batches: list):
+    """A fresh SimpleNet for ``mode``: ``(step, initial fp32 weights as NumPy)``.
+
+    ``step()`` trains one step and returns the (last) loss tensor, without reading it.
+    The weights are Paddle-shaped: Linear weights are ``[in, out]``.
+    """
+    mt.seed(0)
+    model = SimpleNet(width, width)
+    weights = [
+        (layer.weight.numpy().copy(), layer.bias.numpy().copy())
+        for layer in (model.linear1, model.linear2, model.linear3)
+    ]
+    optimizer = mt.optimizer.SGD(learning_rate=LEARNING_RATE, parameters=model.parameters())
+    mse = nn.MSELoss()
+    if mode == "fp32":
+
+        def step():
+            x, y = batches[0]
+            loss = mse(model(x), y)
+            loss.backward()
+            optimizer.step()
+            optimizer.clear_grad()
+            return loss
+
+        return step, weights
+
+    level = "O1" if mode == "O1" else "O2"
+    if level == "O2":
+        model, optimizer = amp.decorate(models=model, optimizers=optimizer, level="O2")
+    scaler = amp.GradScaler(init_loss_scaling=INIT_SCALE)
+    accumulate = ACCUMULATE if mode == "O2+acc4" else 1
+
+    def step():
+        for x, y in batches[:accumulate]:
+            with amp.auto_cast(level=level):
+                loss = mse(model(x), y)
+            scaler.scale(loss).backward()
+        scaler.minimize(optimizer, loss)
+        optimizer.clear_grad()
+        return loss
+
+    return step, weights
+
+
+# ---- PyTorch ---------------------------------------------------------------------------------
+def torch_step(mode: str, weights: list, batches: list, device):
+    """The same SimpleNet in PyTorch from ``weights`` (ours, ``[in, out]``); return ``step``."""
+    mse_loss = torch.nn.functional.mse_loss
+    linears = [torch.nn.Linear(*w.shape) for w, _ in weights]
+    model = torch.nn.Sequential(
+        linears[0], torch.nn.ReLU(), linears[1], torch.nn.ReLU(), linears[2]
+    )
+    with torch.no_grad():
+        for linear, (w, b) in zip(linears, weights):
+            linear.weight.copy_(torch.from_numpy(w.T))  # torch's Linear weight is [out, in]
+            linear.bias.copy_(torch.from_numpy(b))
+    model.to(device)
+    if mode == "fp32":
+        optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+
+        def step():
+            x, y = batches[0]
+            loss = mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            return loss
+
+        return step
+
+    scaler = torch.amp.GradScaler(device.type, init_scale=INIT_SCALE)
+    if mode == "O1":
+        optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+
+        def step():
+            x, y = batches[0]
+            with torch.autocast(device.type, dtype=torch.float16):
+                loss = mse_loss(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+            return loss
+
+        return step
+
+    # O2 by hand: an fp16 model, fp32 master copies that the optimizer owns.
+    params = list(model.half().parameters())
+    masters = [p.detach().float().requires_grad_() for p in params]
+    optimizer = torch.optim.SGD(masters, lr=LEARNING_RATE)
+    accumulate = ACCUMULATE if mode == "O2+acc4" else 1
+
+    def step():
+        for x, y in batches[:accumulate]:
+            loss = mse_loss(model(x.half()).float(), y)
+            scaler.scale(loss).backward()
+        for master, p in zip(masters, params):
+            master.grad = p.grad.float()
+        scaler.step(optimizer)  # unscales the master grads, skips the step on inf/NaN
+        scaler.update()
+        with torch.no_grad():
+            torch._foreach_copy_(params, masters)  # fp32 -> fp16, round to nearest even
+        model.zero_grad()
+        optimizer.zero_grad()
+        return loss
+
+    return step
+
+
+# ---- measuring -------------------------------------------------------------------------------
+def torch_device_for_ours():
+    """The torch device matching ours ('cpu' or 'cuda:N'), or None when torch cannot follow."""
+    if torch is None:
+        return None
+    place = str(mt.get_device())
+    if place == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        return None  # ours is on a GPU, this torch build has no CUDA: no fair comparison
+    return torch.device("cuda", int(place.partition(":")[2] or 0))
+
+
+def check_same_start(mode: str, ours_loss, torch_loss) -> None:
+    """Both frameworks must train the same model: their first losses agree."""
+    a, b = float(ours_loss.item()), float(torch_loss.item())
+    tolerance = 1e-4 if mode == "fp32" else 1e-2  # fp16 activations round differently
+    if abs(a - b) > tolerance * max(abs(a), abs(b)):
+        raise RuntimeError(f"{mode}: first losses differ (ours {a}, torch {b}): not one model")
+
+
+def measure(mode, width, ours_batches, torch_batches, device, warmup, steps, block) -> dict:
+    """Median seconds per batch and peak bytes of ``mode`` for ours and (if given) torch."""
+    per_batch = ACCUMULATE if mode == "O2+acc4" else 1
+    gc.collect()
+    base = mt.device.memory_allocated()
+    mt.device.reset_max_memory_allocated()
+    ours, weights = ours_step(mode, width, ours_batches)
+    runs = {"ours": (ours, mt.device.synchronize)}
+    on_gpu = device is not None and device.type == "cuda"
+    if device is not None:
+        if on_gpu:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats(device)
+            torch_base = torch.cuda.memory_allocated(device)
+        theirs = torch_step(mode, weights, torch_batches, device)
+        runs["torch"] = (theirs, torch.cuda.synchronize if on_gpu else lambda: None)
+        check_same_start(mode, ours(), theirs())
+
+    result = {
+        name: seconds / per_batch
+        for name, seconds in interleave(runs, steps, warmup, block).items()
+    }
+    result["ours_peak"] = mt.device.max_memory_allocated() - base
+    if on_gpu:
+        result["torch_peak"] = torch.cuda.max_memory_allocated(device) - torch_base
+    return result
+
+
+# ---- the table -------------------------------------------------------------------------------
+def _ms(seconds) -> str:
+    return "n/a" if seconds is None else f"{seconds * 1e3:.3f}"
+
+
+def _ratio(a, b, suffix="") -> str:
+    return "n/a" if a is None or b is None else f"{a / b:.2f}{suffix}"
+
+
+def _mib(nbytes) -> str:
+    return "n/a" if nbytes is None else f"{nbytes / 2**20:.1f}"
+
+
+def print_table(results: dict) -> None:
+    """One Markdown table: times, ratios, speed-ups over each framework's fp32, peak memory."""
+    fp32 = results.get("fp32", {})
+    print(
+        "| mode | ours ms/step | torch ms/step | ours/torch | ours speed-up vs our fp32 "
+        "| torch speed-up vs torch fp32 | ours peak MiB | torch peak MiB |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for mode, r in results.items():
+        ours, theirs = r["ours"], r.get("torch")
+        cells = [
+            mode,
+            _ms(ours),
+            _ms(theirs),
+            _ratio(ours, theirs),
+            _ratio(fp32.get("ours"), ours, "x"),
+            _ratio(fp32.get("torch"), theirs, "x"),
+            _mib(r["ours_peak"]),
+            _mib(r.get("torch_peak")),
+        ]
+        print("| " + " | ".join(cells) + " |")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--width", type=int, default=256)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--full", action="store_true", help="the tutorial's width 4096, batch 512")
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    parser.add_argument("--steps", type=int, default=None, help="timed steps (30; 10 with --full)")
+    parser.add_argument("--warmup", type=int, default=None, help="untimed steps (5; 2 with --full)")
+    parser.add_argument("--block", type=int, default=5, help="timed steps per turn")
+    parser.add_argument("--device", default=None, help="'cpu', 'gpu' or 'gpu:N' (default: auto)")
+    parser.add_argument("--no-torch", action="store_true", help="time minitorch_amp only")
+    args = parser.parse_args(argv)
+    if args.full:
+        args.width, args.batch = 4096, 512
+    steps = args.steps or (10 if args.full else 30)
+    warmup = args.warmup if args.warmup is not None else (2 if args.full else 5)
+    if args.device is not None:
+        mt.set_device(args.device)
+    device = None if args.no_torch else torch_device_for_ours()
+    if torch is not None:
+        torch.manual_seed(0)
+
+    mt.seed(1)
+    ours_batches = [
+        (mt.randn([args.batch, args.width]), mt.randn([args.batch, args.width]))
+        for _ in range(ACCUMULATE)
+    ]
+    torch_batches = []
+    if device is not None:
+        torch_batches = [
+            (torch.from_numpy(x.numpy()).to(device), torch.from_numpy(y.numpy()).to(device))
+            for x, y in ours_batches
+        ]
+    threads = f", torch {torch.__version__} ({torch.get_num_threads()} threads)" if device else ""
+    print(
+        f"SimpleNet on {mt.get_device()}{threads}: width {args.width}, batch {args.batch}, "
+        f"median of {steps} steps after {warmup} warm-up, "
+        f"interleaved in blocks of {args.block}"
+    )
+    if device is None and not args.no_torch:
+        print("(PyTorch is not installed, or has no CUDA for our GPU: ours only)")
+    slow = [m for m in args.modes if m != "fp32"] if device and device.type == "cpu" else []
+    if slow and args.width >= 1024:
+        print(
+            f"NOTE: PyTorch has no fast float16 GEMM on a CPU; {', '.join(slow)} at width "
+            f"{args.width} take minutes per step there. --no-torch or --modes fp32 skip them."
+        )
+
+    results = {}
+    for mode in args.modes:
+        results[mode] = measure(
+            mode, args.width, ours_batches, torch_batches, device, warmup, steps, args.block
+        )
+    print_table(results)
+
+
+if __name__ == "__main__":
+    main()
