@@ -222,10 +222,9 @@ def measure(mode, width, ours_batches, torch_batches, device, warmup, steps, blo
         runs["torch"] = (theirs, torch.cuda.synchronize if on_gpu else lambda: None)
         check_same_start(mode, ours(), theirs())
 
-    result = {
-        name: seconds / per_batch
-        for name, seconds in interleave(runs, steps, warmup, block).items()
-    }
+    wake = 1 if block > 1 else 0  # single long steps need no untimed step to wake threads
+    medians = interleave(runs, steps, warmup, block, wake)
+    result = {name: seconds / per_batch for name, seconds in medians.items()}
     result["ours_peak"] = mt.device.max_memory_allocated() - base
     if on_gpu:
         result["torch_peak"] = torch.cuda.max_memory_allocated(device) - torch_base
@@ -274,16 +273,17 @@ def main(argv=None) -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--full", action="store_true", help="the tutorial's width 4096, batch 512")
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
-    parser.add_argument("--steps", type=int, default=None, help="timed steps (30; 10 with --full)")
+    parser.add_argument("--steps", type=int, default=None, help="timed steps (30; 15 with --full)")
     parser.add_argument("--warmup", type=int, default=None, help="untimed steps (5; 2 with --full)")
-    parser.add_argument("--block", type=int, default=5, help="timed steps per turn")
+    parser.add_argument("--block", type=int, default=None, help="steps per turn (5; 1 with --full)")
     parser.add_argument("--device", default=None, help="'cpu', 'gpu' or 'gpu:N' (default: auto)")
     parser.add_argument("--no-torch", action="store_true", help="time minitorch_amp only")
     args = parser.parse_args(argv)
     if args.full:
         args.width, args.batch = 4096, 512
-    steps = args.steps or (10 if args.full else 30)
+    steps = args.steps or (15 if args.full else 30)
     warmup = args.warmup if args.warmup is not None else (2 if args.full else 5)
+    block = args.block or (1 if args.full else 5)
     if args.device is not None:
         mt.set_device(args.device)
     device = None if args.no_torch else torch_device_for_ours()
@@ -305,7 +305,7 @@ def main(argv=None) -> None:
     print(
         f"SimpleNet on {mt.get_device()}{threads}: width {args.width}, batch {args.batch}, "
         f"median of {steps} steps after {warmup} warm-up, "
-        f"interleaved in blocks of {args.block}"
+        f"interleaved in blocks of {block}"
     )
     if device is None and not args.no_torch:
         print("(PyTorch is not installed, or has no CUDA for our GPU: ours only)")
@@ -319,7 +319,7 @@ def main(argv=None) -> None:
     results = {}
     for mode in args.modes:
         results[mode] = measure(
-            mode, args.width, ours_batches, torch_batches, device, warmup, steps, args.block
+            mode, args.width, ours_batches, torch_batches, device, warmup, steps, block
         )
     print_table(results)
 

@@ -8,6 +8,7 @@ the two thread pools fight over the cores and both frameworks look 20-100x slowe
 on the 2-core development machine: a 1.2 ms SimpleNet step took 150 ms). Each block starts
 after a pause that lets the other framework's threads go to sleep, with one untimed step that
 wakes this framework's threads, then times ``block`` steps the way a training loop runs them.
+Steps that take far longer than the spin (the tutorial's 1 s steps) can alternate one by one.
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ def timed(step: Callable[[], object], sync: Callable[[], None]) -> float:
     return time.perf_counter() - start
 
 
-def interleave(runs: dict[str, Run], steps: int, warmup: int, block: int = 5) -> dict:
+def interleave(
+    runs: dict[str, Run], steps: int, warmup: int, block: int = 5, wake: int = 1
+) -> dict:
     """Median seconds per step of each run, timed in alternating blocks.
 
     Args:
@@ -38,6 +41,8 @@ def interleave(runs: dict[str, Run], steps: int, warmup: int, block: int = 5) ->
         steps: timed steps per run.
         warmup: untimed steps per run before any timing (allocations, caches, autotuning).
         block: timed steps per turn.
+        wake: untimed steps at the start of each turn. 0 is fine when a step takes far
+            longer than waking a thread pool (tens of µs), e.g. the tutorial's 1 s steps.
     """
     for step, sync in runs.values():
         for _ in range(warmup):
@@ -47,7 +52,8 @@ def interleave(runs: dict[str, Run], steps: int, warmup: int, block: int = 5) ->
     while any(len(t) < steps for t in times.values()):
         for name, (step, sync) in runs.items():
             time.sleep(SETTLE_S)
-            timed(step, sync)  # untimed: wakes this framework's threads
+            for _ in range(wake):  # untimed: wakes this framework's threads
+                timed(step, sync)
             for _ in range(min(block, steps - len(times[name]))):
                 times[name].append(timed(step, sync))
     return {name: statistics.median(t) for name, t in times.items()}
