@@ -13,8 +13,8 @@ Two measurements, minitorch_amp against PyTorch eager on the same device, interl
    show; big ones are GEMM-bound and the BLAS decides. A log-log plot goes to
    ``docs/img/overhead_scaling.png``.
 
-    python benchmarks/overhead.py            # both parts and the plot: ~2 min on 2 CPU cores
-    python benchmarks/overhead.py --quick    # fewer repeats, a rough picture in ~30 s
+    python benchmarks/overhead.py            # both parts and the plot: ~1 min on 2 CPU cores
+    python benchmarks/overhead.py --quick    # fewer repeats, a rough picture in ~20 s
     python benchmarks/overhead.py --no-plot  # tables only
 
 PyTorch is required (it is what we compare against); it is never needed by the package.

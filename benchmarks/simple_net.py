@@ -35,7 +35,7 @@ accounting (``minitorch_amp.device.max_memory_allocated``: tensor storage on the
 pool on a GPU); PyTorch's from ``torch.cuda.max_memory_allocated`` on a GPU. On the CPU
 PyTorch has no allocation counter (and its allocations bypass ``tracemalloc``), so it is n/a.
 
-    python benchmarks/simple_net.py                        # width 256, batch 32: ~15 s on 2 cores
+    python benchmarks/simple_net.py                        # width 256, batch 32: ~20 s on 2 cores
     python benchmarks/simple_net.py --full --modes fp32    # width 4096, batch 512: ~1 min
     python benchmarks/simple_net.py --no-torch             # ours only
 
