@@ -80,16 +80,15 @@ def apply(op: type[Op], *inputs, **attrs) -> Tensor:
     out = Tensor._wrap(op.forward(ctx, *arrays, **attrs))
     if record and out._data.dtype.kind == "f":
         # keep the inputs that get a gradient: floating Tensors with stop_gradient=False
-        out._node = Node(
-            op,
-            ctx,
-            tuple(
-                x
-                if isinstance(x, Tensor) and not x.stop_gradient and x._data.dtype.kind == "f"
-                else None
-                for x in inputs
-            ),
+        wants = tuple(
+            x
+            if isinstance(x, Tensor) and not x.stop_gradient and x._data.dtype.kind == "f"
+            else None
+            for x in inputs
         )
+        # backward may skip the gradients nobody asked for (the first layer's input grad)
+        ctx.needs_grad = tuple(w is not None for w in wants)
+        out._node = Node(op, ctx, wants)
         out.stop_gradient = False
     if hooks.observers:
         for observe in hooks.observers:

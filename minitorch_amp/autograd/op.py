@@ -40,7 +40,12 @@ OP_TABLE: dict[str, type[Op]] = {}
 
 
 class Context:
-    """Scratch space an op's forward fills for its backward (attributes set freely)."""
+    """Scratch space an op's forward fills for its backward (attributes set freely).
+
+    When the op is recorded, ``apply`` also sets ``ctx.needs_grad``: one bool per positional
+    input, True when that input gets a gradient. A backward may return None for the others
+    and skip computing them.
+    """
 
 
 class Op:

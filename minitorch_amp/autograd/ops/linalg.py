@@ -69,14 +69,18 @@ class Matmul(Op):
     @staticmethod
     def backward(ctx, grad):
         x, y, tx, ty = ctx.x, ctx.y, ctx.tx, ctx.ty
+        needs_x, needs_y = ctx.needs_grad
         g = grad.reshape(ctx.out_shape)
         # a = op(x), b = op(y); da = g @ b^T, db = a^T @ g.
-        gx = matmul(y, g, ty, True) if tx else matmul(g, y, False, not ty)
-        gy = matmul(g, x, True, tx) if ty else matmul(x, g, not tx, False)
+        gx = gy = None
+        if needs_x:
+            gx = matmul(y, g, ty, True) if tx else matmul(g, y, False, not ty)
+        if needs_y:
+            gy = matmul(g, x, True, tx) if ty else matmul(x, g, not tx, False)
         # NOTE: explicit sizes, not -1: a -1 cannot be inferred when another dim is 0.
-        if len(ctx.x_shape) == 1:  # gx is [..., 1, k]
+        if gx is not None and len(ctx.x_shape) == 1:  # gx is [..., 1, k]
             gx = gx.reshape(gx.shape[:-2] + gx.shape[-1:])
-        if len(ctx.y_shape) == 1:  # gy is [..., k, 1]
+        if gy is not None and len(ctx.y_shape) == 1:  # gy is [..., k, 1]
             gy = gy.reshape(gy.shape[:-1])
         return gx, gy
 
@@ -101,10 +105,10 @@ class Linear(Op):
     @staticmethod
     def backward(ctx, grad):
         x, w = ctx.x, ctx.weight
-        gx = matmul(grad, w, False, True)
+        needs_x, needs_w, needs_b = (*ctx.needs_grad, False)[:3]
+        gx = matmul(grad, w, False, True) if needs_x else None  # data needs none
         rows = math.prod(x.shape[:-1])
-        x2 = x.reshape(rows, x.shape[-1])
         g2 = grad.reshape(rows, grad.shape[-1])
-        gw = matmul(x2, g2, True, False)
-        gb = reduce_sum(g2, axis=0) if ctx.has_bias else None
+        gw = matmul(x.reshape(rows, x.shape[-1]), g2, True, False) if needs_w else None
+        gb = reduce_sum(g2, axis=0) if ctx.has_bias and needs_b else None
         return gx, gw, gb
