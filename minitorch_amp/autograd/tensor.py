@@ -49,7 +49,8 @@ class Tensor:
         """A tensor around ``array`` with no checks (the fast path ``apply`` uses)."""
         if not isinstance(array, np.ndarray) and not _device.is_array(array):
             array = np.asarray(array)  # NumPy returns scalars from 0-d maths
-        _memory.track(array)
+        if array.base is not None or array.nbytes >= _memory.MIN_TRACKED_BYTES:
+            _memory.track(array)  # (tiny arrays are below the accounting's granularity)
         t = object.__new__(cls)
         t._data = array
         t._node = None

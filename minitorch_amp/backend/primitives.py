@@ -41,20 +41,22 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False):
     times a float16 always fits), sums are float32, and the result is rounded to nearest even
     float16 once. Other dtypes use the library's matmul directly.
     """
-    xp = get_array_module(a, b)
-    half = a.dtype == float16 and b.dtype == float16
-    if half and xp is not np and kernels.enabled() and a.ndim >= 2 and b.ndim >= 2:
-        # the GEMM kernel reads op(a), op(b) from the untransposed, contiguous operands
-        a, b = xp.ascontiguousarray(a), xp.ascontiguousarray(b)
-        return _gemm.gemm(a, b, transpose_a, transpose_b)
+    if a.dtype is float16 and b.dtype is float16:  # (dtype objects are canonical singletons)
+        xp = get_array_module(a, b)
+        if xp is not np and kernels.enabled() and a.ndim >= 2 and b.ndim >= 2:
+            # the GEMM kernel reads op(a), op(b) from the untransposed, contiguous operands
+            a, b = xp.ascontiguousarray(a), xp.ascontiguousarray(b)
+            return _gemm.gemm(a, b, transpose_a, transpose_b)
+        if xp is np:
+            a32, b32 = a.astype(float32), b.astype(float32)
+            a32 = a32.swapaxes(-1, -2) if transpose_a and a.ndim >= 2 else a32
+            b32 = b32.swapaxes(-1, -2) if transpose_b and b.ndim >= 2 else b32
+            with np.errstate(over="ignore"):  # past 65504 is inf, silently, as on the GPU
+                return np.matmul(a32, b32).astype(float16)
     if transpose_a and a.ndim >= 2:
         a = a.swapaxes(-1, -2)
     if transpose_b and b.ndim >= 2:
         b = b.swapaxes(-1, -2)
-    if half and xp is np:
-        product = np.matmul(a.astype(float32), b.astype(float32))
-        with np.errstate(over="ignore"):  # past 65504 is inf, silently, as on the GPU
-            return product.astype(float16)
     return a @ b  # cuBLAS computes half GEMMs with float32 accumulation too
 
 

@@ -44,19 +44,17 @@ class Matmul(Op):
                 out = matmul(x, y, transpose_x, transpose_y)
             except ValueError as exc:
                 raise (_matmul_shapes_error(x, y, transpose_x, transpose_y) or exc) from None
-            ctx.x_shape, ctx.y_shape = x.shape, y.shape
-            ctx.x, ctx.y, ctx.tx, ctx.ty, ctx.out_shape = x, y, transpose_x, transpose_y, out.shape
+            ctx.saved = (x, y, transpose_x, transpose_y, out.shape, x.shape, y.shape)
             return out
         error = _matmul_shapes_error(x, y, transpose_x, transpose_y)
         if error is not None:
             raise error
         # Vectors become matrices so backward only ever sees matrices.
-        ctx.x_shape, ctx.y_shape = x.shape, y.shape
         tx, ty = transpose_x and x.ndim > 1, transpose_y and y.ndim > 1
         x2 = x.reshape(1, -1) if x.ndim == 1 else x
         y2 = y.reshape(-1, 1) if y.ndim == 1 else y
         out = matmul(x2, y2, tx, ty)
-        ctx.x, ctx.y, ctx.tx, ctx.ty, ctx.out_shape = x2, y2, tx, ty, out.shape
+        ctx.saved = (x2, y2, tx, ty, out.shape, x.shape, y.shape)
         if x.ndim == 1 or y.ndim == 1:
             squeezed = list(out.shape)
             if y.ndim == 1:
@@ -68,9 +66,9 @@ class Matmul(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        x, y, tx, ty = ctx.x, ctx.y, ctx.tx, ctx.ty
+        x, y, tx, ty, out_shape, x_shape, y_shape = ctx.saved
         needs_x, needs_y = ctx.needs_grad
-        g = grad.reshape(ctx.out_shape)
+        g = grad.reshape(out_shape)
         # a = op(x), b = op(y); da = g @ b^T, db = a^T @ g.
         gx = gy = None
         if needs_x:
@@ -78,9 +76,9 @@ class Matmul(Op):
         if needs_y:
             gy = matmul(g, x, True, tx) if ty else matmul(x, g, not tx, False)
         # NOTE: explicit sizes, not -1: a -1 cannot be inferred when another dim is 0.
-        if gx is not None and len(ctx.x_shape) == 1:  # gx is [..., 1, k]
+        if gx is not None and len(x_shape) == 1:  # gx is [..., 1, k]
             gx = gx.reshape(gx.shape[:-2] + gx.shape[-1:])
-        if gy is not None and len(ctx.y_shape) == 1:  # gy is [..., k, 1]
+        if gy is not None and len(y_shape) == 1:  # gy is [..., k, 1]
             gy = gy.reshape(gy.shape[:-1])
         return gx, gy
 
