@@ -53,17 +53,10 @@ def test_the_launcher_and_the_kernel_agree_on_chunk_and_block_size():
     assert f"constexpr int kThreads = {loss_scaling._UNSCALE_THREADS};" in SOURCE
 
 
-def _nvrtc_or_skip():
-    try:
-        nvrtc.version()
-        nvrtc.include_dir()
-    except (RuntimeError, OSError) as exc:  # NVRTC or the CUDA headers are missing
-        pytest.skip(str(exc))
-
-
 @pytest.mark.parametrize("arch", ["compute_80", "compute_90"])
-def test_amp_cu_compiles_with_nvrtc_and_unscales_with_16_byte_global_accesses(arch):
-    _nvrtc_or_skip()
+def test_amp_cu_compiles_with_nvrtc_and_unscales_with_16_byte_global_accesses(
+    arch, nvrtc_available
+):
     entry = kernels.REGISTRY["amp.cu"]
     result = nvrtc.compile_source(entry.source(), "amp.cu", entry.all_options(), entry.names, arch)
     assert set(result["lowered"]) == set(entry.names)

@@ -195,17 +195,8 @@ def test_the_launcher_and_the_kernel_agree_on_the_vector_width():
     assert f"constexpr int kVec = {cast_module._PER_THREAD};" in SOURCE
 
 
-def _nvrtc_or_skip():
-    try:
-        nvrtc.version()
-        nvrtc.include_dir()
-    except (RuntimeError, OSError) as exc:  # NVRTC or the CUDA headers are missing
-        pytest.skip(str(exc))
-
-
 @pytest.mark.parametrize("arch", ["compute_80", "compute_90"])
-def test_cast_cu_compiles_with_nvrtc_and_uses_16_byte_accesses(arch):
-    _nvrtc_or_skip()
+def test_cast_cu_compiles_with_nvrtc_and_uses_16_byte_accesses(arch, nvrtc_available):
     entry = kernels.REGISTRY["cast.cu"]
     ptx = nvrtc.compile_source(entry.source(), "cast.cu", entry.all_options(), entry.names, arch)
     for name in entry.names:

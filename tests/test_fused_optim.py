@@ -288,11 +288,7 @@ def test_optim_cu_instantiates_every_registered_kernel_and_shares_the_constants(
     assert "--fmad=false" in fused_optim.OPTIM.options
 
 
-def test_nvrtc_builds_optim_cu_without_fma_contraction():
-    try:
-        nvrtc.version()
-    except nvrtc.NvrtcUnavailableError as exc:
-        pytest.skip(str(exc))
+def test_nvrtc_builds_optim_cu_without_fma_contraction(nvrtc_available):
     entry = kernels.REGISTRY["optim.cu"]
     ptx = nvrtc.compile_source(entry.source(), "optim.cu", entry.all_options(), entry.names)["ptx"]
     assert "fma.rn.f32" not in ptx  # every * and + rounds on its own, as in the twin
