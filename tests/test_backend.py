@@ -167,14 +167,15 @@ def test_scatter_add_adds_repeated_indices():
 
 
 # ---- architecture: the layering in DESIGN.md ---------------------------------------------------
-LAYERS = ["backend", "autograd", "nn", "optimizer", "amp"]
+LAYERS = ["backend", "autograd", "nn", "optimizer", "amp", "distributed"]
 # a package may import only packages to its left (nn and optimizer are siblings, except that
 # optimizer may use nn's clipping objects given to it, which it never imports)
 FORBIDDEN = {
-    "backend": {"autograd", "nn", "optimizer", "amp", "io"},
-    "autograd": {"nn", "optimizer", "amp", "io"},
-    "nn": {"optimizer", "amp", "io"},
-    "optimizer": {"amp", "io"},
+    "backend": {"autograd", "nn", "optimizer", "amp", "io", "distributed"},
+    "autograd": {"nn", "optimizer", "amp", "io", "distributed"},
+    "nn": {"optimizer", "amp", "io", "distributed"},
+    "optimizer": {"amp", "io", "distributed"},
+    "amp": {"distributed"},
 }
 
 

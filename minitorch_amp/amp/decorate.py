@@ -99,6 +99,11 @@ def decorate(
         models, Layer, "models must be either a single model or a list of models."
     )
     for model in model_list:
+        if getattr(model, "_is_data_parallel", False):
+            raise RuntimeError(
+                "For distributed AMP training, you should first use paddle.amp.decorate() to "
+                "decorate origin model, and then call paddle.DataParallel get distributed model."
+            )
         if not isinstance(model, Layer):
             raise RuntimeError(
                 "Current train mode is pure fp16, models should be paddle.nn.Layer, but "
@@ -107,7 +112,10 @@ def decorate(
     opt_list = []
     if optimizers is not None:
         message = "optimizers must be either a single optimizer or a list of optimizers."
-        opt_list = _as_list(optimizers, Optimizer, message)
+        # A sharded optimizer is decorated through the optimizer it wraps (as in Paddle).
+        single = getattr(optimizers, "_inner_opt", optimizers)
+        opt_list = _as_list(optimizers if single is optimizers else single, Optimizer, message)
+        opt_list = [getattr(opt, "_inner_opt", opt) for opt in opt_list]
         for opt in opt_list:
             if not isinstance(opt, Optimizer):
                 raise RuntimeError(
@@ -141,7 +149,7 @@ def decorate(
     out_models = models if isinstance(models, list) else model_list[0]
     if optimizers is None:
         return out_models
-    return out_models, (optimizers if isinstance(optimizers, list) else opt_list[0])
+    return out_models, optimizers
 
 
 def _as_list(value, kind: type, message: str) -> list:

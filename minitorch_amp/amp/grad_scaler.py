@@ -28,6 +28,7 @@ import warnings
 import numpy as np
 
 from ..autograd.tensor import Tensor
+from ..backend import comm as _comm
 from ..backend import device as _device
 from ..backend.loss_scaling import check_attr, is_int, unscale_and_check, update_loss_scaling
 
@@ -169,6 +170,9 @@ class GradScaler:
         found_inf = _device.get_array_module(inv_scale).zeros(1, dtype=bool)
         for grads in buckets.values():
             unscale_and_check(grads, inv_scale, found_inf)
+        # Distributed: OR-ed over the ranks, which may hold different gradients (one rank's
+        # inf, or sharded grads), so that every rank skips the same steps, keeps the same scale.
+        _comm.reduce_found_inf(found_inf)
         entry["state"] = OptimizerState.UNSCALED
         entry["found_inf"] = found_inf
 

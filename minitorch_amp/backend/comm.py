@@ -1,0 +1,523 @@
+"""Collectives on arrays between processes: MPI (mpi4py) for CPUs and as the launcher, NCCL
+(``cupy.cuda.nccl``) between GPUs. ``minitorch_amp.distributed`` puts Tensors on top.
+
+One *world* per process, made by :func:`init` (``distributed.init_parallel_env``):
+
+* ``LocalComm``: not started by ``mpiexec`` (or a world of one): every collective is the
+  identity, so the same script runs on one process without MPI installed.
+* ``MPIComm``: every rank started by ``mpiexec -n N``. CuPy arrays travel through host copies.
+* ``NCCLComm``: CuPy arrays on one GPU per rank; MPI still carries the control messages
+  (the NCCL id, the checks below, barriers, objects).
+
+Two promises every communicator keeps, because a distributed bug must not become a hang:
+
+1. **Checked**: a public collective first exchanges a fixed-size descriptor (which
+   collective, dtype, shape, root/op) with every rank. If they differ, every rank raises the
+   same :class:`CollectiveMismatchError` that lists what each rank passed, and nothing moved.
+2. **Timed**: MPI waits are non-blocking requests polled until ``timeout`` seconds; a rank
+   that died, hung or skipped the collective makes the others raise
+   :class:`CollectiveTimeoutError`. An exception that nobody catches on any rank calls
+   ``MPI_Abort``, so ``mpiexec`` ends every rank with an error instead of leaving them waiting.
+
+Reductions of float16 run in float32 and round once at the end (MPI and NCCL would otherwise
+round after every partial sum), so the result does not depend on the number of ranks' order.
+Every payload is counted in :attr:`Comm.stats` (by collective and dtype on the wire, the bytes
+this rank puts in: its whole input for a reduction or gather, the array for a broadcast's
+root only) for the docs and the tests.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections import Counter
+
+import numpy as np
+
+from . import device as _device
+
+__all__ = [
+    "CollectiveMismatchError",
+    "CollectiveTimeoutError",
+    "Comm",
+    "DistributedError",
+    "ReduceOp",
+    "get_world",
+    "init",
+    "launched_size",
+    "shutdown",
+]
+
+BACKEND_ENV = "MINITORCH_AMP_DIST_BACKEND"
+TIMEOUT_ENV = "MINITORCH_AMP_DIST_TIMEOUT"
+DEFAULT_TIMEOUT = 600.0  # seconds a rank waits for the others in one collective
+_MAX_DIMS = 8  # dimensions a descriptor carries
+
+
+class DistributedError(RuntimeError):
+    """Something went wrong between ranks."""
+
+
+class CollectiveTimeoutError(DistributedError):
+    """A collective waited longer than the timeout: another rank died, hung or skipped it."""
+
+
+class CollectiveMismatchError(DistributedError, ValueError):
+    """Ranks called a collective with different shapes, dtypes, roots or collectives."""
+
+
+class ReduceOp:
+    """Paddle's reduction codes: ``ReduceOp.SUM`` ... ``ReduceOp.AVG``."""
+
+    SUM = 0
+    MAX = 1
+    MIN = 2
+    PROD = 3
+    AVG = 4
+
+
+OP_NAMES = {0: "SUM", 1: "MAX", 2: "MIN", 3: "PROD", 4: "AVG"}
+
+
+# Collective codes in a descriptor (0 is "no collective"), and dtype codes.
+OPS = ("all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier", "check", "object")
+_DTYPES = ("bool", "uint8", "int32", "int64", "float16", "float32", "float64")
+
+
+def launched_size() -> int:
+    """How many ranks ``mpiexec`` started (0 when this process was not started by it)."""
+    for key in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE"):
+        value = os.environ.get(key)
+        if value and value.isdigit():
+            return int(value)
+    return 0
+
+
+def local_rank() -> int:
+    for key in ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_LOCAL_RANK"):
+        value = os.environ.get(key)
+        if value and value.isdigit():
+            return int(value)
+    return 0
+
+
+def describe(op: str, array=None, arg: int = 0) -> np.ndarray:
+    """The descriptor a collective exchanges before moving data: op, dtype, arg, shape."""
+    desc = np.full(4 + _MAX_DIMS, -1, dtype=np.int64)
+    desc[0] = OPS.index(op) + 1
+    desc[2] = arg
+    if array is not None:
+        name = np.dtype(array.dtype).name
+        desc[1] = _DTYPES.index(name) if name in _DTYPES else 99
+        desc[3] = array.ndim
+        if array.ndim > _MAX_DIMS:  # rare: compare the size and the leading dimensions
+            desc[4] = int(np.prod(array.shape))
+        else:
+            desc[4 : 4 + array.ndim] = array.shape
+    return desc
+
+
+def _explain(desc: np.ndarray) -> str:
+    op = OPS[desc[0] - 1] if desc[0] > 0 else "?"
+    if desc[1] < 0:
+        return op
+    dtype = _DTYPES[desc[1]] if desc[1] < len(_DTYPES) else "unsupported dtype"
+    ndim = int(desc[3])
+    shape = f"{ndim}-d, size {desc[4]}"
+    if ndim <= _MAX_DIMS:
+        shape = [int(d) for d in desc[4 : 4 + ndim]]
+    extra = ""
+    if op == "broadcast":
+        extra = f", src={desc[2]}"
+    elif op in ("all_reduce", "reduce_scatter"):
+        extra = f", op={OP_NAMES.get(int(desc[2]), desc[2])}"
+    return f"{op}({dtype}, shape={shape}{extra})"
+
+
+class Comm:
+    """The communicator interface; subclasses move the bytes.
+
+    Every method is a collective: each rank must call it, in the same order. Arrays are
+    NumPy or CuPy; ``all_reduce`` and ``broadcast`` work in place.
+    """
+
+    backend = "base"
+
+    def __init__(self, rank: int, size: int, timeout: float):
+        self.rank, self.size, self.timeout = rank, size, float(timeout)
+        self.stats: Counter = Counter()  # (collective, dtype on the wire) -> bytes sent
+
+    # ---- checks ------------------------------------------------------------------------------
+    def check(self, op: str, array=None, arg: int = 0) -> None:
+        """Raise :class:`CollectiveMismatchError` on every rank unless all ranks agree."""
+        mine = describe(op, array, arg)
+        table = self.exchange(mine)
+        if (table == table[0]).all():
+            return
+        lines = "; ".join(f"rank {r}: {_explain(row)}" for r, row in enumerate(table))
+        raise CollectiveMismatchError(
+            f"the ranks called a collective with different arguments ({lines}). Every rank "
+            "must call the same collective with the same shape and dtype (and the same src); "
+            "nothing was sent."
+        )
+
+    def exchange(self, values: np.ndarray) -> np.ndarray:
+        """All ranks' int64 vectors (same length everywhere), as a ``[size, n]`` array."""
+        return values[None].copy()
+
+    def _count(self, op: str, array) -> None:
+        self.stats[(op, np.dtype(array.dtype).name)] += int(array.nbytes)
+
+    # ---- collectives on arrays -----------------------------------------------------------
+    def all_reduce(self, array, op: int = ReduceOp.SUM):
+        return self._reduce_like("all_reduce", array, op)
+
+    def reduce_scatter(self, array, op: int = ReduceOp.SUM):
+        """Reduce ``array`` ([size * n, ...]) over ranks; return this rank's block [n, ...]."""
+        return self._reduce_like("reduce_scatter", array, op)
+
+    def _reduce_like(self, kind: str, array, op: int):
+        """float16 in float32, bool as uint8, AVG as SUM then a division; result in place
+        (all_reduce) or as a new block (reduce_scatter), in ``array``'s dtype."""
+        wire = array
+        if array.dtype == np.float16:
+            wire = array.astype(np.float32)
+        elif array.dtype == np.bool_:
+            wire = array.view(np.uint8)
+        raw_op = ReduceOp.SUM if op == ReduceOp.AVG else op
+        self._count(kind, wire)
+        out = self._raw(kind, wire, raw_op)
+        if op == ReduceOp.AVG:
+            if out.dtype.kind != "f":
+                out //= self.size
+            else:
+                out /= out.dtype.type(self.size)
+        if kind == "all_reduce":
+            if out is not array:
+                array[...] = out.view(np.bool_) if array.dtype == np.bool_ else out
+            return array
+        return out.view(np.bool_) if array.dtype == np.bool_ else out.astype(array.dtype)
+
+    def broadcast(self, array, root: int):
+        if self.rank == root:  # only the root sends
+            self._count("broadcast", array)
+        self._raw("broadcast", array, root)
+        return array
+
+    def all_gather(self, array):
+        """``[size, *array.shape]``: every rank's array, in rank order."""
+        self._count("all_gather", array)
+        return self._raw("all_gather", array, 0)
+
+    def barrier(self) -> None:
+        """Return when every rank has called it."""
+
+    def gather_object(self, obj, root: int = 0):
+        """Every rank's picklable ``obj`` as a list on ``root`` (None on the others)."""
+        return [obj]
+
+    def _raw(self, kind: str, array, arg: int):
+        """Move the bytes: ``arg`` is the reduce op or the root. Returns the result array."""
+        if kind == "all_gather":
+            return array[None].copy()
+        return array if kind != "reduce_scatter" else array.copy()
+
+    def close(self) -> None:
+        """Release what the communicator holds."""
+
+
+class LocalComm(Comm):
+    """A world of one process: nothing to move, every collective is the identity."""
+
+    backend = "local"
+
+    def __init__(self, timeout: float = DEFAULT_TIMEOUT):
+        super().__init__(0, 1, timeout)
+
+
+class MPIComm(Comm):
+    """MPI through mpi4py; every wait polls a non-blocking request against the timeout."""
+
+    backend = "mpi"
+
+    def __init__(self, timeout: float, mpi=None):
+        self.MPI = mpi or _import_mpi()
+        self.comm = self.MPI.COMM_WORLD
+        super().__init__(self.comm.Get_rank(), self.comm.Get_size(), timeout)
+        self._ops = {
+            ReduceOp.SUM: self.MPI.SUM,
+            ReduceOp.MAX: self.MPI.MAX,
+            ReduceOp.MIN: self.MPI.MIN,
+            ReduceOp.PROD: self.MPI.PROD,
+        }
+
+    def wait(self, request, what: str) -> None:
+        """Poll ``request`` until it completes; raise after ``timeout`` seconds."""
+        if request.Test():
+            return
+        start = time.monotonic()
+        spins = 0
+        while not request.Test():
+            spins += 1
+            if spins > 200:  # spin briefly (small messages finish in microseconds), then nap
+                time.sleep(0.0002)
+            if time.monotonic() - start > self.timeout:
+                raise CollectiveTimeoutError(
+                    f"rank {self.rank} waited {self.timeout:g} s in {what} for the other "
+                    f"{self.size - 1} rank(s): one of them died, hung, or did not call it. "
+                    "This process cannot recover; restart the job (the timeout is "
+                    f"init_parallel_env(timeout=...) or {TIMEOUT_ENV})."
+                )
+
+    def exchange(self, values: np.ndarray) -> np.ndarray:
+        values = np.ascontiguousarray(values, dtype=np.int64)
+        table = np.empty((self.size, values.size), dtype=np.int64)
+        self.wait(self.comm.Iallgather(values, table), "a check of the collective's arguments")
+        return table
+
+    def _raw(self, kind: str, array, arg: int):
+        host = np.ascontiguousarray(_device.asnumpy(array))  # CuPy arrays travel via the host
+        if kind == "all_reduce":
+            out = host
+            request = self.comm.Iallreduce(self.MPI.IN_PLACE, out, op=self._ops[arg])
+            self.wait(request, "all_reduce")
+        elif kind == "reduce_scatter":
+            out = np.empty((host.shape[0] // self.size, *host.shape[1:]), dtype=host.dtype)
+            request = self.comm.Ireduce_scatter_block(host, out, op=self._ops[arg])
+            self.wait(request, "reduce_scatter")
+        elif kind == "broadcast":
+            out = host
+            self.wait(self.comm.Ibcast([_bytes(out), self.MPI.BYTE], root=arg), "broadcast")
+        else:  # all_gather
+            out = np.empty((self.size, *host.shape), dtype=host.dtype)
+            send, recv = [_bytes(host), self.MPI.BYTE], [_bytes(out), self.MPI.BYTE]
+            self.wait(self.comm.Iallgather(send, recv), "all_gather")
+        on_gpu = _device.get_array_module(array) is not np
+        if kind in ("all_reduce", "broadcast"):  # in place
+            if out is not array:
+                array[...] = _device.to_place(out, _device.place_of(array)) if on_gpu else out
+            return array
+        return _device.to_place(out, _device.place_of(array)) if on_gpu else out
+
+    def barrier(self) -> None:
+        self.wait(self.comm.Ibarrier(), "barrier")
+
+    def gather_object(self, obj, root: int = 0):
+        import pickle
+
+        payload = np.frombuffer(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), np.uint8)
+        sizes = self.exchange(np.array([payload.size]))[:, 0]
+        recv = None
+        if self.rank == root:
+            buffer = np.empty(int(sizes.sum()), np.uint8)
+            offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+            recv = [buffer, (sizes.tolist(), offsets.tolist()), self.MPI.BYTE]
+        self.stats[("gather_object", "bytes")] += int(payload.size)
+        self.wait(self.comm.Igatherv([payload, self.MPI.BYTE], recv, root=root), "gather")
+        if self.rank != root:
+            return None
+        return [pickle.loads(buffer[o : o + s].tobytes()) for o, s in zip(offsets, sizes)]
+
+    def abort(self, code: int = 1) -> None:
+        self.comm.Abort(code)
+
+
+class NCCLComm(MPIComm):
+    """NCCL between GPUs (one per rank) for CuPy arrays; MPI for the control messages.
+
+    NCCL calls are queued on the current CUDA stream and return at once: nothing here waits
+    for the GPU. Host (NumPy) arrays still go through MPI.
+    """
+
+    backend = "nccl"
+
+    def __init__(self, timeout: float, mpi=None):
+        super().__init__(timeout, mpi)
+        cupy = _device.cupy
+        from cupy.cuda import nccl
+
+        self.nccl = nccl
+        uid = nccl.get_unique_id() if self.rank == 0 else None
+        uid = self.comm.bcast(uid, root=0)
+        self.nccl_comm = nccl.NcclCommunicator(self.size, uid, self.rank)
+        self._cupy = cupy
+        self._nccl_ops = {
+            ReduceOp.SUM: nccl.NCCL_SUM,
+            ReduceOp.MAX: nccl.NCCL_MAX,
+            ReduceOp.MIN: nccl.NCCL_MIN,
+            ReduceOp.PROD: nccl.NCCL_PROD,
+        }
+        self._nccl_types = {
+            "uint8": nccl.NCCL_UINT8,
+            "int32": nccl.NCCL_INT32,
+            "int64": nccl.NCCL_INT64,
+            "float16": nccl.NCCL_FLOAT16,
+            "float32": nccl.NCCL_FLOAT32,
+            "float64": nccl.NCCL_FLOAT64,
+        }
+
+    def _raw(self, kind: str, array, arg: int):
+        if not isinstance(array, self._cupy.ndarray):
+            return super()._raw(kind, array, arg)
+        cp = self._cupy
+        work = cp.ascontiguousarray(array)
+        raw = work.view(cp.uint8) if work.dtype == cp.bool_ else work
+        if kind in ("broadcast", "all_gather"):  # byte copies, whatever the dtype
+            raw = raw.reshape(-1).view(cp.uint8)
+        ntype = self._nccl_types[raw.dtype.name]
+        stream = cp.cuda.get_current_stream().ptr
+        if kind == "reduce_scatter":
+            out = cp.empty((work.shape[0] // self.size, *work.shape[1:]), dtype=raw.dtype)
+            self.nccl_comm.reduceScatter(
+                raw.data.ptr, out.data.ptr, out.size, ntype, self._nccl_ops[arg], stream
+            )
+            return out
+        if kind == "all_gather":
+            out = cp.empty((self.size, *work.shape), dtype=work.dtype)
+            self.nccl_comm.allGather(raw.data.ptr, out.data.ptr, raw.size, ntype, stream)
+            return out
+        if kind == "all_reduce":
+            self.nccl_comm.allReduce(
+                raw.data.ptr, raw.data.ptr, raw.size, ntype, self._nccl_ops[arg], stream
+            )
+        else:
+            self.nccl_comm.bcast(raw.data.ptr, raw.size, ntype, arg, stream)
+        if work is not array:  # a non-contiguous input: write the result back
+            array[...] = work
+        return array
+
+    def close(self) -> None:
+        self.nccl_comm.destroy()
+
+
+def _bytes(array: np.ndarray) -> np.ndarray:
+    """A uint8 view of a contiguous array: broadcast and gather copy bytes, whatever the dtype."""
+    return array.reshape(-1).view(np.uint8)
+
+
+def _import_mpi():
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        raise DistributedError(
+            f"this process was started by mpiexec but mpi4py is missing ({exc}); install "
+            "the 'dist' extra: pip install 'minitorch_amp[dist]'"
+        ) from exc
+    return MPI
+
+
+def reduce_found_inf(flag):
+    """OR a bool overflow flag over all ranks, in place, so every rank skips the same steps.
+
+    GradScaler calls it after unscaling; outside a multi-rank world it does nothing. On NCCL
+    the flag stays on the GPU (no host read).
+    """
+    if _world is not None and _world.size > 1:
+        _world.all_reduce(flag, ReduceOp.MAX)
+    return flag
+
+
+# ---- the world --------------------------------------------------------------------------
+_world: Comm | None = None
+_previous_excepthook = None
+
+
+def get_world() -> Comm | None:
+    """The communicator :func:`init` made, or None before it."""
+    return _world
+
+
+def init(backend: str | None = None, timeout: float | None = None) -> Comm:
+    """Start this process's world once (later calls return it).
+
+    Args:
+        backend: ``'mpi'``, ``'nccl'`` or ``'local'``; default from ``MINITORCH_AMP_DIST_BACKEND``,
+            else NCCL when the arrays live on GPUs and there is a GPU per local rank, MPI
+            when ``mpiexec`` started several ranks, and local otherwise.
+        timeout: seconds to wait for the other ranks in one collective (default from
+            ``MINITORCH_AMP_DIST_TIMEOUT``, else 600).
+    """
+    global _world
+    if _world is not None:
+        return _world
+    timeout = _timeout(timeout)
+    name = _choose(backend)
+    if name == "local":
+        _world = LocalComm(timeout)
+        return _world
+    if name == "nccl" and _device.current_place().kind == "gpu":
+        count = _device.cupy.cuda.runtime.getDeviceCount()
+        _device.set_device(f"gpu:{local_rank() % count}")
+    _world = (NCCLComm if name == "nccl" else MPIComm)(timeout)
+    _install_abort_hook(_world)
+    return _world
+
+
+def shutdown() -> None:
+    """Forget the world (tests); the next :func:`init` starts a new one."""
+    global _world
+    if _world is not None:
+        _world.close()
+    _world = None
+
+
+def _timeout(timeout) -> float:
+    if timeout is None:
+        raw = os.environ.get(TIMEOUT_ENV, "")
+        try:
+            timeout = float(raw) if raw else DEFAULT_TIMEOUT
+        except ValueError:
+            raise ValueError(f"{TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    return float(timeout)
+
+
+def _choose(backend) -> str:
+    name = backend if backend is not None else os.environ.get(BACKEND_ENV, "").strip().lower()
+    if name not in ("", "mpi", "nccl", "local"):
+        raise ValueError(
+            f"unknown distributed backend {name!r}; use 'mpi', 'nccl' or 'local' (or leave "
+            f"{BACKEND_ENV} unset to choose automatically)"
+        )
+    size = launched_size()
+    on_gpu = _device.current_place().kind == "gpu"
+    if name == "nccl":
+        if not on_gpu:
+            raise DistributedError(
+                "the NCCL backend needs CuPy and a GPU per rank; this process computes on the "
+                "CPU. Use backend='mpi'."
+            )
+        return name
+    if name:
+        return name
+    if size <= 1:
+        return "local"
+    if on_gpu and _device.cupy.cuda.runtime.getDeviceCount() >= min(size, _local_size()):
+        return "nccl"
+    return "mpi"
+
+
+def _local_size() -> int:
+    value = os.environ.get("MPI_LOCALNRANKS") or os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE")
+    return int(value) if value and value.isdigit() else launched_size()
+
+
+def _install_abort_hook(world: Comm) -> None:
+    """An exception nobody catches on one rank ends every rank (MPI_Abort), not a hang."""
+    global _previous_excepthook
+    if world.size <= 1 or _previous_excepthook is not None:
+        return
+    _previous_excepthook = sys.excepthook
+
+    def hook(kind, value, tb):
+        _previous_excepthook(kind, value, tb)
+        sys.stderr.write(
+            f"minitorch_amp.distributed: rank {world.rank} failed; aborting all "
+            f"{world.size} ranks.\n"
+        )
+        sys.stderr.flush()
+        world.abort(1)
+
+    sys.excepthook = hook
