@@ -10,6 +10,9 @@ from hypothesis import HealthCheck, settings
 
 from minitorch_amp.backend import device
 
+# tests/dist/ holds the scripts that mpiexec runs as ranks (tests/mpi_run.py), not tests.
+collect_ignore_glob = ["dist/*.py"]
+
 settings.register_profile(
     "ci",
     max_examples=40,
