@@ -22,8 +22,9 @@ LR = 0.01
 STEPS_ALL = range(4)  # the steps of a full run
 
 
-def build(mode: str, seed: int = 0):
-    """``(model, optimizer, scaler)`` for ``mode`` 'fp32' or 'O2' (decorated, fp32 masters)."""
+def build(mode: str, seed: int = 0, clip: float | None = None):
+    """``(model, optimizer, scaler)`` for ``mode`` 'fp32' or 'O2' (decorated, fp32 masters),
+    with ``ClipGradByGlobalNorm(clip)`` when ``clip`` is given."""
     mt.seed(seed)
     layers = []
     for i, (a, b) in enumerate(itertools.pairwise(SIZES)):
@@ -32,7 +33,8 @@ def build(mode: str, seed: int = 0):
     model = nn.Sequential(*layers[:-1])
     # L2 decay makes the update depend on the gradient's scale (plain Adam would not notice
     # a sum where an average belongs).
-    opt = optimizer.Adam(LR, parameters=model.parameters(), weight_decay=0.05)
+    grad_clip = None if clip is None else nn.ClipGradByGlobalNorm(clip)
+    opt = optimizer.Adam(LR, parameters=model.parameters(), weight_decay=0.05, grad_clip=grad_clip)
     scaler = None
     if mode == "O2":
         model, opt = amp.decorate(model, opt, level="O2")

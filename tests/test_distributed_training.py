@@ -19,7 +19,8 @@ from mpi_run import run_mpi
 
 import minitorch_amp as mt
 
-SCENARIOS = ["dp-fp32", "dp-O2", "os-O2", "os_g-O2", "inf-dp", "inf-os_g", "accum", "ckpt"]
+SCENARIOS = ["dp-fp32", "dp-O2", "os-O2", "os_g-O2", "inf-dp", "inf-os_g", "accum", "ckpt",
+             "dp-O2+clip", "os_g-O2+clip"]  # fmt: skip
 FP32_TOL = {"rtol": 1e-5, "atol": 1e-6}
 O2_TOL = {"rtol": 0, "atol": 2e-4}
 
@@ -133,6 +134,18 @@ def test_os_g_keeps_only_the_owned_gradients(ranks):
             assert set(held) == set(results[0]["dp-O2/owned"])  # 'os' all-reduces everything
     assert all("reduce_scatter:float32" in r["os_g-O2/sent"] for r in results)
     assert all("all_reduce:float32" not in r["os_g-O2/sent"] for r in results)
+
+
+def test_a_global_norm_clip_sees_every_ranks_gradients(ranks):
+    """Sharded, each rank holds only its gradients: the squared norms are summed over the
+    ranks, so the clip equals the unsharded one (up to the order of the sums)."""
+    results, _ = ranks
+    for result in results:
+        clipped = saved(result, "os_g-O2+clip/master:")
+        reference = saved(results[0], "dp-O2+clip/master:")
+        assert_same(clipped, {k: reference[k] for k in clipped}, **O2_TOL)
+        unclipped = saved(results[0], "dp-O2/master:")
+        assert max(np.abs(reference[k] - unclipped[k]).max() for k in reference) > 1e-3
 
 
 # ---- overflow -----------------------------------------------------------------------------

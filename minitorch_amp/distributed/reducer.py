@@ -88,6 +88,8 @@ class AllReduceGrads:
 
     def sync(self) -> None:
         """Replace every gradient by its average over the ranks."""
+        if self.comm.size == 1:
+            return  # a world of one: the gradients are already the average
         used = self._used()
         for index, bucket in enumerate(self.buckets):
             if used is not None:
@@ -124,6 +126,8 @@ class ReduceScatterGrads(AllReduceGrads):
         self.owner = owner
 
     def sync(self) -> None:
+        if self.comm.size == 1:
+            return
         used, size, me = self._used(), self.comm.size, self.comm.rank
         for index, bucket in enumerate(self.buckets):
             if used is not None:

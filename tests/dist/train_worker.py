@@ -32,6 +32,7 @@ from minitorch_amp import distributed as dist  # noqa: E402
 from minitorch_amp.backend import comm as _comm  # noqa: E402
 from minitorch_amp.backend.cast_counter import cast_counts, reset_cast_counts  # noqa: E402
 
+
 def wrap(model, opt, scaler, how: str):
     if how == "dp":
         return dist.DataParallel(model), opt, scaler
@@ -50,11 +51,11 @@ def plain(prefix: str, out: dict, **values) -> None:
     out.update({f"{prefix}{k}": v for k, v in values.items()})
 
 
-def scenario_train(out: dict, how: str, mode: str) -> None:
+def scenario_train(out: dict, how: str, mode: str, clip: float | None = None) -> None:
     """DataParallel or sharded training: params, masters, memory, casts and bytes sent."""
-    prefix = f"{how}-{mode}/"
+    prefix = f"{how}-{mode}{'+clip' if clip else ''}/"
     rank, size = dist.get_rank(), dist.get_world_size()
-    model, opt, scaler = wrap(*build(mode), how)
+    model, opt, scaler = wrap(*build(mode, clip=clip), how)
     world = _comm.get_world()
     before = Counter(world.stats)
     reset_cast_counts()
@@ -160,9 +161,10 @@ def main() -> None:
             scenario_accumulate(out)
         elif name == "ckpt":
             scenario_checkpoint(out, folder)
-        else:
+        else:  # e.g. 'os_g-O2', or 'os_g-O2+clip' (a global-norm clip of 0.05)
+            name, clip = name.split("+")[0], 0.05 if name.endswith("+clip") else None
             how, mode = name.rsplit("-", 1)
-            scenario_train(out, how, mode)
+            scenario_train(out, how, mode, clip)
     arrays = {k: v for k, v in out.items() if isinstance(v, np.ndarray)}
     values = {k: v for k, v in out.items() if not isinstance(v, np.ndarray)}
     save_result(dist.get_rank(), **arrays, **values)

@@ -208,6 +208,8 @@ class ShardedOptimizer:
     def _broadcast_params(self) -> None:
         """Each owner sends its parameters, packed per dtype (float16 under O2)."""
         comm, me = self._comm, self._comm.rank
+        if comm.size == 1:
+            return
         for rank in range(comm.size):
             by_dtype: dict = {}
             for p in self._all_params:
