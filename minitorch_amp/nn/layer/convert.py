@@ -255,7 +255,10 @@ def _check_room(todo: list, dtype) -> None:
             place = _device.place_of(each._data)
             if place not in free:
                 free[place] = _memory.memory_available(place)
-            running += each._data.size * (dtype.itemsize - each._data.dtype.itemsize)
+            # NOTE: in the accounting's bytes: on the CPU arrays under MIN_TRACKED_BYTES are
+            # free, so a small float32 array can become a counted float64 one.
+            new = _counted(each._data.size * dtype.itemsize, place)
+            running += new - _counted(each._data.nbytes, place)
             if running > free[place]:
                 raise _memory.OutOfMemoryError(
                     f"out of memory on {place}: converting to {dtype} needs {running} more "
@@ -264,6 +267,12 @@ def _check_room(todo: list, dtype) -> None:
                     "(excluded_layers), or raise the limit (minitorch_amp.device."
                     "set_memory_limit)."
                 )
+
+
+def _counted(nbytes: int, place) -> int:
+    """The bytes the memory accounting charges on ``place`` for an array of ``nbytes``."""
+    small = place.kind == "cpu" and nbytes < _memory.MIN_TRACKED_BYTES
+    return 0 if small else nbytes
 
 
 def parse_place(device) -> _device.Place:
