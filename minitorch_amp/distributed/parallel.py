@@ -124,8 +124,9 @@ class DataParallel(Layer):
             return getattr(layers, name)  # model.weight works as on the bare model
 
 
-def sync_params_buffers(layers: Layer, comm) -> None:
-    """Check that every rank's model matches rank 0's, then copy rank 0's values everywhere."""
+def check_same_model(layers: Layer, comm) -> list:
+    """Raise on every rank unless all ranks' models have the same parameters and buffers
+    (number, shapes, dtypes); returns them, parameters first."""
     tensors = [*layers.parameters(), *[b for b in layers.buffers() if b is not None]]
     signature = ";".join(f"{t.shape}:{t._data.dtype}" for t in tensors).encode()
     mine = np.array([len(tensors), zlib.crc32(signature)], dtype=np.int64)
@@ -137,7 +138,12 @@ def sync_params_buffers(layers: Layer, comm) -> None:
             f"shape or dtype ({counts}). Build the same model on every rank (and decorate it "
             "the same way) before wrapping it."
         )
-    for t in tensors:
+    return tensors
+
+
+def sync_params_buffers(layers: Layer, comm) -> None:
+    """Check that every rank's model matches rank 0's, then copy rank 0's values everywhere."""
+    for t in check_same_model(layers, comm):
         comm.broadcast(t._data, 0)
 
 

@@ -21,7 +21,7 @@ from ...backend import device as _device
 from ...nn.layer.layers import Layer
 from ...optimizer.optimizer import Optimizer
 from ..env import check_group, world
-from ..parallel import DataParallel
+from ..parallel import DataParallel, check_same_model
 from ..reducer import AllReduceGrads, ReduceScatterGrads
 from .optimizer import ShardedOptimizer
 
@@ -91,6 +91,7 @@ def group_sharded_parallel(model, optimizer, level, scaler=None, group=None, off
             "build it over model.parameters()"
         )
     comm = world()
+    check_same_model(model, comm)  # before anything changes: a mismatch leaves all intact
     sharded = ShardedOptimizer(optimizer, comm)
     params = [p for p in sharded._all_params if not p.stop_gradient]
     if level == "os":
