@@ -20,7 +20,7 @@ from mpi_run import run_mpi
 import minitorch_amp as mt
 
 SCENARIOS = ["dp-fp32", "dp-O2", "os-O2", "os_g-O2", "inf-dp", "inf-os_g", "accum", "ckpt",
-             "dp-O2+clip", "os_g-O2+clip"]  # fmt: skip
+             "dp-O2+clip", "os_g-O2+clip", "mismatch"]  # fmt: skip
 FP32_TOL = {"rtol": 1e-5, "atol": 1e-6}
 O2_TOL = {"rtol": 0, "atol": 2e-4}
 
@@ -146,6 +146,14 @@ def test_a_global_norm_clip_sees_every_ranks_gradients(ranks):
         assert_same(clipped, {k: reference[k] for k in clipped}, **O2_TOL)
         unclipped = saved(results[0], "dp-O2/master:")
         assert max(np.abs(reference[k] - unclipped[k]).max() for k in reference) > 1e-3
+
+
+def test_different_models_on_the_ranks_fail_on_every_rank_and_change_nothing(ranks):
+    results, _ = ranks
+    for result in results:
+        errors = result["mismatch/errors"]
+        assert len(errors) == 2 and all("different models" in e for e in errors)
+        assert result["mismatch/n_params"] == 2  # the optimizer was not sharded
 
 
 # ---- overflow -----------------------------------------------------------------------------

@@ -150,6 +150,25 @@ def scenario_checkpoint(out: dict, folder: Path) -> None:
     save_params(out, prefix + "restored:", model2, opt2)
 
 
+def scenario_mismatch(out: dict) -> None:
+    """Rank 1 builds a wider model: wrapping fails on every rank, and changes nothing."""
+    from minitorch_amp import nn, optimizer
+
+    rank = dist.get_rank()
+    model = nn.Linear(4, 4 + rank)
+    opt = optimizer.Adam(0.1, parameters=model.parameters())
+    errors = []
+    for wrap_it in (
+        lambda: dist.DataParallel(model),
+        lambda: dist.sharding.group_sharded_parallel(model, opt, "os_g"),
+    ):
+        try:
+            wrap_it()
+        except ValueError as exc:
+            errors.append(str(exc))
+    plain("mismatch/", out, errors=errors, n_params=len(opt._parameter_list))
+
+
 def main() -> None:
     dist.init_parallel_env(timeout=60)
     out: dict = {}
@@ -159,6 +178,8 @@ def main() -> None:
             scenario_inf(out, name.split("-", 1)[1])
         elif name == "accum":
             scenario_accumulate(out)
+        elif name == "mismatch":
+            scenario_mismatch(out)
         elif name == "ckpt":
             scenario_checkpoint(out, folder)
         else:  # e.g. 'os_g-O2', or 'os_g-O2+clip' (a global-norm clip of 0.05)
