@@ -33,10 +33,13 @@ from minitorch_amp.backend import comm as _comm  # noqa: E402
 from minitorch_amp.backend.cast_counter import cast_counts, reset_cast_counts  # noqa: E402
 
 
-def wrap(model, opt, scaler, how: str):
+def wrap(model, opt, scaler, how: str, small: bool = False):
+    """Wrap for ``how`` ('dp', 'os', 'os_g'); ``small``: 256-byte buckets and chunks, so
+    that gradients and parameters travel in many pieces."""
     if how == "dp":
         return dist.DataParallel(model), opt, scaler
-    return dist.sharding.group_sharded_parallel(model, opt, how, scaler)
+    size = 256 if small else 2**23
+    return dist.sharding.group_sharded_parallel(model, opt, how, scaler, buffer_max_size=size)
 
 
 def save_params(out: dict, prefix: str, model, opt=None) -> None:
@@ -51,11 +54,14 @@ def plain(prefix: str, out: dict, **values) -> None:
     out.update({f"{prefix}{k}": v for k, v in values.items()})
 
 
-def scenario_train(out: dict, how: str, mode: str, clip: float | None = None) -> None:
-    """DataParallel or sharded training: params, masters, memory, casts and bytes sent."""
-    prefix = f"{how}-{mode}{'+clip' if clip else ''}/"
+def scenario_train(out: dict, how: str, mode: str, variant: str = "") -> None:
+    """DataParallel or sharded training: params, masters, memory, casts and bytes sent.
+
+    ``variant``: '' , 'clip' (a global-norm clip of 0.05) or 'small' (small buckets)."""
+    prefix = f"{how}-{mode}{'+' + variant if variant else ''}/"
     rank, size = dist.get_rank(), dist.get_world_size()
-    model, opt, scaler = wrap(*build(mode, clip=clip), how)
+    clip = 0.05 if variant == "clip" else None
+    model, opt, scaler = wrap(*build(mode, clip=clip), how, small=variant == "small")
     world = _comm.get_world()
     before = Counter(world.stats)
     reset_cast_counts()
@@ -182,10 +188,10 @@ def main() -> None:
             scenario_mismatch(out)
         elif name == "ckpt":
             scenario_checkpoint(out, folder)
-        else:  # e.g. 'os_g-O2', or 'os_g-O2+clip' (a global-norm clip of 0.05)
-            name, clip = name.split("+")[0], 0.05 if name.endswith("+clip") else None
+        else:  # e.g. 'os_g-O2', 'os_g-O2+clip', 'os_g-O2+small'
+            name, _, variant = name.partition("+")
             how, mode = name.rsplit("-", 1)
-            scenario_train(out, how, mode, clip)
+            scenario_train(out, how, mode, variant)
     arrays = {k: v for k, v in out.items() if isinstance(v, np.ndarray)}
     values = {k: v for k, v in out.items() if not isinstance(v, np.ndarray)}
     save_result(dist.get_rank(), **arrays, **values)

@@ -92,7 +92,7 @@ def group_sharded_parallel(model, optimizer, level, scaler=None, group=None, off
         )
     comm = world()
     check_same_model(model, comm)  # before anything changes: a mismatch leaves all intact
-    sharded = ShardedOptimizer(optimizer, comm)
+    sharded = ShardedOptimizer(optimizer, comm, chunk_bytes=buffer_max_size)
     params = [p for p in sharded._all_params if not p.stop_gradient]
     if level == "os":
         sync = AllReduceGrads(params, comm, buffer_max_size, buffer_max_size, False)

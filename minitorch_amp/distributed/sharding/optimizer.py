@@ -65,9 +65,10 @@ class ShardedOptimizer:
     Args:
         optimizer: the inner optimizer, built over all the model's parameters.
         comm: the communicator.
+        chunk_bytes: parameters are broadcast packed in chunks of at most this many bytes.
     """
 
-    def __init__(self, optimizer: Optimizer, comm):
+    def __init__(self, optimizer: Optimizer, comm, chunk_bytes: int = 2**23):
         if not isinstance(optimizer, Optimizer):
             raise TypeError(
                 f"sharding needs a minitorch_amp optimizer, got {type(optimizer).__name__}"
@@ -92,7 +93,8 @@ class ShardedOptimizer:
         for group in optimizer._param_groups:
             self._clips[id(group)] = group["grad_clip"]
             group["grad_clip"] = None
-        self._buffers: dict = {}
+        self.chunk_bytes = int(chunk_bytes)
+        self._buffers: dict = {}  # (dtype, place) -> the broadcast staging buffer
 
     # ---- what GradScaler and users touch -----------------------------------------------
     @property
@@ -206,35 +208,63 @@ class ShardedOptimizer:
                 g._data[...] = _scaled(g._data, scale[0])
 
     def _broadcast_params(self) -> None:
-        """Each owner sends its parameters, packed per dtype (float16 under O2)."""
+        """Each owner sends its parameters in their own dtype (float16 under O2).
+
+        Small parameters are packed into chunks of at most ``chunk_bytes`` (one collective
+        each) through one reused staging buffer; a parameter at least that large is sent in
+        place. The extra memory is one chunk, not a copy of the model.
+        """
         comm, me = self._comm, self._comm.rank
         if comm.size == 1:
             return
-        for rank in range(comm.size):
+        for root, params in self._broadcast_plan():
+            if len(params) == 1:
+                comm.broadcast(params[0]._data, root)  # big: straight from/into the param
+                continue
+            sizes = [_numel(p) for p in params]
+            buf = self._staging(sum(sizes), params[0])
+            offsets = np.cumsum([0, *sizes])
+            if root == me:
+                for p, a, b in zip(params, offsets[:-1], offsets[1:]):
+                    buf[a:b] = p._data.reshape(-1)
+            comm.broadcast(buf, root)
+            if root != me:
+                for p, a, b in zip(params, offsets[:-1], offsets[1:]):
+                    p._data[...] = buf[a:b].reshape(p._data.shape)
+
+    def _broadcast_plan(self) -> list:
+        """``[(owner, params)]``: per owner and dtype, runs of params up to ``chunk_bytes``.
+
+        Recomputed each step from the partition and the params' dtypes, so every rank makes
+        the same plan (``decorate`` may change dtypes after sharding).
+        """
+        plan = []
+        for root in range(self._comm.size):
             by_dtype: dict = {}
             for p in self._all_params:
-                if self._owner[id(p)] == rank:
+                if self._owner[id(p)] == root:
                     by_dtype.setdefault(p._data.dtype, []).append(p)
-            for dtype, params in by_dtype.items():
-                buf = self._buffer((rank, dtype), sum(_numel(p) for p in params), params[0])
-                offset = 0
-                if rank == me:
-                    for p in params:
-                        buf[offset : offset + _numel(p)] = p._data.reshape(-1)
-                        offset += _numel(p)
-                comm.broadcast(buf, rank)
-                if rank != me:
-                    for p in params:
-                        p._data[...] = buf[offset : offset + _numel(p)].reshape(p._data.shape)
-                        offset += _numel(p)
+            for params in by_dtype.values():
+                run, nbytes = [], 0
+                for p in params:
+                    if run and nbytes + p._data.nbytes > self.chunk_bytes:
+                        plan.append((root, run))
+                        run, nbytes = [], 0
+                    run.append(p)
+                    nbytes += p._data.nbytes
+                if run:
+                    plan.append((root, run))
+        return plan
 
-    def _buffer(self, key, size: int, like):
+    def _staging(self, size: int, like):
+        """A reused flat buffer of ``like``'s dtype and device holding ``size`` elements."""
+        key = (like._data.dtype, like.place)
         buf = self._buffers.get(key)
-        if buf is None or buf.size != size or _device.place_of(buf) != like.place:
+        if buf is None or buf.size < size:
             xp = _device.get_array_module(like._data)
             buf = _device.to_place(xp.empty(size, dtype=like._data.dtype), like.place)
             self._buffers[key] = buf
-        return buf
+        return buf[:size]
 
     def __repr__(self) -> str:
         return (
