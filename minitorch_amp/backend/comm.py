@@ -81,7 +81,8 @@ OP_NAMES = {0: "SUM", 1: "MAX", 2: "MIN", 3: "PROD", 4: "AVG"}
 
 
 # Collective codes in a descriptor (0 is "no collective"), and dtype codes.
-OPS = ("all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier", "check", "object")
+OPS = ("all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier", "check",
+       "gather_object")  # fmt: skip
 _DTYPES = ("bool", "uint8", "int32", "int64", "float16", "float32", "float64")
 
 
@@ -109,7 +110,9 @@ def describe(op: str, array=None, arg: int = 0) -> np.ndarray:
     desc[2] = arg
     if array is not None:
         name = np.dtype(array.dtype).name
-        desc[1] = _DTYPES.index(name) if name in _DTYPES else 99
+        # NOTE: dtypes outside _DTYPES get distinct codes too (100 + NumPy's type number):
+        # one shared "unsupported" code would let int8 on one rank meet int16 on another.
+        desc[1] = _DTYPES.index(name) if name in _DTYPES else 100 + np.dtype(array.dtype).num
         desc[3] = array.ndim
         if array.ndim > _MAX_DIMS:  # rare: compare the size and the leading dimensions
             desc[4] = int(np.prod(array.shape))
@@ -306,6 +309,7 @@ class MPIComm(Comm):
     def gather_object(self, obj, root: int = 0):
         import pickle
 
+        self.check("gather_object", None, root)
         payload = np.frombuffer(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), np.uint8)
         sizes = self.exchange(np.array([payload.size]))[:, 0]
         recv = None

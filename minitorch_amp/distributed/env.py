@@ -92,7 +92,9 @@ def get_backend(group=None) -> str:
 def barrier(group=None) -> None:
     """Wait until every rank has reached this call (raises on a timeout)."""
     check_group(group)
-    world().barrier()
+    comm = world()
+    comm.check("barrier")  # NOTE: unchecked, a barrier pairs with another rank's collective
+    comm.barrier()
 
 
 class ParallelEnv:
