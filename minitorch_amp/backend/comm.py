@@ -17,7 +17,8 @@ Two promises every communicator keeps, because a distributed bug must not become
 2. **Timed**: MPI waits are non-blocking requests polled until ``timeout`` seconds; a rank
    that died, hung or skipped the collective makes the others raise
    :class:`CollectiveTimeoutError`. An exception that nobody catches on any rank calls
-   ``MPI_Abort``, so ``mpiexec`` ends every rank with an error instead of leaving them waiting.
+   ``MPI_Abort``, so ``mpiexec`` ends every rank with an error instead of leaving them waiting;
+   so does the exit of a rank that timed out, even when it caught the error.
 
 Reductions of float16 run in float32 and round once at the end (MPI and NCCL would otherwise
 round after every partial sum), so the result does not depend on the number of ranks' order.
@@ -28,6 +29,7 @@ root only) for the docs and the tests.
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import time
@@ -248,6 +250,7 @@ class MPIComm(Comm):
         self.MPI = mpi or _import_mpi()
         self.comm = self.MPI.COMM_WORLD
         super().__init__(self.comm.Get_rank(), self.comm.Get_size(), timeout)
+        self._failed = ""  # why the world broke (a timeout), or "" while it works
         self._ops = {
             ReduceOp.SUM: self.MPI.SUM,
             ReduceOp.MAX: self.MPI.MAX,
@@ -256,7 +259,15 @@ class MPIComm(Comm):
         }
 
     def wait(self, request, what: str) -> None:
-        """Poll ``request`` until it completes; raise after ``timeout`` seconds."""
+        """Poll ``request`` until it completes; raise after ``timeout`` seconds.
+
+        After a timeout the world is broken for good: the lost request stays posted and would
+        pair with a late rank's next collective. Later waits raise at once, and this process
+        ends the whole job (``MPI_Abort``) when it exits, even through ``sys.exit`` or a caught
+        error: ``mpiexec`` would otherwise keep waiting for the rank that hung.
+        """
+        if self._failed:
+            raise CollectiveTimeoutError(f"an earlier collective timed out: {self._failed}")
         if request.Test():
             return
         start = time.monotonic()
@@ -266,12 +277,22 @@ class MPIComm(Comm):
             if spins > 200:  # spin briefly (small messages finish in microseconds), then nap
                 time.sleep(0.0002)
             if time.monotonic() - start > self.timeout:
-                raise CollectiveTimeoutError(
+                self._failed = (
                     f"rank {self.rank} waited {self.timeout:g} s in {what} for the other "
                     f"{self.size - 1} rank(s): one of them died, hung, or did not call it. "
                     "This process cannot recover; restart the job (the timeout is "
                     f"init_parallel_env(timeout=...) or {TIMEOUT_ENV})."
                 )
+                atexit.register(self._abort_at_exit)
+                raise CollectiveTimeoutError(self._failed)
+
+    def _abort_at_exit(self) -> None:
+        sys.stderr.write(
+            f"minitorch_amp.distributed: rank {self.rank} exits after a collective timed out; "
+            f"aborting all {self.size} ranks.\n"
+        )
+        sys.stderr.flush()
+        self.abort(1)
 
     def exchange(self, values: np.ndarray) -> np.ndarray:
         values = np.ascontiguousarray(values, dtype=np.int64)
