@@ -198,11 +198,13 @@ class Comm:
                 out //= self.size
             else:
                 out /= out.dtype.type(self.size)
+        if array.dtype == np.bool_:  # NOTE: a uint8 SUM can leave 2 in a bool's byte; make it 1
+            out = out != 0
         if kind == "all_reduce":
             if out is not array:
-                array[...] = out.view(np.bool_) if array.dtype == np.bool_ else out
+                array[...] = out
             return array
-        return out.view(np.bool_) if array.dtype == np.bool_ else out.astype(array.dtype)
+        return out.astype(array.dtype, copy=False)
 
     def broadcast(self, array, root: int):
         if self.rank == root:  # only the root sends
