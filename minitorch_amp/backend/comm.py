@@ -496,6 +496,8 @@ def _timeout(timeout) -> float:
             timeout = float(raw) if raw else DEFAULT_TIMEOUT
         except ValueError:
             raise ValueError(f"{TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
+        if not timeout > 0:
+            raise ValueError(f"{TIMEOUT_ENV}={raw!r} must be a positive number of seconds")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     return float(timeout)
