@@ -83,6 +83,15 @@ def test_loading_a_full_state_dict_into_a_shard_keeps_the_owned_part():
     assert all(k.split("_moment")[0].split("_beta")[0] in mine for k in shard if "_0" in k)
 
 
+def test_reduce_scatter_with_unequal_blocks_checks_its_counts():
+    comm = dist.init_parallel_env() and _comm.get_world()
+    flat = np.arange(5, dtype=np.float32)
+    np.testing.assert_array_equal(comm.reduce_scatter(flat, counts=[5]), flat)  # one rank
+    for counts in ([2, 3], [4]):
+        with pytest.raises(ValueError, match="one block length per rank"):
+            comm.reduce_scatter(flat, counts=counts)
+
+
 # ---- group_sharded_parallel ---------------------------------------------------------------
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),

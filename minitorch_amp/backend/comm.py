@@ -178,11 +178,23 @@ class Comm:
     def all_reduce(self, array, op: int = ReduceOp.SUM):
         return self._reduce_like("all_reduce", array, op)
 
-    def reduce_scatter(self, array, op: int = ReduceOp.SUM):
-        """Reduce ``array`` ([size * n, ...]) over ranks; return this rank's block [n, ...]."""
-        return self._reduce_like("reduce_scatter", array, op)
+    def reduce_scatter(self, array, op: int = ReduceOp.SUM, counts=None):
+        """Reduce ``array`` over ranks; return this rank's block.
 
-    def _reduce_like(self, kind: str, array, op: int):
+        Without ``counts``: ``array`` is ``[size * n, ...]`` and every block is ``[n, ...]``.
+        With ``counts`` (one block length per rank, summing to ``array.size``): ``array`` is
+        flat and rank r gets ``counts[r]`` elements, so unequal blocks need no padding.
+        """
+        if counts is not None:
+            counts = tuple(int(c) for c in counts)
+            if len(counts) != self.size or sum(counts) != array.size or array.ndim != 1:
+                raise ValueError(
+                    f"reduce_scatter: counts {counts} must hold one block length per rank "
+                    f"({self.size}) and add up to the flat array's {array.size} elements"
+                )
+        return self._reduce_like("reduce_scatter", array, op, counts)
+
+    def _reduce_like(self, kind: str, array, op: int, counts=None):
         """float16 in float32, bool as uint8, AVG as SUM then a division; result in place
         (all_reduce) or as a new block (reduce_scatter), in ``array``'s dtype."""
         wire = array
@@ -192,7 +204,7 @@ class Comm:
             wire = array.view(np.uint8)
         raw_op = ReduceOp.SUM if op == ReduceOp.AVG else op
         self._count(kind, wire)
-        out = self._raw(kind, wire, raw_op)
+        out = self._raw(kind, wire, raw_op, counts)
         if op == ReduceOp.AVG:
             if out.dtype.kind != "f":
                 out //= self.size
@@ -224,8 +236,9 @@ class Comm:
         """Every rank's picklable ``obj`` as a list on ``root`` (None on the others)."""
         return [obj]
 
-    def _raw(self, kind: str, array, arg: int):
-        """Move the bytes: ``arg`` is the reduce op or the root. Returns the result array."""
+    def _raw(self, kind: str, array, arg: int, counts=None):
+        """Move the bytes: ``arg`` is the reduce op or the root; ``counts`` the block lengths
+        of a reduce_scatter with unequal blocks. Returns the result array."""
         if kind == "all_gather":
             return array[None].copy()
         return array if kind != "reduce_scatter" else array.copy()
@@ -302,12 +315,16 @@ class MPIComm(Comm):
         self.wait(self.comm.Iallgather(values, table), "a check of the collective's arguments")
         return table
 
-    def _raw(self, kind: str, array, arg: int):
+    def _raw(self, kind: str, array, arg: int, counts=None):
         host = np.ascontiguousarray(_device.asnumpy(array))  # CuPy arrays travel via the host
         if kind == "all_reduce":
             out = host
             request = self.comm.Iallreduce(self.MPI.IN_PLACE, out, op=self._ops[arg])
             self.wait(request, "all_reduce")
+        elif kind == "reduce_scatter" and counts is not None:
+            out = np.empty(counts[self.rank], dtype=host.dtype)
+            request = self.comm.Ireduce_scatter(host, out, list(counts), op=self._ops[arg])
+            self.wait(request, "reduce_scatter")
         elif kind == "reduce_scatter":
             out = np.empty((host.shape[0] // self.size, *host.shape[1:]), dtype=host.dtype)
             request = self.comm.Ireduce_scatter_block(host, out, op=self._ops[arg])
@@ -384,9 +401,9 @@ class NCCLComm(MPIComm):
             "float64": nccl.NCCL_FLOAT64,
         }
 
-    def _raw(self, kind: str, array, arg: int):
+    def _raw(self, kind: str, array, arg: int, counts=None):
         if not isinstance(array, self._cupy.ndarray):
-            return super()._raw(kind, array, arg)
+            return super()._raw(kind, array, arg, counts)
         cp = self._cupy
         work = cp.ascontiguousarray(array)
         raw = work.view(cp.uint8) if work.dtype == cp.bool_ else work
@@ -394,6 +411,18 @@ class NCCLComm(MPIComm):
             raw = raw.reshape(-1).view(cp.uint8)
         ntype = self._nccl_types[raw.dtype.name]
         stream = cp.cuda.get_current_stream().ptr
+        if kind == "reduce_scatter" and counts is not None:
+            # NCCL has no unequal-block reduce-scatter: one reduce per block, to its rank,
+            # grouped so NCCL runs them as one operation.
+            out = cp.empty(counts[self.rank], dtype=raw.dtype)
+            offsets = np.cumsum([0, *counts])
+            self.nccl.groupStart()
+            for root, (start, n) in enumerate(zip(offsets[:-1], counts)):
+                send = raw.data.ptr + int(start) * raw.itemsize
+                recv = out.data.ptr if root == self.rank else send  # used on the root only
+                self.nccl_comm.reduce(send, recv, n, ntype, self._nccl_ops[arg], root, stream)
+            self.nccl.groupEnd()
+            return out
         if kind == "reduce_scatter":
             out = cp.empty((work.shape[0] // self.size, *work.shape[1:]), dtype=raw.dtype)
             self.nccl_comm.reduceScatter(

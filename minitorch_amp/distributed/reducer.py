@@ -7,8 +7,9 @@ grads' dtype; each averaged value is rounded once on the way back.
 * :class:`AllReduceGrads` (``DataParallel``, sharding level ``'os'``): every rank ends with
   the average of every gradient.
 * :class:`ReduceScatterGrads` (sharding level ``'os_g'``): each bucket is laid out by owner,
-  rank 0's parameters first, and reduce-scattered, so each rank receives only the averaged
-  gradients of the parameters it owns; the others' gradients are dropped (memory / N).
+  rank 0's parameters first, and reduce-scattered with one block per rank (blocks of unequal
+  length, no padding), so each rank receives only the averaged gradients of the parameters
+  it owns; the others' gradients are dropped (memory / N).
 
 Buckets follow the parameters in reverse order, as backward produces their gradients, and
 hold at most ``bucket_bytes`` of float32 (the first, the last layers', ``first_bucket_bytes``).
@@ -134,22 +135,20 @@ class ReduceScatterGrads(AllReduceGrads):
                 bucket = [p for p in bucket if id(p) in used]
                 if not bucket:
                     continue
-            # Lay the bucket out by owner: rank r's parameters in block r, blocks padded equal.
+            # Lay the bucket out by owner, rank 0's parameters first; block r is rank r's.
             blocks = [[p for p in bucket if self.owner[id(p)] == r] for r in range(size)]
-            block = max(sum(_numel(p) for p in b) for b in blocks)
-            buf = self._buffer(index, block * size, bucket[0]._data)
-            for r, params in enumerate(blocks):
-                offset = r * block
-                for p in params:
-                    n = _numel(p)
-                    part = buf[offset : offset + n]
-                    if p._grad is None:
-                        part[...] = 0
-                    else:
-                        part[...] = p._grad._data.reshape(-1)
-                    offset += n
-                buf[offset : (r + 1) * block] = 0  # padding
-            mine = self.comm.reduce_scatter(buf, ReduceOp.AVG)
+            counts = [sum(_numel(p) for p in b) for b in blocks]
+            buf = self._buffer(index, sum(counts), bucket[0]._data)
+            offset = 0
+            for p in (p for b in blocks for p in b):
+                n = _numel(p)
+                part = buf[offset : offset + n]
+                if p._grad is None:
+                    part[...] = 0
+                else:
+                    part[...] = p._grad._data.reshape(-1)
+                offset += n
+            mine = self.comm.reduce_scatter(buf, ReduceOp.AVG, counts=counts)
             offset = 0
             for p in blocks[me]:
                 n = _numel(p)

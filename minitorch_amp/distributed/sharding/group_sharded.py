@@ -4,9 +4,10 @@ Levels (Paddle's names):
 
 * ``'os'``: optimizer state sharding. Gradients are all-reduced as in ``DataParallel``; each
   rank updates only the parameters it owns and broadcasts them.
-* ``'os_g'``: also gradients. Each gradient bucket is reduce-scattered, so a rank receives
-  (and keeps) only the averaged gradients of its own parameters: half the gradient traffic
-  of an all-reduce, and gradient memory about 1/N.
+* ``'os_g'``: also gradients. Each gradient bucket is reduce-scattered (one block per
+  owner, unequal lengths, no padding), so a rank receives (and keeps) only the averaged
+  gradients of its own parameters: gradient memory about 1/N, and in a ring algorithm each
+  rank sends (N-1)/N of the gradients instead of an all-reduce's 2(N-1)/N.
 
 ``'p_g_os'`` (parameters sharded too, stage 3) is not implemented.
 """
