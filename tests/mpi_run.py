@@ -2,7 +2,8 @@
 
 A worker script writes its results with :func:`save_result` into ``$MT_RESULTS_DIR``; the
 test gets a list with one dict per rank. ``mpiexec`` always runs under a hard time limit, so
-a test of a hang fails instead of hanging the suite.
+a test of a hang fails instead of hanging the suite. The environment comes from the
+launcher's :func:`~minitorch_amp.distributed.launch.mpiexec_env`, so Open MPI runs as root too.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minitorch_amp.distributed.launch import find_mpiexec
+from minitorch_amp.distributed.launch import find_mpiexec, mpiexec_env
 
 WORKERS = Path(__file__).parent / "dist"
 
@@ -40,7 +41,7 @@ def run_mpi(script: str, nproc: int, *args, tmp_path: Path, timeout: float = 120
     out = tmp_path / f"results-{script}-{nproc}"
     out.mkdir(parents=True, exist_ok=True)
     full_env = {
-        **os.environ,
+        **mpiexec_env(),
         "MT_RESULTS_DIR": str(out),
         "MINITORCH_AMP_DEVICE": os.environ.get("MINITORCH_AMP_DEVICE", "cpu"),
         "OPENBLAS_NUM_THREADS": "1",

@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import mpi_run
 import numpy as np
 import pytest
 from mpi_run import WORKERS, load_result, mpiexec_or_skip, run_mpi
@@ -676,6 +677,73 @@ def test_launch_without_options_leaves_the_environment_alone(fake_mpiexec):
     (command, env), = calls  # fmt: skip
     assert command[1:3] == ["-n", "1"]
     assert _comm.TIMEOUT_ENV not in env and _comm.BACKEND_ENV not in env
+
+
+# ---- Open MPI as root: mpiexec refuses to start unless both variables are set ----------------
+ROOT_VARS = launch.OPENMPI_ROOT_VARS
+
+
+@pytest.fixture
+def user_id(monkeypatch):
+    """Pretend to run as the user id given to the returned function; no root variables set."""
+    for key in ROOT_VARS:
+        monkeypatch.delenv(key, raising=False)
+    return lambda uid: monkeypatch.setattr(launch.os, "geteuid", lambda: uid)
+
+
+def root_vars(env: dict) -> dict:
+    return {key: env[key] for key in ROOT_VARS if key in env}
+
+
+@pytest.mark.parametrize(("uid", "expected"), [(0, {k: "1" for k in ROOT_VARS}), (1000, {})])
+def test_launch_lets_open_mpi_run_as_root_and_only_as_root(fake_mpiexec, user_id, uid,
+                                                           expected):  # fmt: skip
+    """As root both variables are passed (MPICH ignores them); as anyone else neither is."""
+    calls, script = fake_mpiexec
+    user_id(uid)
+    launch.main([script])
+    (_, env), = calls  # fmt: skip
+    assert root_vars(env) == expected
+
+
+def test_launch_keeps_the_root_variables_the_user_set(fake_mpiexec, user_id, monkeypatch):
+    calls, script = fake_mpiexec
+    user_id(0)
+    monkeypatch.setenv("OMPI_ALLOW_RUN_AS_ROOT", "0")
+    launch.main([script])
+    (_, env), = calls  # fmt: skip
+    assert root_vars(env) == {"OMPI_ALLOW_RUN_AS_ROOT": "0", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+def test_mpiexec_env_copies_the_environment_it_is_given():
+    given = {"PATH": "/usr/bin", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "yes"}
+    env = launch.mpiexec_env(given, as_root=True)
+    assert env == {**given, "OMPI_ALLOW_RUN_AS_ROOT": "1"}
+    assert given == {"PATH": "/usr/bin", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "yes"}  # unchanged
+    assert launch.mpiexec_env(given, as_root=False) == given
+
+
+@pytest.mark.parametrize(("uid", "expected"), [(0, {k: "1" for k in ROOT_VARS}), (1000, {})])
+def test_the_test_runner_starts_mpiexec_with_the_launchers_environment(monkeypatch, tmp_path,
+                                                                       user_id, uid,
+                                                                       expected):  # fmt: skip
+    """tests/mpi_run.py (every multi-rank test) passes the same root variables, and its own."""
+    calls = []
+
+    def fake_run(command, env, **kwargs):
+        calls.append((command, env))
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    user_id(uid)
+    monkeypatch.setattr(mpi_run, "mpiexec_or_skip", lambda: "/opt/mpi/bin/mpiexec")
+    monkeypatch.setattr(mpi_run.subprocess, "run", fake_run)
+    monkeypatch.setenv("MT_KEPT", "yes")
+    _, results = run_mpi("comm_worker.py", 2, "launch", tmp_path=tmp_path)
+    assert results == [None, None]  # nothing ran
+    (command, env), = calls  # fmt: skip
+    assert command[:3] == ["/opt/mpi/bin/mpiexec", "-n", "2"]
+    assert root_vars(env) == expected
+    assert env["MT_KEPT"] == "yes" and env["OPENBLAS_NUM_THREADS"] == "1"
 
 
 @pytest.mark.parametrize(

@@ -7,13 +7,14 @@ O2) write their ``--report``; the tests read the per-rank numbers the docs table
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from mpi_run import mpiexec_or_skip
+
+from minitorch_amp.distributed.launch import mpiexec_env
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "distributed_simple_net.py"
 TINY = ["--width", "64", "--layers", "4", "--batch", "8", "--steps", "2"]
@@ -23,7 +24,7 @@ def run_example(tmp_path: Path, *args: str) -> dict:
     """Run the example on 2 ranks (hard time limit) and return rank 0's JSON report."""
     report = tmp_path / "report.json"
     command = [mpiexec_or_skip(), "-n", "2", sys.executable, str(EXAMPLE), *TINY, *args]
-    env = {**os.environ, "MINITORCH_AMP_DEVICE": "cpu", "OPENBLAS_NUM_THREADS": "1"}
+    env = {**mpiexec_env(), "MINITORCH_AMP_DEVICE": "cpu", "OPENBLAS_NUM_THREADS": "1"}
     done = subprocess.run(
         [*command, "--report", str(report)], env=env, capture_output=True, text=True, timeout=60
     )

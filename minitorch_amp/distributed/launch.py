@@ -3,6 +3,9 @@
 A thin wrapper over ``mpiexec -n N python train.py [args]``: it finds the ``mpiexec`` that
 the ``dist`` extra installed (next to this Python first, then on ``PATH``), runs it, and
 exits with its status. Everything after the script's name goes to the script.
+
+Run as root, it tells Open MPI that this is intended (see :func:`mpiexec_env`); MPICH, the
+``dist`` extra's MPI, needs nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +18,10 @@ import sys
 import sysconfig
 from pathlib import Path
 
-__all__ = ["find_mpiexec", "main", "mpiexec_command"]
+__all__ = ["find_mpiexec", "main", "mpiexec_command", "mpiexec_env"]
+
+# Open MPI's mpiexec refuses to start as root unless both are set; MPICH ignores them.
+OPENMPI_ROOT_VARS = ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")
 
 
 def find_mpiexec() -> str:
@@ -36,6 +42,34 @@ def find_mpiexec() -> str:
 def mpiexec_command(nproc: int, script: str, script_args=(), mpiexec: str | None = None) -> list:
     """``[mpiexec, -n, N, python, script, *args]``, with this Python."""
     return [mpiexec or find_mpiexec(), "-n", str(nproc), sys.executable, script, *script_args]
+
+
+def mpiexec_env(env: dict | None = None, as_root: bool | None = None) -> dict:
+    """A copy of ``env`` (default: ``os.environ``) that ``mpiexec`` may run with, MPI of any kind.
+
+    As root, Open MPI's ``mpiexec`` exits at once ("mpirun has detected an attempt to run as
+    root") unless ``OMPI_ALLOW_RUN_AS_ROOT=1`` and ``OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1`` are
+    set, as in a container; MPICH ignores both. So they are added when running as root, and
+    only then; a value the user already set is kept.
+
+    Args:
+        env: the environment to start from; not changed.
+        as_root: whether this process runs as root (default: its effective user id is 0).
+
+    Example:
+        >>> from minitorch_amp.distributed.launch import mpiexec_env
+        >>> mpiexec_env({"PATH": "/usr/bin"}, as_root=True)["OMPI_ALLOW_RUN_AS_ROOT"]
+        '1'
+        >>> "OMPI_ALLOW_RUN_AS_ROOT" in mpiexec_env({"PATH": "/usr/bin"}, as_root=False)
+        False
+    """
+    env = dict(os.environ if env is None else env)
+    if as_root is None:
+        as_root = hasattr(os, "geteuid") and os.geteuid() == 0  # no geteuid on Windows
+    if as_root:
+        for key in OPENMPI_ROOT_VARS:
+            env.setdefault(key, "1")
+    return env
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -59,7 +93,7 @@ def main(argv=None) -> int:
         _parser().error(f"--nproc_per_node must be >= 1, got {args.nproc_per_node}")
     if not Path(args.script).is_file():
         _parser().error(f"no such script: {args.script}")
-    env = dict(os.environ)
+    env = mpiexec_env()
     if args.backend:
         env["MINITORCH_AMP_DIST_BACKEND"] = args.backend
     if args.timeout is not None:
