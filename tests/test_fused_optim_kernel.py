@@ -64,14 +64,18 @@ def host_bucket(kind, ptype, gtype, seed=0, sizes=SIZES):
 
 
 def copy_bucket(lists, empty, misaligned=MISALIGNED):
-    """The bucket copied into arrays made by ``empty(n, dtype)``, tensors ``misaligned`` offset."""
+    """The bucket copied into arrays made by ``empty(n, dtype)``, tensors ``misaligned`` offset.
+
+    NOTE: ``out[...] = a`` is wrong for a CuPy ``out``: CuPy refuses to convert a NumPy array
+    implicitly (TypeError), so each array is moved to ``out``'s place first (no copy on the CPU).
+    """
 
     def copy(a, i):
         if a is None:
             return None
         offset = 1 if i in misaligned and a.size else 0
         out = empty(a.size + offset, a.dtype)[offset:]
-        out[...] = a
+        out[...] = _device.to_place(a, _device.place_of(out))
         return out
 
     return [[copy(a, i) for i, a in enumerate(arrays)] for arrays in lists]
