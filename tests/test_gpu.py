@@ -68,7 +68,9 @@ def test_simple_net_trains_the_same_on_gpu():
 
 
 def test_tensor_moves_between_devices_with_gradients():
-    x = mt.to_tensor([1.0, 2.0], stop_gradient=False)
+    """A CPU leaf moved to the GPU: the gradient flows back across the move, to the CPU."""
+    x = mt.to_tensor([1.0, 2.0], place="cpu", stop_gradient=False)  # not the default, the GPU
+    assert x.place == "cpu"
     y = x.to("gpu:0")
     assert y.place == "gpu:0"
     (y * y).sum().backward()
