@@ -17,6 +17,9 @@ Two measurements, minitorch_amp against PyTorch eager on the same device, interl
     python benchmarks/overhead.py --quick    # fewer repeats, a rough picture in ~20 s
     python benchmarks/overhead.py --no-plot  # tables only
 
+Every call and step is warmed up untimed first: one call (on a GPU it compiles the kernels),
+then more, for at least 1 s of sustained work on a GPU so its clocks are up (``timing.py``).
+
 PyTorch is required (it is what we compare against); it is never needed by the package.
 """
 
@@ -35,7 +38,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 
-from timing import interleave, timed
+from timing import interleave, timed, warm_up, warmup_seconds
 
 import minitorch_amp as mt
 from minitorch_amp import nn
@@ -106,14 +109,14 @@ def per_call_seconds(call, sync, number: int) -> float:
     return (time.perf_counter() - start) / number
 
 
-def dispatch_table(device, repeats: int, number: int) -> list:
+def dispatch_table(device, repeats: int, number: int, warmup_s: float) -> list:
     """Median microseconds per call of every tiny op, the frameworks interleaved per repeat."""
     sync = syncs(device)
     rows = []
     for op, grad, calls in tiny_ops(device):
         samples = {name: [] for name in calls}
-        for name, call in calls.items():  # warm-up
-            per_call_seconds(call, sync[name], number // 10)
+        for name, call in calls.items():
+            warm_up(call, sync[name], warmup_s, number // 10)
         for _ in range(repeats):
             for name, call in calls.items():
                 samples[name].append(per_call_seconds(call, sync[name], number))
@@ -174,24 +177,26 @@ def mlp_steps(width: int, depth: int, device) -> dict:
     return {"ours": (ours, sync["ours"]), "torch": (theirs, sync["torch"])}
 
 
-def ms_per_step(runs: dict, seconds: float, warmup: int = 3) -> dict:
+def ms_per_step(runs: dict, seconds: float, warmup_s: float, warmup: int = 3) -> dict:
     """Median ms/step of each run, with about ``seconds`` of timed steps each (20 at least).
 
     Fast steps get many more samples than slow ones, in 4 turns per framework.
     """
+    for step, _ in runs.values():
+        step()  # the first step compiles kernels on a GPU: it would spoil the estimate
     one = max(timed(step, sync) for step, sync in runs.values())
     steps = int(min(400, max(20, seconds / one)))
-    medians = interleave(runs, steps, warmup, block=max(5, steps // 4))
+    medians = interleave(runs, steps, warmup, block=max(5, steps // 4), warmup_s=warmup_s)
     return {name: median * 1e3 for name, median in medians.items()}
 
 
-def scaling(device, seconds: float) -> dict:
+def scaling(device, seconds: float, warmup_s: float) -> dict:
     """Median ms/step for every width (depth 3) and every depth (width 256)."""
     results = {"width": {}, "depth": {}}
     for width in WIDTHS:
-        results["width"][width] = ms_per_step(mlp_steps(width, 3, device), seconds)
+        results["width"][width] = ms_per_step(mlp_steps(width, 3, device), seconds, warmup_s)
     for depth in DEPTHS:
-        results["depth"][depth] = ms_per_step(mlp_steps(256, depth, device), seconds)
+        results["depth"][depth] = ms_per_step(mlp_steps(256, depth, device), seconds, warmup_s)
     return results
 
 
@@ -252,11 +257,12 @@ def main(argv=None) -> None:
         mt.set_device(args.device)
     device = torch_device()
     repeats, number, seconds = (5, 500, 0.1) if args.quick else (25, 2000, 1.0)
+    warmup_s = warmup_seconds(device.type == "cuda")
     where = f"{mt.get_device()}, torch {torch.__version__} ({torch.get_num_threads()} threads)"
 
     print(f"Per-op cost on {where}: median of {repeats} x {number} calls")
-    print_dispatch(dispatch_table(device, repeats, number))
-    results = scaling(device, seconds)
+    print_dispatch(dispatch_table(device, repeats, number, warmup_s))
+    results = scaling(device, seconds, warmup_s)
     print(f"\nTraining-step scaling on {where}: median of ~{seconds:g} s of steps (20 at least)")
     print_scaling(results)
     if not args.no_plot:

@@ -3,8 +3,10 @@
 One training step is forward, MSE loss, backward, loss scaling and the SGD update. Both
 frameworks train the same SimpleNet (three Linear layers, ReLU between) from the same initial
 weights on the same batches, on the same device, in one process; their first losses must
-agree. After a warm-up the two take turns in short blocks of steps (``timing.py`` says why not
-single steps), so a noisy neighbour slows both alike; the table shows the median of each.
+agree. After a warm-up (the first step compiles the kernels on a GPU; then more steps, on a
+GPU for at least 1 s of sustained work so its clocks are up) the two take turns in short blocks
+of steps (``timing.py`` says why not single steps), so a noisy neighbour slows both alike; the
+table shows the median of each.
 
 The modes, side by side:
 
@@ -57,7 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a sourc
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 from simple_net import SimpleNet
-from timing import interleave
+from timing import interleave, warmup_seconds
 
 import minitorch_amp as mt
 from minitorch_amp import amp, nn
@@ -204,8 +206,13 @@ def check_same_start(mode: str, ours_loss, torch_loss) -> None:
         raise RuntimeError(f"{mode}: first losses differ (ours {a}, torch {b}): not one model")
 
 
-def measure(mode, width, ours_batches, torch_batches, device, warmup, steps, block) -> dict:
-    """Median seconds per batch and peak bytes of ``mode`` for ours and (if given) torch."""
+def measure(
+    mode, width, ours_batches, torch_batches, device, warmup, steps, block, warmup_s
+) -> dict:
+    """Median seconds per batch and peak bytes of ``mode`` for ours and (if given) torch.
+
+    Each run warms up untimed first: ``warmup`` steps and at least ``warmup_s`` seconds.
+    """
     per_batch = ACCUMULATE if mode == "O2+acc4" else 1
     gc.collect()
     base = mt.device.memory_allocated()
@@ -223,7 +230,7 @@ def measure(mode, width, ours_batches, torch_batches, device, warmup, steps, blo
         check_same_start(mode, ours(), theirs())
 
     wake = 1 if block > 1 else 0  # single long steps need no untimed step to wake threads
-    medians = interleave(runs, steps, warmup, block, wake)
+    medians = interleave(runs, steps, warmup, block, wake, warmup_s=warmup_s)
     result = {name: seconds / per_batch for name, seconds in medians.items()}
     result["ours_peak"] = mt.device.max_memory_allocated() - base
     if on_gpu:
@@ -287,6 +294,7 @@ def main(argv=None) -> None:
     if args.device is not None:
         mt.set_device(args.device)
     device = None if args.no_torch else torch_device_for_ours()
+    warmup_s = warmup_seconds(str(mt.get_device()).startswith("gpu"))
     if torch is not None:
         torch.manual_seed(0)
 
@@ -302,9 +310,10 @@ def main(argv=None) -> None:
             for x, y in ours_batches
         ]
     threads = f", torch {torch.__version__} ({torch.get_num_threads()} threads)" if device else ""
+    sustained = f" (and >= {warmup_s:g} s)" if warmup_s else ""
     print(
         f"SimpleNet on {mt.get_device()}{threads}: width {args.width}, batch {args.batch}, "
-        f"median of {steps} steps after {warmup} warm-up, "
+        f"median of {steps} steps after {warmup} warm-up{sustained}, "
         f"interleaved in blocks of {block}"
     )
     if device is None and not args.no_torch:
@@ -319,7 +328,7 @@ def main(argv=None) -> None:
     results = {}
     for mode in args.modes:
         results[mode] = measure(
-            mode, args.width, ours_batches, torch_batches, device, warmup, steps, block
+            mode, args.width, ours_batches, torch_batches, device, warmup, steps, block, warmup_s
         )
     print_table(results)
 
