@@ -3,7 +3,12 @@
 // themselves on the device when the gradients overflowed, so the host never waits.
 //
 // ONE launch updates every parameter of one (optimizer kind, param dtype T, grad dtype G)
-// bucket. For each tensor t and each element i, all arithmetic in float32:
+// bucket. Each tensor t's learning rate is read from the device, computed in double and
+// rounded once (AdamW's decay factor likewise, from its coefficient t.decay):
+//
+//     lr = float(*base_lr * t.lr_ratio);   decay = float(1 - (*base_lr * t.lr_ratio) * t.decay)
+//
+// and for each element i, all arithmetic in float32:
 //
 //     p = t.master ? master[i] : float(param[i])     // no master: the param is its own
 //     g = float(grad[i]) * t.grad_scale              // Momentum's rescale_grad, else 1
@@ -15,7 +20,7 @@
 //   sgd_step:       p = p - lr * g
 //   momentum_step:  v = v * mu + g
 //                   p = p - lr * (g + mu * v)  with Nesterov,  else  p = p - lr * v
-//   adam_step:      p = p * t.decay                  // AdamW: float32(1 - lr * coeff), else 1
+//   adam_step:      p = p * decay                    // AdamW only (t.decay != 0)
 //                   m = m * beta1 + (1 - beta1) * g
 //                   v = v * beta2 + (1 - beta2) * (g * g)
 //                   root = sqrt(1 - beta2_pow);  lr_t = lr * root / (1 - beta1_pow)
@@ -31,17 +36,23 @@
 // * + - / and sqrt, in exactly the order written above; the loader compiles this file with
 // --fmad=false so that no multiply and add are contracted into an FMA, and '/' and sqrtf are
 // IEEE round-to-nearest (the default without --use_fast_math). The kernel is memory-bound, so
-// the lost FMAs cost nothing. The host rounds every scalar to float32 the way NumPy rounds a
-// Python float: lr, 1 - beta1 and 1 - lr * coeff are computed in double and rounded once.
-// (Multiplying by a grad_scale or decay of exactly 1 changes no bits, so the kernel does it
-// unconditionally where the twin skips it.)
+// the lost FMAs cost nothing. Every scalar is rounded to float32 the way NumPy rounds a
+// Python float: 1 - beta1 on the host; lr and 1 - lr * coeff here, in double, rounded once
+// (the host computes the same doubles for the twin). (Multiplying by a grad_scale of exactly
+// 1 changes no bits, so the kernel does it unconditionally where the twin skips it.)
+//
+// The learning rate is read from device memory (base_lr, a double [1] that the optimizer
+// writes when it changes): a CUDA graph that captured this launch then uses the lr of each
+// replay, not the one of the capture.
 //
 // The tables (multi_tensor_apply style). The launcher packs one int64 buffer on the host and
-// uploads it in one asynchronous copy:
-//     TensorArgs[n]   pointers, size and per-tensor scalars of each tensor (80 bytes each)
+// uploads it once per set of tensors (kernels.device_table keeps it on the device; the next
+// step, with the same tensors, reuses it):
+//     TensorArgs[n]   pointers, size and per-tensor scalars of each tensor (88 bytes each)
 //     int2[C]         chunk c -> (tensor, chunk index within it); block c updates elements
 //                     [index * kChunk, min((index + 1) * kChunk, size)) of that tensor
-//     unsigned int    blocks_done = 0, Adam's ticket counter (see advance_beta_pows)
+//     unsigned int    blocks_done, Adam's ticket counter (see advance_beta_pows): 0 between
+//                     launches (uploaded as 0; the last block of each launch resets it)
 // Empty tensors get no chunk; when every tensor is empty the launcher sends one chunk of an
 // empty tensor, so that Adam's beta pows still advance, as the twin's do.
 // Inside a chunk each thread handles kVec consecutive elements per iteration, with one
@@ -49,11 +60,11 @@
 // (chunk starts keep that alignment: kChunk is a multiple of kVec), else element by element.
 //
 // Launch: grid (C,), block (kThreads,). Kernels (name expressions, T/G in {__half, float}):
-//     sgd_step<T, G>(tensors, chunks, found_inf)
-//     momentum_step<T, G>(tensors, chunks, found_inf, float mu, int nesterov)
+//     sgd_step<T, G>(tensors, chunks, found_inf, base_lr)
+//     momentum_step<T, G>(tensors, chunks, found_inf, base_lr, float mu, int nesterov)
 //     adam_step<T, G>(tensors, chunks, int n_tensors, unsigned* blocks_done, found_inf,
-//                     float beta1, float beta2, float one_minus_beta1, float one_minus_beta2,
-//                     float epsilon)
+//                     base_lr, float beta1, float beta2, float one_minus_beta1,
+//                     float one_minus_beta2, float epsilon)
 // compiled for (T, G) = (__half, __half), (__half, float), (float, float).
 //
 // Python caller: minitorch_amp/backend/fused_optim.py (fused_sgd, fused_momentum, fused_adam
@@ -76,12 +87,12 @@ struct TensorArgs {
     float* beta1_pow;   // Adam's [1] accumulators
     float* beta2_pow;
     long long size;     // elements
-    float lr;           // this tensor's learning rate (group and param ratios applied)
+    double lr_ratio;    // this tensor's lr is float(base_lr * lr_ratio) (group and param ratios)
+    double decay;       // AdamW's decoupled coefficient, 0 for none
     float grad_scale;   // multiplies the gradient first (Momentum's rescale_grad)
     float l2;           // L2Decay coefficient, 0 for none
-    float decay;        // AdamW's 1 - lr * coeff, 1 for none
 };
-static_assert(sizeof(TensorArgs) == 80, "TensorArgs must match fused_optim.TENSOR_ARGS");
+static_assert(sizeof(TensorArgs) == 88, "TensorArgs must match fused_optim.TENSOR_ARGS");
 
 namespace {
 
@@ -175,9 +186,16 @@ __device__ __forceinline__ void update_chunk(const TensorArgs& t, int chunk, con
     }
 }
 
+// This tensor's learning rate, the double product rounded once to float (as the twin does).
+__device__ __forceinline__ float tensor_lr(const TensorArgs& t, const double* base_lr)
+{
+    return static_cast<float>(*base_lr * t.lr_ratio);
+}
+
 // Adam's beta pows may change only after every block has read them. Each block takes a
 // ticket when it is done; the block that takes the last one advances every tensor's pows
-// (the threadfence-reduction pattern). blocks_done starts at 0: it is part of the table.
+// (the threadfence-reduction pattern) and sets blocks_done back to 0 for the next launch
+// (the table stays on the device from step to step).
 __device__ __forceinline__ void advance_beta_pows(const TensorArgs* tensors, int n_tensors,
                                                   unsigned int* blocks_done, float beta1,
                                                   float beta2)
@@ -190,6 +208,7 @@ __device__ __forceinline__ void advance_beta_pows(const TensorArgs* tensors, int
     }
     __syncthreads();
     if (!last) return;
+    if (threadIdx.x == 0) *blocks_done = 0u;  // every other block has taken its ticket
     for (int j = threadIdx.x; j < n_tensors; j += blockDim.x) {
         float* b1 = tensors[j].beta1_pow;
         float* b2 = tensors[j].beta2_pow;
@@ -202,42 +221,48 @@ __device__ __forceinline__ void advance_beta_pows(const TensorArgs* tensors, int
 
 template <typename T, typename G>
 __global__ void __launch_bounds__(kThreads)
-    sgd_step(const TensorArgs* tensors, const int2* chunks, const bool* found_inf)
+    sgd_step(const TensorArgs* tensors, const int2* chunks, const bool* found_inf,
+             const double* base_lr)
 {
     if (*found_inf) return;  // overflow: leave everything exactly as it was
     const int2 c = chunks[blockIdx.x];
     const TensorArgs t = tensors[c.x];
-    update_chunk<T, G, 0>(t, c.y, [&](float& p, float g, float&, float&) { p = p - t.lr * g; });
+    const float lr = tensor_lr(t, base_lr);
+    update_chunk<T, G, 0>(t, c.y, [&](float& p, float g, float&, float&) { p = p - lr * g; });
 }
 
 template <typename T, typename G>
 __global__ void __launch_bounds__(kThreads)
-    momentum_step(const TensorArgs* tensors, const int2* chunks, const bool* found_inf, float mu,
-                  int nesterov)
+    momentum_step(const TensorArgs* tensors, const int2* chunks, const bool* found_inf,
+                  const double* base_lr, float mu, int nesterov)
 {
     if (*found_inf) return;
     const int2 c = chunks[blockIdx.x];
     const TensorArgs t = tensors[c.x];
+    const float lr = tensor_lr(t, base_lr);
     update_chunk<T, G, 1>(t, c.y, [&](float& p, float g, float& v, float&) {
         v = v * mu + g;
-        p = nesterov ? p - t.lr * (g + mu * v) : p - t.lr * v;
+        p = nesterov ? p - lr * (g + mu * v) : p - lr * v;
     });
 }
 
 template <typename T, typename G>
 __global__ void __launch_bounds__(kThreads)
     adam_step(const TensorArgs* tensors, const int2* chunks, int n_tensors,
-              unsigned int* blocks_done, const bool* found_inf, float beta1, float beta2,
-              float one_minus_beta1, float one_minus_beta2, float epsilon)
+              unsigned int* blocks_done, const bool* found_inf, const double* base_lr,
+              float beta1, float beta2, float one_minus_beta1, float one_minus_beta2,
+              float epsilon)
 {
     if (*found_inf) return;  // the beta pows do not advance either
     const int2 c = chunks[blockIdx.x];
     const TensorArgs t = tensors[c.x];
+    const double lr64 = *base_lr * t.lr_ratio;
+    const float decay = t.decay != 0.0 ? static_cast<float>(1.0 - lr64 * t.decay) : 1.0f;
     const float root = sqrtf(1.0f - *t.beta2_pow);
-    const float lr_t = t.lr * root / (1.0f - *t.beta1_pow);
+    const float lr_t = static_cast<float>(lr64) * root / (1.0f - *t.beta1_pow);
     const float eps_t = epsilon * root;
     update_chunk<T, G, 2>(t, c.y, [&](float& p, float g, float& m, float& v) {
-        p = p * t.decay;
+        p = p * decay;
         m = m * beta1 + one_minus_beta1 * g;
         v = v * beta2 + one_minus_beta2 * (g * g);
         p = p - lr_t * (m / (sqrtf(v) + eps_t));
@@ -248,11 +273,13 @@ __global__ void __launch_bounds__(kThreads)
 // The instantiations the loader names (NVRTC instantiates them from the name expressions;
 // these make nvcc build them too, for the CI's register and spill check).
 #define INSTANTIATE(T, G)                                                                       \
-    template __global__ void sgd_step<T, G>(const TensorArgs*, const int2*, const bool*);      \
+    template __global__ void sgd_step<T, G>(const TensorArgs*, const int2*, const bool*,       \
+                                            const double*);                                    \
     template __global__ void momentum_step<T, G>(const TensorArgs*, const int2*, const bool*,  \
-                                                 float, int);                                  \
+                                                 const double*, float, int);                   \
     template __global__ void adam_step<T, G>(const TensorArgs*, const int2*, int, unsigned int*, \
-                                             const bool*, float, float, float, float, float);
+                                             const bool*, const double*, float, float, float,  \
+                                             float, float);
 INSTANTIATE(__half, __half)
 INSTANTIATE(__half, float)
 INSTANTIATE(float, float)

@@ -111,19 +111,22 @@ std::function<void()> kernel(const std::string& kind, void** a)
     using Tensors = const TensorArgs*;
     using Chunks = const int2*;
     using Flag = const bool*;
+    using Lr = const double*;
     if (kind == "sgd")
-        return [=] { sgd_step<T, G>(arg<Tensors>(a, 0), arg<Chunks>(a, 1), arg<Flag>(a, 2)); };
+        return [=] {
+            sgd_step<T, G>(arg<Tensors>(a, 0), arg<Chunks>(a, 1), arg<Flag>(a, 2), arg<Lr>(a, 3));
+        };
     if (kind == "momentum")
         return [=] {
             momentum_step<T, G>(arg<Tensors>(a, 0), arg<Chunks>(a, 1), arg<Flag>(a, 2),
-                                arg<float>(a, 3), arg<int>(a, 4));
+                                arg<Lr>(a, 3), arg<float>(a, 4), arg<int>(a, 5));
         };
     if (kind == "adam")
         return [=] {
             adam_step<T, G>(arg<Tensors>(a, 0), arg<Chunks>(a, 1), arg<int>(a, 2),
-                            arg<unsigned int*>(a, 3), arg<Flag>(a, 4), arg<float>(a, 5),
+                            arg<unsigned int*>(a, 3), arg<Flag>(a, 4), arg<Lr>(a, 5),
                             arg<float>(a, 6), arg<float>(a, 7), arg<float>(a, 8),
-                            arg<float>(a, 9));
+                            arg<float>(a, 9), arg<float>(a, 10));
         };
     return nullptr;
 }

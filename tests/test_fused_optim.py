@@ -24,7 +24,7 @@ from minitorch_amp.backend import fused_optim, kernels, nvrtc
 from minitorch_amp.backend.cast_counter import cast_counts, reset_cast_counts
 from minitorch_amp.nn.parameter import Parameter
 from minitorch_amp.optimizer import SGD, Adam, AdamW, Momentum
-from minitorch_amp.optimizer.fused_step import _has_fused_twin
+from minitorch_amp.optimizer.fused_step import has_fused_twin
 from minitorch_amp.regularizer import L1Decay, L2Decay
 
 SHAPES = [(0,), (1,), (3,), (7, 5), (1030,)]  # empty, odd, and not multiples of the vector width
@@ -177,9 +177,9 @@ def test_subclasses_that_change_the_maths_keep_the_per_param_loop():
     class PlainAdam(Adam):  # changes nothing: still fused
         pass
 
-    assert all(_has_fused_twin(c) for c in (SGD, Momentum, Adam, AdamW, PlainAdam))
-    assert not _has_fused_twin(MySGD)
-    assert not _has_fused_twin(MyMomentum)
+    assert all(has_fused_twin(c) for c in (SGD, Momentum, Adam, AdamW, PlainAdam))
+    assert not has_fused_twin(MySGD)
+    assert not has_fused_twin(MyMomentum)
 
 
 # ---- 2. found_inf: nothing changes --------------------------------------------------------------
@@ -197,7 +197,7 @@ def adam_bucket(seed=0):
 def call_adam(bucket, found_inf):
     params, masters, grads, m1, m2, b1p, b2p = bucket
     fused_optim.fused_adam(
-        params, masters, grads, m1, m2, b1p, b2p, [LR, LR * 0.5], found_inf,
+        params, masters, grads, m1, m2, b1p, b2p, LR, found_inf, lr_ratios=[1.0, 0.5],
         beta1=0.9, beta2=0.999, epsilon=1e-8, decoupled_decay=[0.1, 0.0],
     )  # fmt: skip
 
@@ -224,8 +224,8 @@ def test_the_where_commit_used_on_the_gpu_matches_the_in_place_twin(overflow):
     call_adam(in_place, False)
     params, masters, grads, m1, m2, b1p, b2p = committed
     bucket = fused_optim._bucket(
-        params, masters, grads, [list(s) for s in zip(m1, m2, b1p, b2p)], [LR, LR * 0.5],
-        decay=[0.1, 0.0],
+        params, masters, grads, [list(s) for s in zip(m1, m2, b1p, b2p)], LR, [1.0, 0.5],
+        None, decay=[0.1, 0.0],
     )  # fmt: skip
     hyper = dict(beta1=0.9, beta2=0.999, eps=1e-8)
     fused_optim._twin(fused_optim._adam_math, bucket, hyper, keep=np.array(overflow))
@@ -254,26 +254,28 @@ def test_the_table_packs_tensors_chunks_and_a_zero_counter():
     chunk = fused_optim.CHUNK
     sizes = [0, 1, chunk, chunk + 1]
     params = [fake(n, 1000 + 16 * i) for i, n in enumerate(sizes)]
-    lrs = [0.1, 1e-3, 0.5, 3.0]
+    ratios = [0.1, 1e-3, 0.5, 3.0]
     bucket = fused_optim._bucket(
-        params, [None] * 4, [fake(n, 9000) for n in sizes], [[]] * 4, lrs, decay=[0, 0, 0.2, 0]
-    )
+        params, [None] * 4, [fake(n, 9000) for n in sizes], [[]] * 4, 2.0, ratios, None,
+        scales=[1.0, 0.5, 1.0, 1.0], decay=[0, 0, 0.2, 0],
+    )  # fmt: skip
     words, n_chunks = fused_optim._table(bucket)
-    assert fused_optim.TENSOR_ARGS.itemsize == 80  # static_assert(sizeof(TensorArgs) == 80)
-    args = words[: 4 * 10].view(fused_optim.TENSOR_ARGS)
+    assert fused_optim.TENSOR_ARGS.itemsize == 88  # static_assert(sizeof(TensorArgs) == 88)
+    args = words[: 4 * 11].view(fused_optim.TENSOR_ARGS)
     assert list(args["param"]) == [1000, 1016, 1032, 1048] and list(args["master"]) == [0] * 4
     assert list(args["size"]) == sizes
-    np.testing.assert_array_equal(args["lr"], np.array(lrs, np.float32))
-    assert args["decay"][2] == np.float32(1.0 - 0.5 * 0.2) and args["decay"][0] == 1.0
-    chunks = words[40 : 40 + n_chunks].view(np.int32).reshape(-1, 2)
+    assert list(args["lr_ratio"]) == ratios  # float64: the kernel multiplies the base lr by it
+    assert list(args["decay"]) == [0, 0, 0.2, 0] and list(args["grad_scale"]) == [1, 0.5, 1, 1]
+    chunks = words[44 : 44 + n_chunks].view(np.int32).reshape(-1, 2)
     assert chunks.tolist() == [[1, 0], [2, 0], [3, 0], [3, 1]]  # the empty tensor has none
-    assert words[-1] == 0 and len(words) == 40 + n_chunks + 1
+    assert words[-1] == 0 and len(words) == 44 + n_chunks + 1
 
 
 def test_all_empty_tensors_still_get_one_block():
-    bucket = fused_optim._bucket([fake(0, 64)] * 2, [None] * 2, [fake(0, 64)] * 2, [[]] * 2, [1, 1])
+    empty = [fake(0, 64)] * 2
+    bucket = fused_optim._bucket(empty, [None] * 2, empty, [[]] * 2, 1.0, None, None)
     words, n_chunks = fused_optim._table(bucket)
-    assert n_chunks == 1 and words[20:21].view(np.int32).tolist() == [0, 0]
+    assert n_chunks == 1 and words[22:23].view(np.int32).tolist() == [0, 0]
 
 
 def test_optim_cu_instantiates_every_registered_kernel_and_shares_the_constants():

@@ -82,22 +82,27 @@ def copy_bucket(lists, empty, misaligned=MISALIGNED):
 
 
 def call(kind, lists, found_inf, lr=LR):
-    """One fused update of ``kind`` over the bucket, with per-tensor lr, L2 and decay."""
+    """One fused update of ``kind`` over the bucket, with per-tensor lr ratios, L2 and decay.
+
+    ``lr`` is the base learning rate: a Python float, or a float64 array of shape [1] (the
+    optimizer's device buffer, as the kernel reads it).
+    """
     family, kw = KINDS[kind]
     n = len(lists[0])
-    lrs = [lr * (1 + i % 3) for i in range(n)]
+    ratios = [1 + i % 3 for i in range(n)]
     l2 = [kw.get("l2", 0.0) if i % 2 else 0.0 for i in range(n)]
     if family == "sgd":
-        fused_optim.fused_sgd(*lists[:3], lrs, found_inf, l2_coeffs=l2)
+        fused_optim.fused_sgd(*lists[:3], lr, found_inf, lr_ratios=ratios, l2_coeffs=l2)
     elif family == "momentum":
         fused_optim.fused_momentum(
-            *lists[:4], lrs, found_inf, momentum=kw["momentum"],
-            use_nesterov=kw.get("nesterov", False), l2_coeffs=l2, grad_scales=[0.5] * n,
+            *lists[:4], lr, found_inf, momentum=kw["momentum"],
+            use_nesterov=kw.get("nesterov", False), lr_ratios=ratios, l2_coeffs=l2,
+            grad_scales=[0.5] * n,
         )  # fmt: skip
     else:
         decay = [kw.get("decay", 0.0) if i % 4 < 2 else 0.0 for i in range(n)]
         fused_optim.fused_adam(
-            *lists, lrs, found_inf, beta1=0.9, beta2=0.999, epsilon=1e-8,
+            *lists, lr, found_inf, beta1=0.9, beta2=0.999, epsilon=1e-8, lr_ratios=ratios,
             decoupled_decay=decay, l2_coeffs=l2,
         )  # fmt: skip
 
@@ -211,9 +216,10 @@ def test_the_kernel_equals_the_twin_bit_for_bit(kind, ptype, gtype, on_emulator)
     twin = host_bucket(kind, ptype, gtype)
     kernel = copy_bucket(twin, _host_empty)
     assert fused_optim.update_path(kernel[0], kernel[2]) == "fused kernel"
+    base_lr = np.array([LR]).view(HostArray)  # the optimizer's device buffer
     for _ in range(2):  # the second step reads the beta pows the first one advanced
         call(kind, twin, np.array([False]))
-        call(kind, kernel, np.zeros(1, bool).view(HostArray))  # a "device" flag: not read
+        call(kind, kernel, np.zeros(1, bool).view(HostArray), base_lr)  # not read: the kernel does
     chunks = sum(-(-k // fused_optim.CHUNK) for k in SIZES)  # none for the empty tensor
     assert on_emulator == [(on_emulator[0][0], (chunks,))] * 2
     for want, have in zip(flat_bits(twin), flat_bits(kernel)):
@@ -238,7 +244,7 @@ def test_all_empty_tensors_still_advance_the_beta_pows(on_emulator):
     pows = [[np.array([b], "float32").view(HostArray) for _ in range(2)] for b in (0.9, 0.999)]
     fused_optim.fused_adam(
         empty("float16"), [None, None], empty("float16"), empty("float32"), empty("float32"),
-        *pows, [LR, LR], False, beta1=0.9, beta2=0.999, epsilon=1e-8,
+        *pows, LR, False, beta1=0.9, beta2=0.999, epsilon=1e-8,
     )  # fmt: skip
     assert on_emulator == [("adam_step<__half, __half>", (1,))]
     assert [float(p[0]) for p in pows[0]] == [np.float32(np.float32(0.9) * np.float32(0.9))] * 2

@@ -239,7 +239,8 @@ def scale_loss(loss: Tensor, optimizers, loss_id: int = 0, model=None, delay_uns
     xp = _device.get_array_module(found_inf)
     for opt in opts:
         pending = opt._get_auxiliary_var("found_inf")  # an overflow of an earlier micro-step
-        flag = found_inf if pending is None else xp.logical_or(pending, found_inf)
+        # (a copy: the scaler's flag is a buffer the next unscale clears)
+        flag = found_inf.copy() if pending is None else xp.logical_or(pending, found_inf)
         opt._set_auxiliary_var("found_inf", flag)
         _amp_state.holding_scaled_grads.discard(id(opt))
 

@@ -14,9 +14,12 @@ One iteration, and where each piece runs::
                                     # opt.step() skips everything when found_inf (device)
     scaler.update()                 # S, counters <- the dynamic rule (device)
 
-Nothing above reads a device value on the host; :meth:`GradScaler.get_loss_scaling` does.
-The per-optimizer state machine ``INIT -> UNSCALED -> STEPPED -> (update) INIT`` catches
-misordered calls with Paddle's messages.
+Nothing above reads a device value on the host or uploads one, and nothing is allocated per
+step: the scale, its inverse, the counters and each optimizer's found_inf are persistent
+device buffers, so a whole AMP step can be captured as a CUDA graph and replayed.
+:meth:`GradScaler.get_loss_scaling` and :meth:`GradScaler.state_dict` read the device, when
+asked. The per-optimizer state machine ``INIT -> UNSCALED -> STEPPED -> (update) INIT``
+catches misordered calls with Paddle's messages.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import numpy as np
 from ..autograd.tensor import Tensor
 from ..backend import comm as _comm
 from ..backend import device as _device
+from ..backend import sync as _sync
 from ..backend.loss_scaling import check_attr, is_int, unscale_and_check, update_loss_scaling
 
 __all__ = ["GradScaler", "OptimizerState"]
@@ -42,8 +46,9 @@ class OptimizerState(enum.Enum):
 
 
 # Beyond Paddle: warn once when the scale sits at its floor and the gradients still overflow.
-# The count lives on the device; reading it is a host sync that stalls the GPU queue, so it
-# is read only every _FLOOR_CHECK_EVERY updates (1% of steps) instead of at every update.
+# The count lives on the device. Every _FLOOR_CHECK_EVERY updates it is handed to the deferred
+# checks (backend.sync.defer): it is read at the user's next host read (a loss.item()), which
+# waits for the device anyway, never by a synchronisation of its own.
 _FLOOR_WARN_AFTER = 100  # consecutive overflowing updates at the floor
 _FLOOR_CHECK_EVERY = 100
 
@@ -69,7 +74,7 @@ class GradScaler:
         min_loss_scaling: the scale never shrinks below this (beyond Paddle).
         max_loss_scaling: the scale never grows above this (beyond Paddle; apex's 2**24).
         verbose: print Paddle's "Found inf or nan" message when the scale shrinks (a host
-            read per update, hence off by default).
+            read per update, hence off by default; the sync debug mode reports it).
 
     Example:
         >>> import minitorch_amp as mt
@@ -124,6 +129,8 @@ class GradScaler:
         # Device counters, int32 [1] views of one array: Paddle's incr_count and decr_count,
         # and the overflowing updates at the floor.
         self._counters = np.zeros(3, "int32")
+        self._inv_scale = None  # float32 [1], 1 / scale, recomputed on the device per unscale
+        self._found_infs: dict[int, object] = {}  # id(optimizer) -> its bool [1] device flag
         self._follow(_device.current_place(), force=True)
         self._n_updates = 0
         self._floor_warned = False
@@ -165,11 +172,15 @@ class GradScaler:
         for p in params:
             if p._grad is not None:
                 buckets.setdefault(p._grad.dtype, []).append(p._grad._data)
+        xp = _device.get_array_module(self._scale._data)
         # 1/S in float64, then float32 (as PyTorch): exact for the powers of two S usually is.
-        inv_scale = (1.0 / self._scale._data.astype("float64")).astype("float32")
-        found_inf = _device.get_array_module(inv_scale).zeros(1, dtype=bool)
+        xp.copyto(self._inv_scale, 1.0 / self._scale._data.astype("float64"), casting="unsafe")
+        found_inf = self._found_infs.get(id(optimizer))
+        if found_inf is None:
+            found_inf = self._found_infs[id(optimizer)] = xp.zeros(1, dtype=bool)
+        found_inf.fill(False)
         for grads in buckets.values():
-            unscale_and_check(grads, inv_scale, found_inf)
+            unscale_and_check(grads, self._inv_scale, found_inf)
         # Distributed: OR-ed over the ranks, which may hold different gradients (one rank's
         # inf, or sharded grads), so that every rank skips the same steps, keeps the same scale.
         _comm.reduce_found_inf(found_inf)
@@ -185,7 +196,7 @@ class GradScaler:
         if not self._enable:
             return optimizer.step()
         entry = self._unscaled_entry(optimizer, "step() has already been called")
-        result = _run_skipping(optimizer, entry["found_inf"], optimizer.step, skipped=None)
+        result = _run_skipping(optimizer, entry["found_inf"], "step", (), {}, skipped=None)
         entry["state"] = OptimizerState.STEPPED
         if not self._use_dynamic_loss_scaling:  # a static scale: update() is optional
             # Paddle resets every optimizer here, which would unscale an optimizer that
@@ -202,8 +213,8 @@ class GradScaler:
         if not self._enable:
             return optimizer.minimize(*args, **kwargs)
         entry = self._unscaled_entry(optimizer, "minimize() is being called after step()")
-        call = functools.partial(optimizer.minimize, *args, **kwargs)
-        result = _run_skipping(optimizer, entry["found_inf"], call, skipped=(None, None))
+        found_inf = entry["found_inf"]
+        result = _run_skipping(optimizer, found_inf, "minimize", args, kwargs, skipped=(None, None))
         entry["state"] = OptimizerState.STEPPED
         if self._use_dynamic_loss_scaling:
             self._update_scale()
@@ -234,13 +245,13 @@ class GradScaler:
                 "scaler.step(optimizer), scaler.update()."
             )
         scale, good, bad, at_floor = self._scale._data, *self._counter_views()
-        if (
-            self._verbose
-            and bool(found_inf[0])
-            and int(bad[0]) + 1 == self._decr_every_n_nan_or_inf
-        ):
-            s = float(scale[0])  # host reads, only when asked for (Paddle always prints)
-            print(f"Found inf or nan, current scale is: {s}, decrease to: {s}*{self._decr_ratio}")
+        if self._verbose:  # host reads, only when asked for (Paddle always prints)
+            _sync.host_read("GradScaler(verbose=True).update()")
+            if bool(found_inf[0]) and int(bad[0]) + 1 == self._decr_every_n_nan_or_inf:
+                s = float(scale[0])
+                print(
+                    f"Found inf or nan, current scale is: {s}, decrease to: {s}*{self._decr_ratio}"
+                )
         update_loss_scaling(
             found_inf,
             scale,
@@ -257,20 +268,25 @@ class GradScaler:
         stuck = found_inf & (scale <= np.float32(self._min_loss_scaling))
         at_floor[...] = _device.get_array_module(scale).where(stuck, at_floor + 1, 0)
         self._n_updates += 1
-        if self._floor_warned or self._n_updates % _FLOOR_CHECK_EVERY:
+        if not self._floor_warned and self._n_updates % _FLOOR_CHECK_EVERY == 0:
+            _sync.defer(("GradScaler floor", id(self)), at_floor, self._warn_at_floor)
+
+    def _warn_at_floor(self, at_floor) -> None:
+        """The deferred floor check: ``at_floor`` is the host copy of the counter."""
+        count = int(at_floor[0])
+        if count < _FLOOR_WARN_AFTER or self._floor_warned:
             return
-        if int(at_floor[0]) >= _FLOOR_WARN_AFTER:  # the host read, once per 100 updates
-            self._floor_warned = True
-            warnings.warn(
-                f"GradScaler: the loss scale has sat at its floor min_loss_scaling="
-                f"{self._min_loss_scaling} for {int(at_floor[0])} updates in a row and the "
-                "gradients still overflow, so every one of those steps was skipped. Something "
-                "in the forward pass produces inf/nan even without scaling: run it in float32 "
-                "to find it, or keep the offending ops in float32 with "
-                "auto_cast(custom_black_list=...). (This warning is shown once.)",
-                RuntimeWarning,
-                stacklevel=3,
-            )
+        self._floor_warned = True
+        warnings.warn(
+            f"GradScaler: the loss scale has sat at its floor min_loss_scaling="
+            f"{self._min_loss_scaling} for {count} updates in a row and the "
+            "gradients still overflow, so every one of those steps was skipped. Something "
+            "in the forward pass produces inf/nan even without scaling: run it in float32 "
+            "to find it, or keep the offending ops in float32 with "
+            "auto_cast(custom_black_list=...). (This warning is shown once.)",
+            RuntimeWarning,
+            stacklevel=4,
+        )
 
     # ---- bookkeeping ----------------------------------------------------------------------
     def _entry(self, optimizer) -> dict:
@@ -304,6 +320,8 @@ class GradScaler:
         if force or self._scale.place != place:
             self._scale = Tensor._wrap(_device.to_place(self._scale._data, place))
             self._counters = _device.to_place(self._counters, place)
+            self._inv_scale = _device.xp_for(place).zeros_like(self._scale._data)
+            self._found_infs = {}
 
     # ---- getters and setters (Paddle's) -------------------------------------------------
     def is_enable(self) -> bool:
@@ -316,7 +334,10 @@ class GradScaler:
 
     def get_loss_scaling(self) -> float:
         """The current scale as a Python float (a host read; 1.0 when disabled)."""
-        return float(self._scale._data[0]) if self._enable else 1.0
+        if not self._enable:
+            return 1.0
+        _sync.host_read("GradScaler.get_loss_scaling()")
+        return float(_device.asnumpy(self._scale._data)[0])
 
     get_scale = get_loss_scaling  # PyTorch's name
 
@@ -359,7 +380,8 @@ class GradScaler:
         """Paddle's keys; ``scale`` is a float32 NumPy array of shape [1]. ``{}`` if disabled."""
         if not self._enable:
             return {}
-        good, bad, _ = (int(c[0]) for c in self._counter_views())
+        _sync.host_read("GradScaler.state_dict()")
+        good, bad, _ = (int(c) for c in _device.asnumpy(self._counters))
         return {
             "scale": _device.asnumpy(self._scale._data).copy(),
             "incr_ratio": self._incr_ratio,
@@ -422,15 +444,19 @@ class GradScaler:
 
 
 # ---- helpers ------------------------------------------------------------------------------
-def _run_skipping(optimizer, found_inf, call, skipped):
-    """Run ``call`` (the optimizer's step/minimize); it skips itself when found_inf is set.
+def _run_skipping(optimizer, found_inf, method: str, args, kwargs, skipped):
+    """Run ``optimizer.step`` or ``.minimize``, skipped on the device when found_inf is set.
 
-    For an optimizer without the ``found_inf`` auxiliary variable we fall back to Paddle's
-    host-side check and do not call it.
+    Our optimizers take the flag explicitly (``_step(found_inf)``, ``_minimize(found_inf,
+    ...)``). One that only has Paddle's ``_set_auxiliary_var`` gets it through that; for any
+    other we fall back to Paddle's host-side check and do not call it.
     """
+    if getattr(optimizer, "_takes_found_inf", False):
+        return getattr(optimizer, f"_{method}")(found_inf, *args, **kwargs)
     if hasattr(optimizer, "_set_auxiliary_var"):
         optimizer._set_auxiliary_var("found_inf", found_inf)
-        return call()
-    if bool(found_inf[0]):  # host read: only for optimizers that cannot skip themselves
+        return getattr(optimizer, method)(*args, **kwargs)
+    _sync.host_read(f"GradScaler.{method}() of an optimizer that cannot skip on the device")
+    if bool(_device.asnumpy(found_inf)[0]):
         return skipped
-    return call()
+    return getattr(optimizer, method)(*args, **kwargs)

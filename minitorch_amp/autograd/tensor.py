@@ -12,6 +12,7 @@ import numpy as np
 from ..backend import device as _device
 from ..backend import dtypes as _dtypes
 from ..backend import memory as _memory
+from ..backend import sync as _sync
 
 
 class Tensor:
@@ -153,37 +154,45 @@ class Tensor:
     # ---- conversion -------------------------------------------------------------------------
     def numpy(self) -> np.ndarray:
         """The values as a NumPy array (a copy when the tensor is on the GPU)."""
+        return self._to_host("Tensor.numpy()")
+
+    def _to_host(self, what: str) -> np.ndarray:
+        """Every host read of a tensor's values goes through here (see ``backend.sync``)."""
+        _sync.host_read(what)
         return _device.asnumpy(self._data)
 
     def __array__(self, dtype=None, copy=None):
-        arr = self.numpy()
+        arr = self._to_host("np.asarray(Tensor)")
         return arr if dtype is None else arr.astype(dtype)
 
     def item(self, *index):
         """The single value as a Python number (or the value at ``index``)."""
+        return self._scalar("Tensor.item()", index)
+
+    def _scalar(self, what: str, index=()):
         if not index and self._data.size != 1:
             raise ValueError(
-                f"item() needs a tensor with one element, this one has shape {self.shape}; "
+                f"{what} needs a tensor with one element, this one has shape {self.shape}; "
                 "pass an index, e.g. x.item(0)"
             )
-        return self.numpy().item(*index)
+        return self._to_host(what).item(*index)
 
     def tolist(self):
-        return self.numpy().tolist()
+        return self._to_host("Tensor.tolist()").tolist()
 
     def __float__(self) -> float:
-        return float(self.item())
+        return float(self._scalar("float(Tensor)"))
 
     def __int__(self) -> int:
-        return int(self.item())
+        return int(self._scalar("int(Tensor)"))
 
     def __bool__(self) -> bool:
-        return bool(self.item())
+        return bool(self._scalar("bool(Tensor) (a truth test)"))
 
     def __index__(self) -> int:
         if self._data.dtype.kind not in "iu":
             raise TypeError(f"only integer tensors can be used as an index, not {self.dtype}")
-        return int(self.item())
+        return int(self._scalar("Tensor used as an index"))
 
     def astype(self, dtype) -> Tensor:
         """This tensor cast to ``dtype``; the cast is recorded (grads come back in our dtype)."""
@@ -204,6 +213,38 @@ class Tensor:
                 out = out.astype(dt)
         return out
 
+    def set_value(self, value) -> None:
+        """Overwrite the values in place with ``value`` (same shape and dtype; Paddle's method).
+
+        The tensor keeps its array, so a captured CUDA graph that reads it sees the new
+        values: this is how a graphed training step gets its next batch. A NumPy value is
+        copied to the tensor's device (an upload the user asked for, not reported by the
+        sync debug mode).
+
+        Raises:
+            ValueError: the shapes differ.  TypeError: the dtypes differ.
+        """
+        source = value._data if isinstance(value, Tensor) else value
+        if not _device.is_array(source):
+            source = np.asarray(source)
+        if tuple(source.shape) != self._data.shape:
+            raise ValueError(
+                f"set_value: value of shape {list(source.shape)} for a tensor of shape "
+                f"{self.shape}; the shapes must be equal"
+            )
+        if source.dtype != self._data.dtype:
+            raise TypeError(
+                f"set_value: value of dtype {source.dtype} for a tensor of dtype {self.dtype}; "
+                f"cast it first, e.g. value.astype('{self.dtype}')"
+            )
+        source = _device.to_place(source, self.place)
+        Tensor._xp_of(self._data).copyto(self._data, source)
+
+    def copy_(self, src, blocking: bool = True) -> Tensor:
+        """:meth:`set_value` from ``src`` that returns ``self`` (Paddle's and PyTorch's name)."""
+        self.set_value(src)
+        return self
+
     def cpu(self) -> Tensor:
         return self.to("cpu")
 
@@ -211,7 +252,9 @@ class Tensor:
         return self.to(f"gpu:{device_id}")
 
     def __repr__(self) -> str:
-        body = np.array2string(self.numpy(), separator=", ", prefix=" " * 7, precision=8)
+        body = np.array2string(
+            self._to_host("repr(Tensor)"), separator=", ", prefix=" " * 7, precision=8
+        )
         return (
             f"Tensor(shape={self.shape}, dtype={self.dtype}, place={self.place!r}, "
             f"stop_gradient={self.stop_gradient},\n       {body})"
@@ -390,13 +433,13 @@ def _axis_arg(axis):
     if axis is None or isinstance(axis, int):
         return axis
     if isinstance(axis, Tensor):
-        return tuple(int(a) for a in axis.numpy().reshape(-1))
+        return tuple(int(a) for a in axis._to_host("an axis given as a Tensor").reshape(-1))
     return tuple(int(a) for a in axis)
 
 
 def _shape_arg(shape):
     if isinstance(shape, Tensor):
-        return tuple(int(n) for n in shape.numpy().reshape(-1))
+        return tuple(int(n) for n in shape._to_host("a shape given as a Tensor").reshape(-1))
     if isinstance(shape, int):
         return (shape,)
     return tuple(int(n) for n in shape)

@@ -14,17 +14,23 @@ Rules every launch follows (``RawKernel`` checks nothing itself):
 * scalars go in as explicit ``numpy.int32`` / ``numpy.float32`` (a Python int would be passed
   as a 64-bit ``long long``, a float as a ``double``);
 * arrays are checked for dtype and C-contiguity first (:func:`check_array`), because a raw
-  kernel ignores strides.
+  kernel ignores strides;
+* a multi-tensor kernel's table (pointers, sizes, per-tensor scalars) is built on the host
+  once per set of tensors and kept on the device (:func:`device_table`): an upload per step
+  would synchronise nothing but would stop the step from being captured as a CUDA graph.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import device as _device
+from . import graphs as _graphs
+from . import sync as _sync
 
 # NVRTC has no C++ standard library headers: kernels include only CUDA's own headers.
 BASE_OPTIONS = ("--std=c++17",)
@@ -105,3 +111,43 @@ def check_array(array, dtype, name: str) -> None:
         raise TypeError(f"{name} must be {dtype}, got {array.dtype}")
     if not array.flags.c_contiguous:
         raise ValueError(f"{name} must be C-contiguous; pass xp.ascontiguousarray({name})")
+
+
+# ---- multi-tensor tables, uploaded once per set of tensors ---------------------------------
+TABLE_CACHE_SIZE = 64
+_tables: OrderedDict = OrderedDict()
+
+
+def device_table(key, build):
+    """The device copy of the array ``build()`` makes, built and uploaded once per ``key``.
+
+    ``key`` must determine the table completely (the device, every pointer and size, every
+    per-tensor scalar it holds): the same tensors in the next step find their table here, so
+    a training step uploads nothing after its first iteration. The least recently used of
+    more than ``TABLE_CACHE_SIZE`` tables is dropped. A table used while a CUDA graph is
+    captured is kept alive by the graph.
+
+    Raises:
+        GraphError: the table is not cached and a capture is in progress (an upload cannot be
+            captured).
+    """
+    table = _tables.get(key)
+    if table is None:
+        _graphs.refuse_in_capture(
+            "building a multi-tensor kernel table",
+            "its tensors differ from those of the eager steps before the capture (new "
+            "parameters, or gradient buffers made anew); run the step eagerly once with the "
+            "very tensors the graph will use, then capture",
+        )
+        host = build()
+        _sync.upload("a multi-tensor kernel table")
+        table = _device.cupy.asarray(host)
+        _tables[key] = table
+        if len(_tables) > TABLE_CACHE_SIZE:
+            _tables.popitem(last=False)
+    else:
+        _tables.move_to_end(key)
+    capture = _graphs.active()
+    if capture is not None:
+        capture.keep_alive.append(table)
+    return table

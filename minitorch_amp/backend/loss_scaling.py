@@ -135,10 +135,12 @@ def _unscale_with_kernel(grads: list, inv_scale, found_inf) -> list:
     rest = [g for g in grads if not g.flags.c_contiguous]
     live = [g for g in grads if g.flags.c_contiguous and g.size]
     if live:
-        table = chunk_table([g.data.ptr for g in live], [g.size for g in live], _CHUNK)
-        n_chunks = (table.size - 2 * len(live)) // 2
-        with live[0].device:
-            table = cupy.asarray(table)  # one asynchronous copy via pinned memory, no sync
+        pointers, sizes = tuple(g.data.ptr for g in live), tuple(g.size for g in live)
+        n_chunks = sum(-(-n // _CHUNK) for n in sizes)
+        with live[0].device as device:
+            # Built and uploaded at the first step only: the same gradient buffers come back.
+            key = ("amp.cu", device.id, pointers, sizes)
+            table = kernels.device_table(key, lambda: chunk_table(pointers, sizes, _CHUNK))
             args = (table, np.int32(len(live)), np.int32(n_chunks), inv_scale, found_inf)
             kernels.launch("amp.cu", name, (n_chunks,), (_UNSCALE_THREADS,), args)
     return rest

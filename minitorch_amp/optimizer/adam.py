@@ -122,7 +122,7 @@ class Adam(Optimizer):
         )
         fused_adam(
             batch.params, batch.masters, batch.grads, moment1, moment2, beta1_pow, beta2_pow,
-            batch.lrs, found_inf, beta1=group["beta1"], beta2=group["beta2"],
-            epsilon=group["epsilon"], decoupled_decay=[h.get("coeff", 0.0) for h in batch.hypers],
-            l2_coeffs=batch.l2_coeffs,
+            batch.base_lr, found_inf, beta1=group["beta1"], beta2=group["beta2"],
+            epsilon=group["epsilon"], lr_ratios=batch.lr_ratios,
+            decoupled_decay=[h.get("coeff", 0.0) for h in batch.hypers], l2_coeffs=batch.l2_coeffs,
         )  # fmt: skip

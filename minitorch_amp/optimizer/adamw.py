@@ -91,9 +91,9 @@ class AdamW(Adam):
         super()._validate_group(group)
         group["weight_decay"] = group["coeff"] = float(coeff)
 
-    def _param_lr(self, param, group: dict, base_lr: float) -> float:
-        lr = super()._param_lr(param, group, base_lr)
-        return lr if self._lr_ratio is None else lr * float(self._lr_ratio(param))
+    def _lr_multiplier(self, param, group: dict) -> float:
+        ratio = super()._lr_multiplier(param, group)
+        return ratio if self._lr_ratio is None else ratio * float(self._lr_ratio(param))
 
     def _hyper(self, param, group: dict) -> dict:
         fn = self._apply_decay_param_fun

@@ -5,17 +5,16 @@
 * ``'per-param numpy'`` (NumPy arrays, or an optimizer whose maths has no fused twin): the
   per-parameter ``_apply_update`` -> ``_update`` loop, the reference semantics;
 * ``'fused kernel'`` / ``'cupy twin'`` (CuPy arrays): :func:`apply_fused` gathers, for every
-  parameter, what ``_apply_update`` would use (master, accumulators, lr, L2 coefficient,
-  hyper-parameters), groups them by (param dtype, grad dtype) and hands each bucket to the
-  optimizer's ``_fused_update``, which calls ``backend.fused_optim`` once. ``found_inf``
-  stays a device array all the way down: nothing in the step waits for the GPU.
+  parameter, what ``_apply_update`` would use (master, accumulators, lr ratio, L2
+  coefficient, hyper-parameters), groups them by (param dtype, grad dtype) and hands each
+  bucket to the optimizer's ``_fused_update``, which calls ``backend.fused_optim`` once.
+  ``found_inf`` stays a device array all the way down, and the learning rate is read from
+  the optimizer's device buffer: nothing in the step waits for the GPU or uploads.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from ..autograd.tensor import Tensor
 from ..backend import device as _device
@@ -23,7 +22,6 @@ from ..backend import dtypes as _dtypes
 from ..backend import fused_optim
 from ..backend.cast_counter import count_cast
 from ..regularizer import L2Decay
-from .mixed_precision import found_inf_is_set
 
 
 @dataclass
@@ -38,7 +36,8 @@ class FusedBatch:
     masters: list = field(default_factory=list)  # float32 arrays or None
     grads: list = field(default_factory=list)
     states: list = field(default_factory=list)  # the accumulator dicts
-    lrs: list = field(default_factory=list)
+    base_lr: object = None  # the optimizer's lr buffer: a float64 array [1] on the device
+    lr_ratios: list = field(default_factory=list)  # Python floats: lr = base_lr * ratio
     l2_coeffs: list = field(default_factory=list)
     prepared: list = field(default_factory=list)
     hypers: list = field(default_factory=list)  # optimizer._hyper(param, group)
@@ -46,24 +45,15 @@ class FusedBatch:
 
 def update_path(opt, pairs) -> str:
     """``'fused kernel'``, ``'cupy twin'`` or ``'per-param numpy'`` for this group's pairs."""
-    if not _has_fused_twin(type(opt)):
+    if not has_fused_twin(type(opt)):
         return "per-param numpy"
     return fused_optim.update_path([p._data for p, _ in pairs], [_array(g) for _, g in pairs])
 
 
-def found_inf_flag(flag):
-    """The aux var ``found_inf`` as the step uses it: a device array stays one (never read on
-    the host, the fused update reads it); anything else becomes True or False."""
-    if isinstance(flag, Tensor):
-        flag = flag._data
-    if _device.is_array(flag) and _device.get_array_module(flag) is not np:
-        return flag
-    return found_inf_is_set(flag)
-
-
-def apply_fused(opt, group: dict, pairs, base_lr: float, found_inf) -> None:
+def apply_fused(opt, group: dict, pairs, found_inf) -> None:
     """Update ``pairs`` with one ``opt._fused_update`` call per (param, grad) dtype bucket."""
     buckets: dict = {}
+    base_lr = opt._lr_buffer(_device.place_of(pairs[0][0]._data))
     for param, grad in pairs:
         data, g = param._data, _array(grad)
         state = opt._state_for(param, group)
@@ -81,12 +71,12 @@ def apply_fused(opt, group: dict, pairs, base_lr: float, found_inf) -> None:
             wide = _dtypes.accumulation_dtype(data.dtype)
             p = master if master is not None else data.astype(wide, copy=False)
             g = opt._prepare_grad(p, g.astype(p.dtype, copy=False), regularizer, group)
-        batch = buckets.setdefault((data.dtype, g.dtype), FusedBatch())
+        batch = buckets.setdefault((data.dtype, g.dtype), FusedBatch(base_lr=base_lr))
         batch.params.append(data)
         batch.masters.append(master)
         batch.grads.append(g)
         batch.states.append(state)
-        batch.lrs.append(opt._param_lr(param, group, base_lr))
+        batch.lr_ratios.append(opt._lr_multiplier(param, group))
         batch.l2_coeffs.append(l2)
         batch.prepared.append(regularizer is not None and not l2)
         batch.hypers.append(opt._hyper(param, group))
@@ -97,7 +87,7 @@ def apply_fused(opt, group: dict, pairs, base_lr: float, found_inf) -> None:
         count_cast("optimizer", sum(m is not None for m in batch.masters))
 
 
-def _has_fused_twin(cls) -> bool:
+def has_fused_twin(cls) -> bool:
     """Whether ``cls._fused_update`` reproduces ``cls._update`` and ``cls._prepare_grad``:
     a subclass that overrides either of those below ``_fused_update`` keeps the loop."""
     owner = _defining_class(cls, "_fused_update")

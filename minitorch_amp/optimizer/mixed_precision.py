@@ -30,9 +30,13 @@ state before it.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..autograd.tensor import Tensor
 from ..backend import device as _device
 from ..backend import dtypes as _dtypes
+from ..backend import graphs as _graphs
+from ..backend import sync as _sync
 
 
 def get_master_weight(masters: dict, owners: dict, param: Tensor) -> Tensor:
@@ -59,6 +63,9 @@ def get_master_weight(masters: dict, owners: dict, param: Tensor) -> Tensor:
             "name (as in Paddle), so give each parameter a unique name"
         )
     if master is None:
+        _graphs.refuse_in_capture(
+            "creating a master weight", "run the step eagerly once before capturing it"
+        )
         master = Tensor._wrap(param._data.astype(_dtypes.float32))  # float16 -> float32: exact
         master.name = f"{name}_fp32_master_0"
         master.persistable = True
@@ -76,19 +83,34 @@ def low_precision_warning(optimizer_name: str) -> str:
     )
 
 
-def found_inf_is_set(flag) -> bool:
-    """Whether ``flag`` (None, a Python bool, or a bool array/Tensor of shape ``[1]``) is true.
+def as_found_inf(flag):
+    """The one form of found_inf the step uses: None, or a bool array of shape [1].
+
+    Paddle's ``_set_auxiliary_var('found_inf', ...)`` may hand over a Python bool, a Tensor or
+    an array; a device array stays on the device (anything but a bool [1] is reduced there).
+    """
+    if flag is None:
+        return None
+    if isinstance(flag, Tensor):
+        flag = flag._data
+    if not _device.is_array(flag):
+        return np.array([bool(flag)])
+    if flag.dtype == np.bool_ and flag.shape == (1,):
+        return flag
+    return (flag != 0).any().reshape(1)
+
+
+def found_inf_is_set(flag, reader: str | None = None) -> bool:
+    """Whether ``flag`` (a bool array of shape [1], see :func:`as_found_inf`) is set.
 
     NOTE: a flag on the GPU is read with one host sync here, which stalls the training step
     until the GPU catches up. So the optimizers do not call this for a device flag: their
     fused update (``fused_step.py``, ``cuda/optim.cu``) takes ``found_inf`` as an input and
     leaves parameters and state untouched on the device when it is set (as Paddle's adam
-    kernel does with ``SkipUpdate``). Only an optimizer without a fused update reads it here.
+    kernel does with ``SkipUpdate``). Only an optimizer without a fused update reads it
+    here, and ``reader`` names it for the sync debug mode (None: the NumPy twin of a device
+    skip, whose flag is on the host on every machine it runs on).
     """
-    if flag is None:
-        return False
-    if isinstance(flag, Tensor):
-        flag = flag._data
-    if _device.is_array(flag):
-        return bool(_device.asnumpy(flag).any())
-    return bool(flag)
+    if reader is not None:
+        _sync.host_read(reader)
+    return bool(_device.asnumpy(flag).any())

@@ -98,6 +98,7 @@ class Momentum(Optimizer):
         scales = [1.0 if done else group["rescale_grad"] for done in batch.prepared]
         fused_momentum(
             batch.params, batch.masters, batch.grads, [s["velocity"] for s in batch.states],
-            batch.lrs, found_inf, momentum=group["momentum"],
-            use_nesterov=group["use_nesterov"], l2_coeffs=batch.l2_coeffs, grad_scales=scales,
+            batch.base_lr, found_inf, momentum=group["momentum"],
+            use_nesterov=group["use_nesterov"], lr_ratios=batch.lr_ratios,
+            l2_coeffs=batch.l2_coeffs, grad_scales=scales,
         )  # fmt: skip

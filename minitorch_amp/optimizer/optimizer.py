@@ -21,9 +21,14 @@ AMP, the two things GradScaler and ``amp.decorate`` rely on:
   ``self._master_weights[param.name]``. The update runs on the master in fp32, then writes
   the float16 parameter from it, rounded to nearest even (**optimize-cast**: under O2 this
   is the only place a weight is cast, once per parameter per update).
-* ``_set_auxiliary_var('found_inf', flag)``: when the flag is true, the next ``step()`` or
-  ``minimize()`` changes nothing at all (a skipped AMP step); the flag is cleared after it.
-  A flag on the GPU is read there, by the fused update, never by the host.
+* ``found_inf``: a bool array of shape [1] saying the scaled gradients overflowed; when it
+  is set the step changes nothing at all (a skipped AMP step). GradScaler passes it
+  explicitly (``_step(found_inf)``, ``_minimize(found_inf, ...)``); Paddle's
+  ``_set_auxiliary_var('found_inf', flag)`` hands it to the next ``step()`` or
+  ``minimize()`` too. A flag on the GPU is read by the fused update, never by the host.
+
+The learning rate reaches the fused kernel through a device buffer (``_lr_buffer``), written
+when ``get_lr()`` changes: a step captured as a CUDA graph follows a scheduler's new rate.
 """
 
 from __future__ import annotations
@@ -31,13 +36,21 @@ from __future__ import annotations
 import numbers
 import warnings
 
+import numpy as np
+
 from ..autograd.tensor import Tensor
 from ..backend import device as _device
 from ..backend import dtypes as _dtypes
+from ..backend import graphs as _graphs
 from ..backend.cast_counter import count_cast
-from .fused_step import apply_fused, found_inf_flag, update_path
+from .fused_step import apply_fused, has_fused_twin, update_path
 from .lr import LRScheduler
-from .mixed_precision import found_inf_is_set, get_master_weight, low_precision_warning
+from .mixed_precision import (
+    as_found_inf,
+    found_inf_is_set,
+    get_master_weight,
+    low_precision_warning,
+)
 from .param_groups import as_groups, as_regularizer, check_learning_rate
 from .state_dict import load_optimizer_state, optimizer_state_dict
 
@@ -75,6 +88,7 @@ class Optimizer:
     """
 
     _group_keys: tuple[str, ...] = ()  # the subclass's hyper-parameters a group may override
+    _takes_found_inf = True  # GradScaler calls _step(found_inf) / _minimize(found_inf, ...)
     _fused_update = None  # a subclass's fused twin of _update (see fused_step.py), if it has one
 
     def __init__(
@@ -95,6 +109,7 @@ class Optimizer:
         self._warned_low_precision = False
         self._accumulators: dict[int, dict] = {}
         self._extra_params: list[Tensor] = []  # updated through minimize(parameters=...)
+        self._lr_buffers: dict = {}  # Place -> HostFed: the lr the fused kernel reads
         # Subclasses put their hyper-parameters in self._defaults before calling us.
         defaults = {
             "learning_rate": 1.0,
@@ -183,9 +198,22 @@ class Optimizer:
         self._learning_rate = scheduler
 
     def _param_lr(self, param, group: dict, base_lr: float) -> float:
+        """``base_lr * _lr_multiplier(param, group)``, in float64 (the fused kernel's order)."""
+        return base_lr * self._lr_multiplier(param, group)
+
+    def _lr_multiplier(self, param, group: dict) -> float:
+        """The group's and the parameter's learning-rate ratios, multiplied."""
         attr = getattr(param, "optimize_attr", None)
         ratio = 1.0 if attr is None else attr.get("learning_rate", 1.0)
-        return base_lr * float(group["learning_rate"]) * float(ratio)
+        return float(group["learning_rate"]) * float(ratio)
+
+    def _lr_buffer(self, place):
+        """The device buffer holding ``get_lr()`` for the fused kernel on ``place``, current."""
+        buffer = self._lr_buffers.get(place)
+        if buffer is None:
+            buffer = self._lr_buffers[place] = _graphs.HostFed(place, np.float64)
+        buffer.follow(self.get_lr)
+        return buffer.array
 
     # ---- the update ---------------------------------------------------------------------------
     def step(self) -> None:
@@ -195,20 +223,36 @@ class Optimizer:
         values and their accumulators). When the auxiliary var ``'found_inf'`` is true the
         whole update is skipped; the var is cleared either way.
         """
-        try:
-            found_inf = found_inf_flag(self._auxiliary_vars.get("found_inf"))
-            if found_inf is True:
-                return
-            base_lr = self.get_lr()
-            for group in self._param_groups:
-                pairs = [
-                    (p, p._grad)
-                    for p in group["params"]
-                    if not p.stop_gradient and p._grad is not None
-                ]
-                self._apply_group(group, pairs, base_lr, found_inf)
-        finally:
-            self._auxiliary_vars.pop("found_inf", None)
+        self._step(self._take_found_inf())
+
+    def _step(self, found_inf=None) -> None:
+        """:meth:`step`, skipped on the device when ``found_inf`` (a bool [1] array) is set."""
+        found_inf = as_found_inf(found_inf)
+        if self._skip_on_host(found_inf):
+            return
+        base_lr = self.get_lr()
+        for group in self._param_groups:
+            pairs = [
+                (p, p._grad) for p in group["params"] if not p.stop_gradient and p._grad is not None
+            ]
+            self._apply_group(group, pairs, base_lr, found_inf)
+
+    def _skip_on_host(self, found_inf) -> bool:
+        """Whether a set flag on the host (free to read) skips the whole step."""
+        on_host = found_inf is not None and _device.get_array_module(found_inf) is np
+        return on_host and found_inf_is_set(found_inf, self._host_read_name())
+
+    def _host_read_name(self):
+        """What reads found_inf on the host, for the sync debug mode: an optimizer without a
+        fused update (on a GPU it reads the device flag); None for one with it (its NumPy
+        twin reads the CPU backend's flag, which on a GPU the kernel reads)."""
+        if has_fused_twin(type(self)):
+            return None
+        return f"{type(self).__name__}.step() (no fused update to skip on the device)"
+
+    def _take_found_inf(self):
+        """The ``'found_inf'`` auxiliary var (Paddle's hand-over), removed: it is used once."""
+        return as_found_inf(self._auxiliary_vars.pop("found_inf", None))
 
     def minimize(self, loss, startup_program=None, parameters=None, no_grad_set=None):
         """Apply the gradients already computed, like :meth:`step` (Paddle dygraph).
@@ -225,12 +269,13 @@ class Optimizer:
             ``(optimize_ops, params_grads)``: ``[]`` and the ``(param, grad)`` pairs used
             (the pairs that would have been used, when ``'found_inf'`` skipped the update).
         """
-        try:
-            return self._minimize(parameters, no_grad_set)
-        finally:
-            self._auxiliary_vars.pop("found_inf", None)
+        return self._minimize(
+            self._take_found_inf(), loss, startup_program, parameters, no_grad_set
+        )
 
-    def _minimize(self, parameters, no_grad_set):
+    def _minimize(self, found_inf, loss, startup_program=None, parameters=None, no_grad_set=None):
+        """:meth:`minimize`, skipped on the device when ``found_inf`` is set."""
+        found_inf = as_found_inf(found_inf)
         params = self._parameter_list if parameters is None else list(parameters)
         skip = set(no_grad_set or ())
         skip_ids = {id(x) for x in skip if isinstance(x, Tensor)}
@@ -243,8 +288,7 @@ class Optimizer:
             and id(p) not in skip_ids
             and p.name not in skip_names
         ]
-        found_inf = found_inf_flag(self._auxiliary_vars.get("found_inf"))
-        if found_inf is True:
+        if self._skip_on_host(found_inf):
             return [], params_grads
         base_lr = self.get_lr()
         by_group: dict[int, list] = {}
@@ -266,9 +310,9 @@ class Optimizer:
         if not pairs:
             return
         if update_path(self, pairs) != "per-param numpy":
-            apply_fused(self, group, pairs, base_lr, found_inf)  # found_inf read on the device
+            apply_fused(self, group, pairs, found_inf)  # found_inf read on the device
             return
-        if found_inf is not False and found_inf_is_set(found_inf):
+        if found_inf is not None and found_inf_is_set(found_inf, self._host_read_name()):
             return  # a device flag, but no fused update for this optimizer: one host read
         for param, grad in pairs:
             self._apply_update(param, grad, group, base_lr)
@@ -310,6 +354,9 @@ class Optimizer:
         """``param``'s accumulators, created at its first update."""
         state = self._accumulators.get(id(param))
         if state is None:
+            _graphs.refuse_in_capture(
+                "creating optimizer state", "run the step eagerly once before capturing it"
+            )
             state = self._create_accumulators(param, group)
             self._accumulators[id(param)] = state
             if id(param) not in self._group_of:

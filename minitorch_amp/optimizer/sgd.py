@@ -48,6 +48,6 @@ class SGD(Optimizer):
 
     def _fused_update(self, batch, group, found_inf) -> None:
         fused_sgd(
-            batch.params, batch.masters, batch.grads, batch.lrs, found_inf,
-            l2_coeffs=batch.l2_coeffs,
+            batch.params, batch.masters, batch.grads, batch.base_lr, found_inf,
+            lr_ratios=batch.lr_ratios, l2_coeffs=batch.l2_coeffs,
         )  # fmt: skip

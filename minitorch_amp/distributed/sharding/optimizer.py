@@ -112,18 +112,29 @@ class ShardedOptimizer:
     def _get_auxiliary_var(self, key: str):
         return self._inner_opt._get_auxiliary_var(key)
 
+    _takes_found_inf = True  # GradScaler passes found_inf to _step / _minimize, as to ours
+
     def step(self) -> None:
         """Clip, update the owned parameters, then send every parameter from its owner."""
+        self._step(self._inner_opt._take_found_inf())
+
+    def _step(self, found_inf=None) -> None:
         self._clip_grads()
-        self._inner_opt.step()
+        self._inner_opt._step(found_inf)
         self._broadcast_params()
 
     def minimize(self, loss, startup_program=None, parameters=None, no_grad_set=None):
         """Like ``Optimizer.minimize`` (dygraph: applies the existing gradients)."""
+        found_inf = self._inner_opt._take_found_inf()
+        return self._minimize(found_inf, loss, startup_program, parameters, no_grad_set)
+
+    def _minimize(self, found_inf, loss, startup_program=None, parameters=None, no_grad_set=None):
         if parameters is not None:
             parameters = [p for p in parameters if self._owner.get(id(p)) == self._comm.rank]
         self._clip_grads()
-        result = self._inner_opt.minimize(loss, startup_program, parameters, no_grad_set)
+        result = self._inner_opt._minimize(
+            found_inf, loss, startup_program, parameters, no_grad_set
+        )
         self._broadcast_params()
         return result
 

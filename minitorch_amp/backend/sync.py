@@ -1,0 +1,207 @@
+"""When the host waits for the device: the sync debug mode, and checks the device reports later.
+
+A GPU runs ahead of Python: a kernel launch returns at once and the host goes on queueing
+work. Two things stop that. Reading device data on the host (``loss.item()``,
+``float(t)``, ``if t:``, ``t.numpy()``) waits until every queued kernel has finished, so the
+GPU drains and idles while Python catches up. And uploading host-built data inside an op
+(a table built with NumPy, a list turned into an array) is a transfer that a CUDA graph
+cannot record. A training step that does neither can run ahead of the host and can be
+captured and replayed as a graph.
+
+:func:`set_sync_debug_mode` (PyTorch's name) makes every such place speak up:
+
+* ``"default"`` (0): nothing is reported;
+* ``"warn"`` (1): a ``SyncWarning`` naming the call site;
+* ``"error"`` (2): a :class:`SyncError` naming the call site; nothing has been read yet.
+
+The library calls :func:`host_read` before each of its host reads of device data and
+:func:`upload` before each upload of host-built data inside an op. On the NumPy backend the
+same calls are made at the same places, although a NumPy "device" array is already on the
+host: that is what lets the CPU test suite prove that a training step, after its first
+iteration, neither synchronises nor transfers on a GPU. On the GPU in ``"error"`` mode,
+CuPy's own detector is also switched on for the calling thread, as a second net for a read
+the library forgot to declare.
+
+Deferred checks. Some ops must validate data that lives on the device (a label outside
+``[0, classes)``). Checking it on the host would be a synchronisation in every step, so on
+the GPU the op ORs the verdict into a persistent device flag (:func:`defer`) and the report
+is made at the next host read, which waits for the device anyway: like CUDA's device-side
+asserts, the error surfaces at the next synchronisation, one read of a flag later.
+
+Example:
+    >>> import minitorch_amp as mt
+    >>> from minitorch_amp.backend import sync
+    >>> x = mt.to_tensor([1.0, 2.0])
+    >>> with sync.sync_debug_mode("error"):
+    ...     y = x * 2                      # queued work: fine
+    ...     try:
+    ...         y.item(0)
+    ...     except sync.SyncError as err:
+    ...         print(str(err).split(":")[0])
+    Tensor.item() synchronises
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import warnings
+
+import numpy as np
+
+from . import device as _device
+
+__all__ = [
+    "SyncError",
+    "SyncWarning",
+    "defer",
+    "get_sync_debug_mode",
+    "host_read",
+    "run_deferred",
+    "set_sync_debug_mode",
+    "sync_debug_mode",
+    "upload",
+]
+
+_MODES = {"default": 0, "warn": 1, "error": 2}
+_mode = 0
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class SyncError(RuntimeError):
+    """A host read or an upload happened while the sync debug mode is ``"error"``."""
+
+
+class SyncWarning(UserWarning):
+    """A host read or an upload happened while the sync debug mode is ``"warn"``."""
+
+
+def set_sync_debug_mode(debug_mode) -> None:
+    """Report host reads of device data and uploads inside ops: PyTorch's function.
+
+    Args:
+        debug_mode: ``"default"`` or 0 (silent), ``"warn"`` or 1, ``"error"`` or 2.
+
+    Raises:
+        ValueError: any other value.
+    """
+    global _mode
+    if isinstance(debug_mode, str) and debug_mode in _MODES:
+        mode = _MODES[debug_mode]
+    elif not isinstance(debug_mode, bool) and debug_mode in (0, 1, 2):
+        mode = int(debug_mode)
+    else:
+        raise ValueError(
+            f"sync debug mode must be 'default', 'warn' or 'error' (or 0, 1, 2), got {debug_mode!r}"
+        )
+    _mode = mode
+    _cupy_detector(mode == 2)
+
+
+def get_sync_debug_mode() -> int:
+    """The current mode as PyTorch returns it: 0 default, 1 warn, 2 error."""
+    return _mode
+
+
+@contextlib.contextmanager
+def sync_debug_mode(debug_mode):
+    """:func:`set_sync_debug_mode` for a ``with`` block; the previous mode comes back after."""
+    previous = _mode
+    set_sync_debug_mode(debug_mode)
+    try:
+        yield
+    finally:
+        set_sync_debug_mode(previous)
+
+
+def _cupy_detector(on: bool) -> None:
+    """CuPy's (deprecated, thread-local) synchronisation detector: on only in error mode."""
+    if _device.cupy is None:
+        return
+    try:
+        from cupy._core import syncdetect
+    except ImportError:  # a CuPy without it: our own checks still run
+        return
+    syncdetect._thread_local.allowed = not on
+
+
+def host_read(what: str) -> None:
+    """Declare a host read of device data, or a wait for the device (``what`` names it, e.g.
+    ``'Tensor.item()'``).
+
+    Reports it as the mode says, then runs the deferred checks: the read is about to wait
+    for the device anyway, so reading their flags costs no extra synchronisation.
+
+    Raises:
+        SyncError: in ``"error"`` mode (before anything is read).
+    """
+    if _mode:
+        _report(f"{what} synchronises: the host waits until the GPU has done its queued work")
+    if _deferred:
+        run_deferred()
+
+
+def upload(what: str) -> None:
+    """Declare an upload of host-built data inside an op (``what`` names it).
+
+    Raises:
+        SyncError: in ``"error"`` mode (before anything is uploaded).
+    """
+    if _mode:
+        _report(f"{what} uploads host data to the device, which a CUDA graph cannot record")
+
+
+def _report(message: str) -> None:
+    where = _call_site()
+    text = (
+        f"{message} (at {where}); set_sync_debug_mode is "
+        f"{'error' if _mode == 2 else 'warn'}. Keep such reads out of the training step, "
+        "or set minitorch_amp.device.set_sync_debug_mode('default')."
+    )
+    if _mode == 2:
+        raise SyncError(text)
+    warnings.warn(text, SyncWarning, stacklevel=2)
+
+
+def _call_site() -> str:
+    """``file:line in function`` of the innermost frame outside minitorch_amp (the user's)."""
+    frame = sys._getframe(1)
+    inner = None
+    while frame is not None:
+        path = os.path.abspath(frame.f_code.co_filename)
+        inner = inner or frame
+        if not path.startswith(_PACKAGE + os.sep):
+            break
+        frame = frame.f_back
+    frame = frame or inner
+    return f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}"
+
+
+# ---- checks the device reports at the next host read ----------------------------------------
+_deferred: dict = {}
+
+
+def defer(key, flag, report) -> None:
+    """Have ``report(host_value_of_flag)`` run at the next host read (on the CPU: now).
+
+    ``flag`` is a persistent device array that kernels keep writing (an OR of verdicts, a
+    counter); ``key`` names the check, so registering it again in every step keeps one
+    entry. ``report`` may raise or warn, and returns True to keep the check registered.
+    A NumPy flag is already on the host, so its check runs at once: on the CPU an error is
+    raised by the call that caused it.
+    """
+    if isinstance(flag, np.ndarray):
+        report(flag)
+        return
+    _deferred[key] = (flag, report)
+
+
+def run_deferred() -> None:
+    """Read every deferred flag (one small copy each) and let its check report."""
+    for key, (flag, report) in list(_deferred.items()):
+        if key not in _deferred:  # an earlier report unregistered it
+            continue
+        del _deferred[key]
+        if report(_device.asnumpy(flag)):
+            _deferred.setdefault(key, (flag, report))

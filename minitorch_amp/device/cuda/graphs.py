@@ -1,0 +1,228 @@
+"""CUDA graphs with Paddle's names (``paddle.device.cuda.graphs``) and PyTorch's ``graph``.
+
+Capture one whole training step and replay it: one launch instead of dozens, and no Python
+between the kernels (``docs/graphs.md`` explains why that matters and what it takes)::
+
+    x = mt.zeros([64, 1024]); y = mt.zeros([64], dtype="int64")   # static inputs
+    def train_step():
+        with amp.auto_cast(level="O2"):
+            loss = F.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)                  # unscale, skip on inf/nan: all on the device
+        scaler.update()
+        opt.clear_grad()
+        return loss
+
+    x.set_value(first_x); y.set_value(first_y)
+    train_step()                          # eager warm-up: state, kernels, tables
+
+    g = CUDAGraph()
+    g.capture_begin()
+    loss = train_step()                   # recorded, not run
+    g.capture_end()
+    for xb, yb in batches:
+        x.set_value(xb); y.set_value(yb)  # new data into the same buffers
+        g.replay()                        # the whole step; ``loss`` holds its value
+
+Rules (each broken one is an error during capture, not a wrong result): run the step
+eagerly at least once first; no host reads (``.item()``, ``float()``, ``if t:``) inside; feed
+new data through the same input tensors; float32 matmuls use cuBLAS, which CuPy refuses to
+capture, so capture AMP steps (O1, O2), whose matmuls run on our own kernel.
+
+On the CPU backend everything here exists, :func:`is_cuda_graph_supported` is False, and
+capturing raises :class:`GraphError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from ...autograd.tensor import Tensor
+from ...backend import device as _device
+from ...backend import graphs as _graphs
+from ...backend.graphs import CAPTURE_MODES, GraphError
+
+__all__ = ["CUDAGraph", "GraphError", "graph", "is_cuda_graph_supported", "wrap_cuda_graph"]
+
+_shared_pools: dict[int, object] = {}  # pool_id -> a memory pool that graphs share
+
+
+def is_cuda_graph_supported() -> bool:
+    """True when CuPy runs on an NVIDIA GPU, so steps can be captured (Paddle's function)."""
+    return _graphs.is_supported()
+
+
+class CUDAGraph:
+    """Capture GPU work once, replay it with one launch (Paddle's ``CUDAGraph``).
+
+    Args:
+        place: the GPU to capture on (default: the current device).
+        mode: ``'thread_local'`` (default), ``'global'`` or ``'relaxed'``: which other
+            threads' CUDA calls may not run during the capture (cudaStreamCaptureMode).
+        pool_id: graphs given the same int share one private memory pool (safe only when
+            they replay in the order they were captured); None gives this graph its own.
+
+    Raises:
+        ValueError: an unknown mode.
+    """
+
+    def __init__(self, place=None, mode: str = "thread_local", pool_id=None):
+        if mode not in CAPTURE_MODES:
+            raise ValueError(f"mode must be one of {sorted(CAPTURE_MODES)}, got {mode!r}")
+        self._place = _device.current_place() if place is None else _device.parse_device(place)
+        self._mode = mode
+        self._pool_id = pool_id
+        self._capture = None
+
+    def capture_begin(self) -> None:
+        """Start recording the GPU work queued from now on (it does not run).
+
+        Raises:
+            GraphError: no GPU (the CPU backend), another capture in progress, or this graph
+                was captured already (``reset()`` first).
+        """
+        if not is_cuda_graph_supported() or self._place.kind != "gpu":
+            raise GraphError(
+                f"CUDA graphs need a GPU place and CuPy on an NVIDIA GPU; this graph's place "
+                f"is {self._place} and is_cuda_graph_supported() is "
+                f"{is_cuda_graph_supported()}. Run the step eagerly instead."
+            )
+        if self._capture is not None and self._capture.graph is not None:
+            raise GraphError("this graph was captured already; call reset() to capture again")
+        pool = None
+        if self._pool_id is not None:
+            pool = _shared_pools.get(self._pool_id)
+            if pool is None:
+                pool = _shared_pools[self._pool_id] = _device.cupy.cuda.MemoryPool()
+        self._capture = _graphs.Capture(self._place.index, self._mode, pool)
+        self._capture.begin()
+
+    def capture_end(self) -> None:
+        """Stop recording and build the graph; :meth:`replay` runs it."""
+        if self._capture is None:
+            raise GraphError("capture_end() without capture_begin()")
+        self._capture.end()
+
+    def replay(self) -> None:
+        """Run everything captured, once, on the current stream (nothing waits for it)."""
+        if self._capture is None:
+            raise GraphError("replay() before capture_begin()/capture_end()")
+        self._capture.replay()
+
+    def reset(self) -> None:
+        """Forget the captured work, so the graph can capture again."""
+        if self._capture is not None:
+            self._capture.reset()
+        self._capture = None
+
+    def _abort(self) -> None:
+        if self._capture is not None:
+            self._capture.abort()
+        self._capture = None
+
+
+@contextlib.contextmanager
+def graph(cuda_graph: CUDAGraph, pool=None, stream=None, capture_error_mode=None):
+    """PyTorch's ``with torch.cuda.graph(g):`` for a :class:`CUDAGraph`.
+
+    The block is captured into ``cuda_graph``; if it raises, the capture is dropped and the
+    error goes on. ``pool`` and ``stream`` are not supported (a CUDAGraph's ``pool_id``
+    shares pools); ``capture_error_mode`` overrides the graph's mode.
+
+    Raises:
+        GraphError: as :meth:`CUDAGraph.capture_begin`.
+        ValueError: ``pool`` or ``stream`` given.
+    """
+    if pool is not None or stream is not None:
+        raise ValueError(
+            "graph(): pool= and stream= are not supported; share a pool with "
+            "CUDAGraph(pool_id=...) and capture on the current device"
+        )
+    if not isinstance(cuda_graph, CUDAGraph):
+        raise TypeError(f"graph() needs a CUDAGraph, got {type(cuda_graph).__name__}")
+    if capture_error_mode is not None:
+        if capture_error_mode not in CAPTURE_MODES:
+            raise ValueError(
+                f"capture_error_mode must be one of {sorted(CAPTURE_MODES)}, "
+                f"got {capture_error_mode!r}"
+            )
+        cuda_graph._mode = capture_error_mode
+    cuda_graph.capture_begin()
+    try:
+        yield cuda_graph
+    except BaseException:
+        cuda_graph._abort()
+        raise
+    cuda_graph.capture_end()
+
+
+def wrap_cuda_graph(function, mode: str = "thread_local", memory_pool="default", warmup=1):
+    """``function`` run eagerly ``warmup`` times, then captured, then replayed (Paddle's name).
+
+    Every call after the warm-up replays the graph and returns the very tensors the captured
+    call returned, now holding this call's values. The arguments must be the same tensors
+    at every call (put new data in them with ``Tensor.set_value``). A Layer (anything with a
+    ``forward`` method) gets its ``forward`` wrapped and is returned.
+
+    Args:
+        function: the step to capture.
+        mode: the capture mode, as :class:`CUDAGraph`.
+        memory_pool: ``'default'`` or ``'new'`` (a pool of its own), or an int shared with
+            the graphs given the same int.
+        warmup: eager calls before the capture (at least 1: the first call creates optimizer
+            state, compiles kernels and builds the tables the graph will reuse).
+
+    Raises:
+        ValueError: a bad mode, memory_pool or warmup.
+    """
+    if mode not in CAPTURE_MODES:
+        raise ValueError(f"mode must be one of {sorted(CAPTURE_MODES)}, got {mode!r}")
+    if memory_pool not in ("default", "new") and (
+        isinstance(memory_pool, bool) or not isinstance(memory_pool, int)
+    ):
+        raise ValueError(f"memory_pool must be 'default', 'new' or an int, got {memory_pool!r}")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 1:
+        raise ValueError(f"warmup must be an int >= 1 (eager calls before capture), got {warmup!r}")
+    pool_id = memory_pool if isinstance(memory_pool, int) else None
+    forward = getattr(function, "forward", None)
+    if callable(forward) and not isinstance(function, _GraphedCallable):
+        function.forward = _GraphedCallable(forward, mode, pool_id, warmup)
+        return function
+    return _GraphedCallable(function, mode, pool_id, warmup)
+
+
+class _GraphedCallable:
+    """What :func:`wrap_cuda_graph` returns: warm up, capture once, then replay."""
+
+    def __init__(self, function, mode: str, pool_id, warmup: int):
+        self._function = function
+        self._graph = CUDAGraph(mode=mode, pool_id=pool_id)
+        self._warmup_left = warmup
+        self._inputs = None
+        self._outputs = None
+
+    def __call__(self, *args, **kwargs):
+        if self._warmup_left:
+            self._warmup_left -= 1
+            return self._function(*args, **kwargs)
+        inputs = _input_tensors(args, kwargs)
+        if self._inputs is None:
+            with graph(self._graph):
+                self._outputs = self._function(*args, **kwargs)
+            self._inputs = inputs
+        elif len(inputs) != len(self._inputs) or any(
+            a is not b for a, b in zip(inputs, self._inputs)
+        ):
+            raise GraphError(
+                "a graphed function must get the same input tensors at every call (the graph "
+                "reads their fixed addresses); copy new data into them with "
+                "Tensor.set_value(...) instead of passing new tensors"
+            )
+        self._graph.replay()
+        return self._outputs
+
+
+def _input_tensors(args, kwargs) -> list:
+    """Every Tensor argument and the array it holds, in order (kept alive with the graph)."""
+    values = list(args) + [kwargs[k] for k in sorted(kwargs)]
+    return [x for v in values if isinstance(v, Tensor) for x in (v, v._data)]
