@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backend import sync
 from ..backend.primitives import unbroadcast
 from .tensor import Tensor
 
@@ -54,9 +55,22 @@ def _conform(grad, tensor: Tensor):
 
 
 def _accumulate_leaf(leaf: Tensor, grad, owned: bool) -> None:
-    """Add ``grad`` into ``leaf.grad`` in place; copy first if ``grad`` may be shared."""
-    if leaf._grad is None:
+    """Add ``grad`` into ``leaf.grad`` in place; copy first if ``grad`` may be shared.
+
+    A buffer that ``clear_grad()`` left stale is overwritten instead: one copy in place of a
+    fill and an add, and the gradient keeps its address from step to step (the optimizer's
+    kernel table and a captured CUDA graph rely on that).
+    """
+    store = leaf._grad_value
+    if store is None:
         leaf._grad = Tensor._wrap(grad if owned else grad.copy())
+    elif (
+        leaf._grad_stale
+        and store._data.shape == grad.shape
+        and np.can_cast(grad.dtype, store._data.dtype, "safe")  # (a master_grad's float32)
+    ):
+        Tensor._xp_of(grad).copyto(store._data, grad)
+        leaf._grad_stale = False
     else:
         leaf._grad._data += grad
 
@@ -72,7 +86,7 @@ def _initial_grad(root: Tensor, grad_tensor):
             )
         return Tensor._xp_of(data).ones_like(data)
     g = grad_tensor._data if isinstance(grad_tensor, Tensor) else grad_tensor
-    g = Tensor._xp_of(data).asarray(g)
+    g = sync.to_device(g, data, "backward()'s grad_tensor")
     if g.shape != data.shape:
         raise ValueError(
             f"grad_tensor has shape {list(g.shape)} but the tensor has shape {list(data.shape)}; "

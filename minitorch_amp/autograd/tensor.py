@@ -33,14 +33,18 @@ class Tensor:
         array([2., 4.], dtype=float32)
     """
 
-    __slots__ = ("_data", "_node", "_grad", "stop_gradient", "name", "persistable", "__weakref__")
+    __slots__ = (
+        "_data", "_node", "_grad_value", "_grad_stale", "stop_gradient", "name", "persistable",
+        "__weakref__",
+    )  # fmt: skip
 
     def __init__(self, data, dtype=None, place=None, stop_gradient: bool = True):
         place = _device.current_place() if place is None else _device.parse_device(place)
         self._data = _as_array(data, dtype, place)
         _memory.track(self._data)
         self._node = None
-        self._grad = None
+        self._grad_value = None
+        self._grad_stale = False
         self.stop_gradient = bool(stop_gradient)
         self.name = None
         self.persistable = False
@@ -55,7 +59,8 @@ class Tensor:
         t = object.__new__(cls)
         t._data = array
         t._node = None
-        t._grad = None
+        t._grad_value = None
+        t._grad_stale = False
         t.stop_gradient = True
         t.name = None
         t.persistable = False
@@ -106,6 +111,25 @@ class Tensor:
         """The accumulated gradient (a Tensor), or None before any backward."""
         return self._grad
 
+    @property
+    def _grad(self):
+        """The gradient every internal reader sees: zeroed here if ``clear_grad`` deferred it.
+
+        ``clear_grad()`` does not launch a fill: it marks the buffer stale, and the next
+        backward *writes* its gradient into the buffer instead of adding it to zeros (one
+        kernel instead of two, same address). Only a reader that comes first pays the fill.
+        """
+        grad = self._grad_value
+        if self._grad_stale:
+            self._grad_stale = False
+            grad._data.fill(0)
+        return grad
+
+    @_grad.setter
+    def _grad(self, value) -> None:
+        self._grad_value = value
+        self._grad_stale = False
+
     @grad.setter
     def grad(self, value) -> None:
         if value is not None:
@@ -137,11 +161,15 @@ class Tensor:
         backward(self, grad_tensor, retain_graph)
 
     def clear_grad(self, set_to_zero: bool = True) -> None:
-        """Zero ``.grad`` in place (or drop it with ``set_to_zero=False``)."""
-        if self._grad is None:
+        """Zero ``.grad`` in place (or drop it with ``set_to_zero=False``).
+
+        The zeroing is deferred: the next backward writes into the same buffer (see
+        ``_grad``), and a read before that sees zeros.
+        """
+        if self._grad_value is None:
             return
         if set_to_zero:
-            self._grad._data[...] = 0
+            self._grad_stale = True
         else:
             self._grad = None
 

@@ -5,7 +5,8 @@ The autograd ops call these instead of spelling the numerics out each time:
 
 * :func:`matmul` and :func:`linear`: float16 inputs are multiplied as exact float32
   products, accumulated in float32, and rounded to float16 once at the end (a tensor core).
-* :func:`reduce_sum` and :func:`unbroadcast` accumulate float16 in float32.
+* :func:`reduce_sum`, :func:`sum_squares` and :func:`unbroadcast` accumulate float16 in
+  float32.
 * :func:`scatter_add` is ``numpy.add.at`` / ``cupyx.scatter_add``.
 
 Dispatch of the AMP hot paths (``MINITORCH_AMP_RAW_KERNELS=0`` selects the CuPy fallback):
@@ -26,12 +27,15 @@ fp32 master weights        ``_update``                                 twin, on 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
+from . import device as _device
 from . import gemm as _gemm
-from . import kernels
+from . import graphs, kernels
 from .device import get_array_module
-from .dtypes import accumulation_dtype, float16, float32
+from .dtypes import accumulation_dtype, float16, float32, float64
 
 
 def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False):
@@ -57,6 +61,13 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False):
         a = a.swapaxes(-1, -2)
     if transpose_b and b.ndim >= 2:
         b = b.swapaxes(-1, -2)
+    if get_array_module(a, b) is not np:
+        graphs.refuse_in_capture(
+            f"a {a.dtype} matmul",
+            "it runs on cuBLAS, which CuPy refuses to call while a stream is captured; "
+            "capture an AMP step (O1 or O2: its float16 matmuls run on minitorch_amp's own "
+            "GEMM kernel), or run this step eagerly",
+        )
     return a @ b  # cuBLAS computes half GEMMs with float32 accumulation too
 
 
@@ -95,6 +106,29 @@ def reduce_sum(x, axis=None, keepdims: bool = False):
     total = x.sum(axis=axis, dtype=acc, keepdims=keepdims)
     with np.errstate(over="ignore"):  # past 65504 is inf, silently, as on the GPU
         return total.astype(x.dtype)
+
+
+def sum_squares(x, dtype):
+    """``sum(x * x)`` accumulated in ``dtype`` (float32 or float64), a 0-d array on x's device.
+
+    The CPU uses a dot product; the GPU one reduction kernel with no temporary array and no
+    cuBLAS call, so a gradient-clipping step can be captured in a CUDA graph.
+    """
+    flat = x.reshape(-1)
+    if get_array_module(x) is np:
+        flat = flat.astype(dtype, copy=False)
+        return np.dot(flat, flat)
+    return _sum_squares_kernel(np.dtype(dtype).name)(flat)
+
+
+@functools.cache
+def _sum_squares_kernel(out: str):
+    if out not in (float32.name, float64.name):
+        raise TypeError(f"sum_squares accumulates in float32 or float64, not {out}")
+    square = f"{'float' if out == float32.name else 'double'}(x)"
+    return _device.cupy.ReductionKernel(
+        "T x", f"{out} y", f"{square} * {square}", "a + b", "y = a", "0", f"sum_squares_{out}"
+    )
 
 
 def unbroadcast(grad, shape):

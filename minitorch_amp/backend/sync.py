@@ -55,12 +55,14 @@ from . import device as _device
 __all__ = [
     "SyncError",
     "SyncWarning",
+    "check",
     "defer",
     "get_sync_debug_mode",
     "host_read",
     "run_deferred",
     "set_sync_debug_mode",
     "sync_debug_mode",
+    "to_device",
     "upload",
 ]
 
@@ -152,6 +154,20 @@ def upload(what: str) -> None:
         _report(f"{what} uploads host data to the device, which a CUDA graph cannot record")
 
 
+def to_device(value, like, what: str):
+    """``value`` as an array on ``like``'s device, declaring an upload if it is host data.
+
+    An array already there is returned as it is. Anything else (a NumPy array for a CuPy
+    ``like``, a list, a number) is copied in, and that upload is reported as ``what``; on the
+    CPU a NumPy array counts as device data, but a list or a number does not.
+    """
+    xp = _device.get_array_module(like)
+    if _device.get_array_module(value) is xp and _device.is_array(value):
+        return value
+    upload(what)
+    return xp.asarray(value)
+
+
 def _report(message: str) -> None:
     where = _call_site()
     text = (
@@ -205,3 +221,41 @@ def run_deferred() -> None:
         del _deferred[key]
         if report(_device.asnumpy(flag)):
             _deferred.setdefault(key, (flag, report))
+
+
+_flags: dict = {}  # check key -> its persistent device bool [1]
+
+
+def check(key, bad, error) -> None:
+    """Raise ``error(detail)`` if any element of the bool array ``bad`` is set.
+
+    On the CPU at once, with ``detail`` the first bad position's index into ``bad.flat``.
+    On the GPU the verdict is ORed into a persistent device flag for ``key`` (two small
+    kernels, no host read) and the error is raised at the next host read, with ``detail``
+    None: the op carries on with whatever safe value it substitutes. ``key`` names the check
+    (the op and its parameters); it must include nothing that changes every step.
+
+    Example:
+        >>> import numpy as np
+        >>> check("demo", np.array([False, True]), lambda i: ValueError(f"bad at {i}"))
+        Traceback (most recent call last):
+        ValueError: bad at 1
+    """
+    if _device.get_array_module(bad) is np:  # (a 0-d comparison gives a NumPy scalar)
+        if np.any(bad):
+            raise error(int(np.flatnonzero(bad)[0]))
+        return
+    cupy = _device.cupy
+    key = (key, bad.device.id)
+    flag = _flags.get(key)
+    if flag is None:
+        with bad.device:
+            flag = _flags[key] = cupy.zeros(1, dtype=bool)
+    cupy.logical_or(flag, bad.any(), out=flag)
+
+    def report(value):
+        if value[0]:
+            flag.fill(False)
+            raise error(None)
+
+    defer(key, flag, report)

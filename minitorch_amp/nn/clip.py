@@ -10,6 +10,11 @@ NOTE: norms of float16 gradients are computed in float32. Squaring a float16 val
 overflows to inf (65504 is the largest half), so a float16 sum of squares would turn a
 perfectly finite gradient into an infinite norm and clip everything to zero.
 
+The clipped gradients go into buffers the clip object keeps, one per parameter, so they have
+the same addresses in every step: the optimizer's fused kernel finds its table cached, and a
+step with clipping can be captured as a CUDA graph. (The price: one gradient's worth of memory
+per clipped parameter stays allocated between steps.)
+
 This module uses only the backend and Tensor (never ``minitorch_amp.nn``), so that the
 optimizers and ``nn`` can both import it.
 """
@@ -17,10 +22,11 @@ optimizers and ``nn`` can both import it.
 from __future__ import annotations
 
 import math
+import weakref
 
 from ..autograd.tensor import Tensor
 from ..backend import dtypes as _dtypes
-from ..backend import get_array_module
+from ..backend import get_array_module, primitives, sync
 
 __all__ = [
     "ClipGradByGlobalNorm",
@@ -44,14 +50,37 @@ def _norm_dtype(arrays):
 
 def _sum_squares(g, dtype):
     """``sum(g * g)`` accumulated in ``dtype`` (a 0-d array on g's device)."""
-    flat = g.reshape(-1).astype(dtype, copy=False)
-    return get_array_module(g).dot(flat, flat)
+    return primitives.sum_squares(g, dtype)
 
 
-def _scaled(g, scale):
-    """``g * scale`` computed in float32 or wider, returned in g's dtype (rounded once)."""
+def _scaled(g, scale, out=None):
+    """``g * scale`` computed in float32 or wider, written in g's dtype (rounded once)."""
     acc = _dtypes.accumulation_dtype(g.dtype)
-    return (g.astype(acc, copy=False) * scale).astype(g.dtype, copy=False)
+    xp = get_array_module(g)
+    out = xp.empty_like(g) if out is None else out
+    return xp.multiply(g.astype(acc, copy=False), scale, out=out, casting="unsafe")
+
+
+class _Outputs:
+    """One persistent output array per parameter, reused while its shape and dtype hold."""
+
+    def __init__(self):
+        self._arrays: dict[int, tuple] = {}  # id(param) -> (weakref to param, array)
+
+    def __call__(self, param, like):
+        key = id(param)
+        entry = self._arrays.get(key)
+        if entry is not None and entry[0]() is param:
+            out = entry[1]
+            if out.shape == like.shape and out.dtype == like.dtype and type(out) is type(like):
+                return out
+        out = get_array_module(like).empty_like(like)
+        arrays = self._arrays
+        self._arrays[key] = (weakref.ref(param, lambda _, key=key: arrays.pop(key, None)), out)
+        return out
+
+    def __getstate__(self):  # buffers are scratch space: a copy of the clip starts without them
+        return {"_arrays": {}}
 
 
 def _data(grad):
@@ -84,6 +113,7 @@ class ClipGradByGlobalNorm:
     def __init__(self, clip_norm: float, group_name: str = "default_group"):
         self.clip_norm = _check_positive(clip_norm, "ClipGradByGlobalNorm: clip_norm")
         self.group_name = group_name
+        self._outputs = _Outputs()
 
     def __call__(self, params_grads):
         clipped = [
@@ -101,7 +131,8 @@ class ClipGradByGlobalNorm:
             if g is None or not getattr(p, "need_clip", True):
                 out.append((p, g))
             else:
-                out.append((p, Tensor._wrap(_scaled(_data(g), scale))))
+                g = _data(g)
+                out.append((p, Tensor._wrap(_scaled(g, scale, self._outputs(p, g)))))
         return out
 
     def __repr__(self) -> str:
@@ -125,6 +156,7 @@ class ClipGradByNorm:
 
     def __init__(self, clip_norm: float):
         self.clip_norm = _check_positive(clip_norm, "ClipGradByNorm: clip_norm")
+        self._outputs = _Outputs()
 
     def __call__(self, params_grads):
         out = []
@@ -138,7 +170,7 @@ class ClipGradByNorm:
             norm = xp.sqrt(_sum_squares(g, dtype))
             limit = dtype.type(self.clip_norm)
             scale = xp.where(norm > limit, limit / xp.maximum(norm, limit), dtype.type(1.0))
-            out.append((p, Tensor._wrap(_scaled(g, scale))))
+            out.append((p, Tensor._wrap(_scaled(g, scale, self._outputs(p, g)))))
         return out
 
     def __repr__(self) -> str:
@@ -153,14 +185,19 @@ class ClipGradByValue:
         self.min = -self.max if min is None else float(min)
         if not self.min <= self.max:
             raise ValueError(f"ClipGradByValue: min ({self.min}) must be <= max ({self.max})")
+        self._outputs = _Outputs()
 
     def __call__(self, params_grads):
-        return [
-            (p, g)
-            if g is None or not getattr(p, "need_clip", True)
-            else (p, Tensor._wrap(get_array_module(_data(g)).clip(_data(g), self.min, self.max)))
-            for p, g in params_grads
-        ]
+        out = []
+        for p, g in params_grads:
+            if g is None or not getattr(p, "need_clip", True):
+                out.append((p, g))
+                continue
+            g = _data(g)
+            lo, hi = g.dtype.type(self.min), g.dtype.type(self.max)  # kernel arguments on a GPU
+            clipped = get_array_module(g).clip(g, lo, hi, out=self._outputs(p, g))
+            out.append((p, Tensor._wrap(clipped)))
+        return out
 
     def __repr__(self) -> str:
         return f"ClipGradByValue(min={self.min}, max={self.max})"
@@ -217,6 +254,8 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
     else:
         powered = [(xp.abs(g.astype(dtype, copy=False)) ** norm_type).sum() for g in grads]
         total = sum(powered) ** (1.0 / norm_type)
+    if error_if_nonfinite:
+        sync.host_read("clip_grad_norm_(error_if_nonfinite=True)")
     if error_if_nonfinite and not bool(xp.isfinite(total)):
         raise RuntimeError(
             f"the total norm of order {norm_type} of the gradients is {float(total)}, so it "

@@ -422,12 +422,7 @@ class Optimizer:
     def clear_grad(self, set_to_zero: bool = True) -> None:
         """Zero every parameter's ``.grad`` in place, or drop it with ``set_to_zero=False``."""
         for p in self._parameter_list:
-            if p._grad is None:
-                continue
-            if set_to_zero:
-                p._grad._data[...] = 0
-            else:
-                p._grad = None
+            p.clear_grad(set_to_zero)  # zeroing is deferred to the next write (Tensor._grad)
 
     clear_gradients = clear_grad
 

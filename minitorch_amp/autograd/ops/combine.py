@@ -6,7 +6,7 @@ the engine copies before storing) or the gradient masked by the condition.
 
 from __future__ import annotations
 
-from ...backend import get_array_module
+from ...backend import get_array_module, is_array, sync
 from ..op import GRAY, Op
 
 
@@ -89,8 +89,9 @@ class Where(Op):
 
     @staticmethod
     def forward(ctx, condition, x, y):
+        like = next((a for a in (x, y) if is_array(a)), condition)
+        condition = sync.to_device(condition, like, "where's condition")
         xp = get_array_module(condition, x, y)
-        condition = xp.asarray(condition)
         if condition.dtype.kind != "b":
             condition = condition.astype(bool)
         ctx.condition = condition

@@ -229,15 +229,21 @@ class Clip(Op):
         out = x
         if min is not None:
             ctx.mask &= x >= min
-            out = xp.maximum(out, xp.asarray(min, dtype=x.dtype))
+            out = xp.maximum(out, _bound(min, x.dtype))
         if max is not None:
             ctx.mask &= x <= max
-            out = xp.minimum(out, xp.asarray(max, dtype=x.dtype))
+            out = xp.minimum(out, _bound(max, x.dtype))
         return out if out is not x else x.copy()
 
     @staticmethod
     def backward(ctx, grad):
         return grad * ctx.mask
+
+
+def _bound(value, dtype):
+    """A clip bound in ``dtype``: an array as it is, a number as a NumPy scalar (a kernel
+    argument on the GPU, not an upload)."""
+    return value.astype(dtype, copy=False) if is_array(value) else dtype.type(value)
 
 
 class Compare(Op):

@@ -6,7 +6,7 @@ black list) and return a result in the input's dtype.
 
 from __future__ import annotations
 
-from ...backend import get_array_module
+from ...backend import get_array_module, sync
 from ...backend.dtypes import accumulation_dtype
 from ..op import BLACK, Op
 from .activation import log_softmax
@@ -65,7 +65,7 @@ class CrossEntropy(Op):
             )
         axis %= logits.ndim
         classes = logits.shape[axis]
-        label = xp.asarray(label)
+        label = sync.to_device(label, logits, "cross_entropy's label")
         ctx.label_shape = label.shape  # reduction='none' returns the label's shape (Paddle)
         label = _hard_labels(logits, label, axis)
         if weight is not None and tuple(weight.shape) != (classes,):
@@ -75,12 +75,19 @@ class CrossEntropy(Op):
             )
         valid = label != ignore_index
         bad = valid & ((label < 0) | (label >= classes))
-        if bad.any():
-            raise ValueError(
-                f"cross_entropy: label value {int(label[bad].reshape(-1)[0])} is out of range; "
-                f"labels must be in [0, {classes}) or equal ignore_index={ignore_index} "
-                f"(label of shape {list(label.shape)}, input of shape {list(logits.shape)})"
+        shapes = f"label of shape {list(label.shape)}, input of shape {list(logits.shape)}"
+
+        def out_of_range(index):  # the CPU names the value; the GPU reports at the next read
+            value = "a label" if index is None else f"label value {label.flat[index]}"
+            return ValueError(
+                f"cross_entropy: {value} is out of range; labels must be in [0, {classes}) or "
+                f"equal ignore_index={ignore_index} ({shapes})"
+                + ("" if index is not None else "; found on the GPU in an earlier step")
             )
+
+        # No host read: on the GPU the check is a device flag (backend.sync.check).
+        sync.check(("cross_entropy", classes, ignore_index), bad, out_of_range)
+        valid &= ~bad
         acc = accumulation_dtype(logits.dtype)
         safe = xp.where(valid, label, 0)
         lsm = log_softmax(xp.moveaxis(logits, axis, -1).astype(acc), -1)
@@ -124,7 +131,10 @@ class MseLoss(Op):
         xp = get_array_module(input, label)
         acc = accumulation_dtype(input.dtype)
         diff = binary(
-            "mse_loss", lambda a, b: a - b, input.astype(acc), xp.asarray(label).astype(acc)
+            "mse_loss",
+            lambda a, b: a - b,
+            input.astype(acc),
+            sync.to_device(label, input, "mse_loss's label").astype(acc),
         )
         ctx.diff, ctx.dtype, ctx.scale = diff, input.dtype, 2.0
         out = diff * diff

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 
-from ...backend import get_array_module
+import numpy as np
+
+from ...backend import get_array_module, sync
 from ...backend.dtypes import accumulation_dtype, float32
 from ...backend.primitives import scatter_add
 from ...backend.random import generator
@@ -235,12 +237,19 @@ class Embedding(Op):
                 f"embedding: weight must be [num_embeddings, dim], got shape {list(weight.shape)}"
             )
         rows = weight.shape[0]
-        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= rows):
-            raise ValueError(
-                f"embedding: ids of shape {list(ids.shape)} hold values in "
-                f"[{int(ids.min())}, {int(ids.max())}] but weight of shape {list(weight.shape)} "
-                f"has rows 0..{rows - 1}"
+        bad = (ids < 0) | (ids >= rows)
+
+        def out_of_range(index):  # the CPU names the value; the GPU reports at the next read
+            value = "an id" if index is None else f"id {ids.flat[index]}"
+            return ValueError(
+                f"embedding: {value} of ids of shape {list(ids.shape)} is out of range: weight "
+                f"of shape {list(weight.shape)} has rows 0..{rows - 1}"
+                + ("" if index is not None else "; found on the GPU in an earlier step")
             )
+
+        sync.check(("embedding", rows), bad, out_of_range)  # no host read on the GPU
+        if not isinstance(ids, np.ndarray):
+            ids = get_array_module(ids).where(bad, 0, ids)  # the GPU carries on, safely
         if padding_idx is not None:
             if not -rows <= padding_idx < rows:
                 raise ValueError(

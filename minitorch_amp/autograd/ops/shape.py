@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...backend import get_array_module
+from ...backend import get_array_module, sync
 from ...backend.primitives import scatter_add
 from ..op import GRAY, Op
 
@@ -61,6 +61,11 @@ def _is_basic(index) -> bool:
     return all(isinstance(p, (int, slice)) or p is None or p is Ellipsis for p in parts)
 
 
+def _has_mask(index) -> bool:
+    parts = index if isinstance(index, tuple) else (index,)
+    return any(getattr(getattr(p, "dtype", None), "kind", None) == "b" for p in parts)
+
+
 class GetItem(Op):
     """``x[index]`` for basic and integer-array indexing."""
 
@@ -70,6 +75,8 @@ class GetItem(Op):
     @staticmethod
     def forward(ctx, x, index):
         ctx.shape, ctx.index = x.shape, index
+        if _has_mask(index):  # the result's size depends on the mask's values
+            sync.host_read("indexing with a boolean mask")
         try:
             out = x[index]
         except IndexError as exc:

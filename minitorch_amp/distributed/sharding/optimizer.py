@@ -141,11 +141,7 @@ class ShardedOptimizer:
     def clear_grad(self, set_to_zero: bool = True) -> None:
         """Zero (or drop) the gradients of every parameter, owned or not."""
         for p in self._all_params:
-            if p._grad is not None:
-                if set_to_zero:
-                    p._grad._data[...] = 0
-                else:
-                    p._grad = None
+            p.clear_grad(set_to_zero)  # zeroing is deferred to the next write (Tensor._grad)
 
     clear_gradients = clear_grad
 
