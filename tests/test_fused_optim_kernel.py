@@ -311,3 +311,53 @@ def test_random_buckets_and_edge_values(kind, dtypes, sizes, lr, scales, misalig
     call(kind, kernel, np.zeros(1, bool).view(HostArray), lr)
     for have, want in zip(flat(kernel), flat(twin)):
         assert_bitwise(have, want)
+
+
+# ---- the table stays on the device: no upload after the first step ----------------------------
+@pytest.mark.parametrize("kind", ["sgd", "momentum_l2_rescale", "adam", "adamw"])
+def test_after_the_first_step_the_kernel_path_uploads_nothing(kind, on_emulator, monkeypatch):
+    """Steps through the kernel with the same parameters and gradient buffers reuse their
+    table; a scheduler's new rate goes into the lr buffer (a fill, not an upload), and the
+    result is still the per-parameter loop's, bit for bit."""
+    from minitorch_amp.backend import kernels as _kernels
+    from minitorch_amp.device import SyncError, sync_debug_mode
+
+    monkeypatch.setattr(_kernels, "_tables", type(_kernels._tables)())  # none cached yet
+    uploads, real, now = [], _kernels._sync.upload, {}
+    monkeypatch.setattr(
+        _kernels._sync, "upload", lambda what: (uploads.append((now["step"], what)), real(what))
+    )
+    results = []
+    for device in (False, True):
+        params = make_params(("float16", "float32"))
+        if device:
+            for p in params:
+                p._data = np.array(p._data).view(HostArray)
+        scheduler = mt.optimizer.lr.StepDecay(learning_rate=LR, step_size=1, gamma=0.5)
+        opt = OPTIMIZERS[kind](params, True)
+        opt.set_lr_scheduler(scheduler)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for step in range(4):
+                buffers = [p._grad for p in params]
+                set_grads(params, step)
+                for p, buffer in zip(params, buffers):  # new values, in the same buffers
+                    if buffer is None:
+                        p.grad = p.grad._data.view(HostArray) if device else p.grad
+                    else:
+                        buffer._data[...] = p._grad._data
+                        p._grad = buffer
+                now["step"] = step
+                with sync_debug_mode("error" if step else "default"):
+                    opt.step()
+                scheduler.step()
+        results.append(snapshot(opt, params))
+    assert_same(results[1], results[0])
+    # the device run uploaded one table per dtype bucket, in its first step only
+    assert uploads == [(0, "a multi-tensor kernel table")] * 2
+    assert len(on_emulator) == 4 * 2  # one launch per dtype bucket and step
+    # a step with new gradient buffers needs a new table: "error" mode catches the upload
+    for p in params:
+        p.grad = (p.grad._data * 1).view(HostArray)
+    with sync_debug_mode("error"), pytest.raises(SyncError, match="kernel table"):
+        opt.step()

@@ -169,7 +169,8 @@ def to_device(value, like, what: str):
 
 
 def _report(message: str) -> None:
-    where = _call_site()
+    frame = _user_frame()
+    where = f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}"
     text = (
         f"{message} (at {where}); set_sync_debug_mode is "
         f"{'error' if _mode == 2 else 'warn'}. Keep such reads out of the training step, "
@@ -177,21 +178,25 @@ def _report(message: str) -> None:
     )
     if _mode == 2:
         raise SyncError(text)
-    warnings.warn(text, SyncWarning, stacklevel=2)
+    warnings.warn_explicit(
+        text,
+        SyncWarning,
+        frame.f_code.co_filename,
+        frame.f_lineno,
+        module=frame.f_globals.get("__name__"),
+        registry=frame.f_globals.setdefault("__warningregistry__", {}),
+    )
 
 
-def _call_site() -> str:
-    """``file:line in function`` of the innermost frame outside minitorch_amp (the user's)."""
+def _user_frame():
+    """The innermost frame outside minitorch_amp: the user's line that caused the report."""
     frame = sys._getframe(1)
-    inner = None
+    inner = frame
     while frame is not None:
-        path = os.path.abspath(frame.f_code.co_filename)
-        inner = inner or frame
-        if not path.startswith(_PACKAGE + os.sep):
-            break
+        if not os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE + os.sep):
+            return frame
         frame = frame.f_back
-    frame = frame or inner
-    return f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}"
+    return inner
 
 
 # ---- checks the device reports at the next host read ----------------------------------------
