@@ -186,7 +186,7 @@ def test_an_optimizer_without_a_fused_update_reads_found_inf_and_is_caught():
     opt = MySGD(0.1, parameters=model.parameters())
     scaler = amp.GradScaler()
     scaler.scale(model(mt.ones([3, 4])).mean()).backward()
-    with sync_debug_mode("error"), pytest.raises(SyncError, match="MySGD.step"):
+    with sync_debug_mode("error"), pytest.raises(SyncError, match=r"MySGD\.step"):
         scaler.step(opt)
 
 
