@@ -142,6 +142,7 @@ def run(step, steps: int, rng, overflow_at=()):
         for i in range(steps):
             step.feed(rng, overflow=i in overflow_at)
             step()
+            step.next_lr()
 
 
 @pytest.mark.parametrize("optimizer", OPTIMIZERS)

@@ -4,8 +4,9 @@
 Linear, cross-entropy), an optimizer with a global-norm clip and a learning-rate scheduler,
 a dynamic GradScaler, and static input tensors ``x``/``y`` that every iteration reads (new
 batches go in with ``set_value``, as a captured CUDA graph needs). ``step()`` is one full
-iteration: forward, scaled backward (``accumulate`` micro-batches), unscale + step + update,
-clear_grad, and the scheduler's step.
+iteration on the device: forward, scaled backward (``accumulate`` micro-batches), unscale +
+step + update, clear_grad. The scheduler steps on the host, between iterations (a replayed
+graph runs no Python, so it cannot step it): ``step.next_lr()``.
 """
 
 from __future__ import annotations
@@ -44,8 +45,12 @@ class Step:
         self.scaler.step(self.opt)
         self.scaler.update()
         self.opt.clear_grad()
-        self.scheduler.step()
         return loss
+
+    def next_lr(self) -> None:
+        """The scheduler's step: host work between iterations (the optimizer's lr buffer and
+        a replayed graph pick the new rate up)."""
+        self.scheduler.step()
 
     def feed(self, rng, overflow: bool = False) -> None:
         """A new batch into the static inputs; ``overflow`` puts an inf in it."""

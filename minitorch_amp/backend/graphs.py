@@ -196,6 +196,9 @@ class HostFed:
     __slots__ = ("array", "value")
 
     def __init__(self, place, dtype):
+        # NOTE: made during a capture, its zero-fill would be recorded and would overwrite
+        # the value that every replay writes first.
+        refuse_in_capture("a new host-fed device value", "run the step eagerly once first")
         xp = _device.xp_for(place)
         if place.kind == "gpu":
             with _device.cupy.cuda.Device(place.index):
