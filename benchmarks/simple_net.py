@@ -25,7 +25,15 @@ O2         ``amp.decorate(level='O2')`` (fp16 model,   ``model.half()`` and fp32
                                                        copied back into the fp16 model
 O2+acc4    O2, gradients of 4 batches summed in fp16   the same
            before one update
+O1+graph,  the O1 / O2 step captured once as a CUDA    the same step captured with
+O2+graph   graph (``device.cuda.graphs.CUDAGraph``)    ``torch.cuda.graph``; its optimizer is
+           after one eager step, then replayed: one    SGD(fused=True), whose GradScaler step
+           launch per step, no Python in between       never reads the host (a plain SGD's does)
 =========  ==========================================  ==========================================
+
+The graph modes need a GPU (CuPy on an NVIDIA device); elsewhere their rows say n/a. The
+``kernels/step`` columns count the GPU activities of one step (kernels, memsets, copies) with
+``torch.profiler``, which sees CuPy's launches too; they need PyTorch with CUDA.
 
 The loss is computed in float32 in every mode by both (our AMP lists run MSE in float32; the
 PyTorch O2 step casts the fp16 output up first). Both scalers start at 1024, dynamic. For
@@ -40,6 +48,7 @@ PyTorch has no allocation counter (and its allocations bypass ``tracemalloc``), 
     python benchmarks/simple_net.py                        # width 256, batch 32: ~20 s on 2 cores
     python benchmarks/simple_net.py --full --modes fp32    # width 4096, batch 512: ~1 min
     python benchmarks/simple_net.py --no-torch             # ours only
+    python benchmarks/simple_net.py --full --modes O2 O2+graph   # eager vs graph on a GPU
 
 NOTE: on a CPU, PyTorch has no fast float16 GEMM (it falls back to a scalar loop: ~60 s for one
 512x4096x4096 product on 2 cores), so ``--full`` with O1/O2 runs for hours there. Ours
@@ -63,13 +72,15 @@ from timing import interleave, warmup_seconds
 
 import minitorch_amp as mt
 from minitorch_amp import amp, nn
+from minitorch_amp.device.cuda import graphs
 
 try:
     import torch
 except ImportError:  # the comparison is optional: ours alone still runs
     torch = None
 
-MODES = ("fp32", "O1", "O2", "O2+acc4")
+MODES = ("fp32", "O1", "O2", "O2+acc4", "O1+graph", "O2+graph")
+GRAPH = "+graph"
 ACCUMULATE = 4
 LEARNING_RATE = 1e-4
 INIT_SCALE = 1024.0
@@ -80,8 +91,21 @@ def ours_step(mode: str, width: int, batches: list):
     """A fresh SimpleNet for ``mode``: ``(step, initial fp32 weights as NumPy)``.
 
     ``step()`` trains one step and returns the (last) loss tensor, without reading it.
-    The weights are Paddle-shaped: Linear weights are ``[in, out]``.
+    The weights are Paddle-shaped: Linear weights are ``[in, out]``. A graph mode runs the
+    eager step once, captures it, and its ``step()`` replays the graph.
     """
+    if mode.endswith(GRAPH):
+        eager, weights = ours_step(mode.removesuffix(GRAPH), width, batches)
+        eager()  # the warm-up the capture needs: optimizer state, kernels, kernel tables
+        g = graphs.CUDAGraph()
+        with graphs.graph(g):
+            loss = eager()
+
+        def replay():
+            g.replay()
+            return loss
+
+        return replay, weights
     mt.seed(0)
     model = SimpleNet(width, width)
     weights = [
@@ -147,8 +171,9 @@ def torch_step(mode: str, weights: list, batches: list, device):
         return step
 
     scaler = torch.amp.GradScaler(device.type, init_scale=INIT_SCALE)
-    if mode == "O1":
-        optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+    fused = mode.endswith(GRAPH)  # capturable: its scaler step reads no host value
+    if mode.startswith("O1"):
+        optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, fused=fused)
 
         def step():
             x, y = batches[0]
@@ -160,12 +185,12 @@ def torch_step(mode: str, weights: list, batches: list, device):
             optimizer.zero_grad()
             return loss
 
-        return step
+        return torch_graph(step) if fused else step
 
     # O2 by hand: an fp16 model, fp32 master copies that the optimizer owns.
     params = list(model.half().parameters())
     masters = [p.detach().float().requires_grad_() for p in params]
-    optimizer = torch.optim.SGD(masters, lr=LEARNING_RATE)
+    optimizer = torch.optim.SGD(masters, lr=LEARNING_RATE, fused=fused)
     accumulate = ACCUMULATE if mode == "O2+acc4" else 1
 
     def step():
@@ -182,7 +207,40 @@ def torch_step(mode: str, weights: list, batches: list, device):
         optimizer.zero_grad()
         return loss
 
-    return step
+    return torch_graph(step) if fused else step
+
+
+def torch_graph(step):
+    """``step`` captured with ``torch.cuda.graph`` after one eager step on a side stream (as
+    PyTorch's docs ask); returns the replaying step."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        loss = step()
+
+    def replay():
+        g.replay()
+        return loss
+
+    return replay
+
+
+def count_gpu_activities(step, sync):
+    """Kernels, memsets and copies that one ``step()`` puts on the GPU (torch.profiler), or
+    None without PyTorch with CUDA."""
+    if torch is None or not torch.cuda.is_available():
+        return None
+    from torch.profiler import ProfilerActivity, profile
+
+    sync()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
+        sync()
+    return sum(1 for e in prof.events() if e.device_type.name == "CUDA")
 
 
 # ---- measuring -------------------------------------------------------------------------------
@@ -214,6 +272,8 @@ def measure(
     Each run warms up untimed first: ``warmup`` steps and at least ``warmup_s`` seconds.
     """
     per_batch = ACCUMULATE if mode == "O2+acc4" else 1
+    if mode.endswith(GRAPH) and not graphs.is_cuda_graph_supported():
+        return {"ours": None, "ours_peak": None, "note": "graphs need a GPU"}
     gc.collect()
     base = mt.device.memory_allocated()
     mt.device.reset_max_memory_allocated()
@@ -232,6 +292,8 @@ def measure(
     wake = 1 if block > 1 else 0  # single long steps need no untimed step to wake threads
     medians = interleave(runs, steps, warmup, block, wake, warmup_s=warmup_s)
     result = {name: seconds / per_batch for name, seconds in medians.items()}
+    for name, (step, sync) in runs.items():
+        result[f"{name}_kernels"] = count_gpu_activities(step, sync)
     result["ours_peak"] = mt.device.max_memory_allocated() - base
     if on_gpu:
         result["torch_peak"] = torch.cuda.max_memory_allocated(device) - torch_base
@@ -251,14 +313,19 @@ def _mib(nbytes) -> str:
     return "n/a" if nbytes is None else f"{nbytes / 2**20:.1f}"
 
 
+def _count(n) -> str:
+    return "n/a" if n is None else str(n)
+
+
 def print_table(results: dict) -> None:
     """One Markdown table: times, ratios, speed-ups over each framework's fp32, peak memory."""
     fp32 = results.get("fp32", {})
     print(
         "| mode | ours ms/step | torch ms/step | ours/torch | ours speed-up vs our fp32 "
-        "| torch speed-up vs torch fp32 | ours peak MiB | torch peak MiB |"
+        "| torch speed-up vs torch fp32 | ours peak MiB | torch peak MiB "
+        "| ours kernels/step | torch kernels/step |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for mode, r in results.items():
         ours, theirs = r["ours"], r.get("torch")
         cells = [
@@ -270,6 +337,8 @@ def print_table(results: dict) -> None:
             _ratio(fp32.get("torch"), theirs, "x"),
             _mib(r["ours_peak"]),
             _mib(r.get("torch_peak")),
+            _count(r.get("ours_kernels")),
+            _count(r.get("torch_kernels")),
         ]
         print("| " + " | ".join(cells) + " |")
 

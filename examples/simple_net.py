@@ -8,6 +8,10 @@ CPU; ``--full`` uses the tutorial's sizes (4096 wide, batch 512, 50 batches, 5 e
     python examples/simple_net.py --mode O2        # pure fp16 with fp32 master weights
     python examples/simple_net.py --accumulate 10  # update every 10 batches
     python examples/simple_net.py --compare        # fp32, O1 and O2 side by side, each warmed up
+    python examples/simple_net.py --mode O2 --graph   # GPU: each update replayed as a CUDA graph
+
+Losses are summed on the device and read once per epoch: a ``loss.item()`` per batch would
+make the host wait for the GPU at every step.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a sourc
 
 import minitorch_amp as mt
 from minitorch_amp import amp, nn
+from minitorch_amp.device.cuda import graphs
 
 try:
     from tqdm import tqdm
@@ -69,18 +74,23 @@ def train(
     accumulate=1,
     progress=False,
     log=print,
+    graph=False,
 ) -> list[float]:
     """Train SimpleNet and return the mean loss of each epoch.
 
     The AMP modes follow the tutorial: a GradScaler with ``init_loss_scaling=1024``;
     ``auto_cast()`` around forward and loss; O2 also ``decorate``s model and optimizer
     (fp16 parameters, fp32 master weights updated by the optimizer). With ``accumulate=N``
-    gradients of N batches add up before each update.
+    gradients of N batches add up before each update. With ``graph=True`` (O1 or O2, on a
+    GPU) the first update runs eagerly, is then captured as a CUDA graph, and every later
+    update replays it on new batches copied into the same input tensors.
     """
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} is not available; choose one of {MODES}")
     if accumulate < 1:
         raise ValueError(f"accumulate must be at least 1, got {accumulate}")
+    if graph:
+        check_graph(mode, batches, accumulate)
     mt.seed(seed)
     model = SimpleNet(input_size, input_size)
     optimizer = mt.optimizer.SGD(learning_rate=learning_rate, parameters=model.parameters())
@@ -90,23 +100,73 @@ def train(
     if mode == "O2":
         model, optimizer = amp.decorate(models=model, optimizers=optimizer, level="O2")
 
+    def forward_backward(x, y):
+        with amp.auto_cast(enable=mode != "fp32", level="O1" if mode == "fp32" else mode):
+            loss = mse(model(x), y)
+        scaler.scale(loss).backward()
+        return loss
+
+    def update(pairs):
+        """Forward and backward on each batch, then one optimizer update; the losses' sum."""
+        losses = [forward_backward(x, y) for x, y in pairs]
+        scaler.minimize(optimizer, losses[-1])  # = optimizer.step() when scaling is off
+        optimizer.clear_grad()
+        return sum(losses[1:], losses[0])
+
+    if graph:
+        update = GraphedUpdate(update, data[0], labels[0], accumulate)
     epoch_losses = []
     for epoch in range(epochs):
-        total = 0.0
-        steps = enumerate(zip(data, labels))
+        total = mt.zeros([], dtype="float64")  # on the device: read once per epoch
+        steps = range(0, batches, accumulate)
         if progress:
-            steps = tqdm(steps, total=batches, desc=f"epoch {epoch + 1}/{epochs}", leave=False)
-        for i, (x, y) in steps:
-            with amp.auto_cast(enable=mode != "fp32", level="O1" if mode == "fp32" else mode):
-                loss = mse(model(x), y)
-            scaler.scale(loss).backward()
-            if (i + 1) % accumulate == 0:
-                scaler.minimize(optimizer, loss)  # = optimizer.step() when scaling is off
-                optimizer.clear_grad()
-            total += loss.item()
-        epoch_losses.append(total / batches)
+            steps = tqdm(steps, desc=f"epoch {epoch + 1}/{epochs}", leave=False)
+        for i in steps:
+            pairs = list(zip(data, labels))[i : i + accumulate]
+            if len(pairs) < accumulate:  # a last, partial window: its gradients wait
+                for x, y in pairs:
+                    total = total + forward_backward(x, y).astype("float64")
+                continue
+            total = total + update(pairs).astype("float64")
+        epoch_losses.append(total.item() / batches)
         log(f"epoch {epoch + 1}: loss = {epoch_losses[-1]:.6f}")
     return epoch_losses
+
+
+def check_graph(mode: str, batches: int, accumulate: int) -> None:
+    """Raise ValueError unless ``mode`` and the sizes can run as a CUDA graph here."""
+    if not graphs.is_cuda_graph_supported():
+        raise ValueError("--graph needs CuPy on an NVIDIA GPU (this run is on the CPU)")
+    if mode == "fp32":
+        raise ValueError(
+            "--graph needs --mode O1 or O2: fp32 matmuls run on cuBLAS, which CuPy cannot "
+            "capture, while the AMP modes' float16 matmuls run on minitorch_amp's own kernel"
+        )
+    if batches % accumulate:
+        raise ValueError(f"--graph needs --batches ({batches}) a multiple of --accumulate")
+
+
+class GraphedUpdate:
+    """``update(pairs)``, eager once, then captured and replayed on static input tensors."""
+
+    def __init__(self, update, x, y, accumulate: int):
+        self.update = update
+        self.inputs = [(mt.zeros_like(x), mt.zeros_like(y)) for _ in range(accumulate)]
+        self.graph = None
+        self.total = None
+
+    def __call__(self, pairs):
+        for (x, y), (sx, sy) in zip(pairs, self.inputs):
+            sx.set_value(x)  # device to device: the graph reads these very tensors
+            sy.set_value(y)
+        if self.graph is not None:
+            self.graph.replay()
+            return self.total  # the captured output, holding this replay's value
+        eager = self.update(self.inputs)  # the warm-up: optimizer state, kernels, tables
+        self.graph = graphs.CUDAGraph()
+        with graphs.graph(self.graph):
+            self.total = self.update(self.inputs)  # recorded, not run
+        return eager
 
 
 def warm_up(mode: str, **kwargs) -> int:
@@ -121,8 +181,11 @@ def warm_up(mode: str, **kwargs) -> int:
     return batches
 
 
-def compare(**kwargs) -> None:
+def compare(graph=False, **kwargs) -> None:
     """Run every mode on the same data; print time, speed-up, final loss, peak device memory.
+
+    With ``graph=True`` the O1 and O2 runs are repeated with every update replayed as a
+    CUDA graph (rows ``O1 graph``, ``O2 graph``).
 
     Each mode is timed after its own :func:`warm_up`. NOTE: timing a cold run is wrong on a
     GPU: its first steps compile the kernels the mode launches, which is not training time
@@ -132,20 +195,23 @@ def compare(**kwargs) -> None:
     storage on the CPU, CuPy's pool on a GPU, above what was allocated before the run.
     """
     rows = []
-    for mode in MODES:
-        warmup_batches = warm_up(mode, **kwargs)
+    runs = [(mode, False) for mode in MODES]
+    runs += [(mode, True) for mode in MODES if graph and mode != "fp32"]
+    for mode, graphed in runs:
+        warmup_batches = warm_up(mode, graph=graphed, **kwargs)
         gc.collect()
         base = mt.device.memory_allocated()
         mt.device.reset_max_memory_allocated()
         start = time.perf_counter()
-        losses = train(**{**kwargs, "mode": mode, "log": lambda *_: None})
+        losses = train(**{**kwargs, "mode": mode, "graph": graphed, "log": lambda *_: None})
         seconds = time.perf_counter() - start
-        rows.append((mode, seconds, losses[-1], mt.device.max_memory_allocated() - base))
+        name = f"{mode} graph" if graphed else mode
+        rows.append((name, seconds, losses[-1], mt.device.max_memory_allocated() - base))
     base = rows[0][1]
     print(f"each mode timed after {warmup_batches} untimed warm-up batches (compiling kernels)")
-    print(f"{'mode':<6}{'total time (s)':>16}{'speed-up':>10}{'final loss':>14}{'peak MiB':>10}")
+    print(f"{'mode':<9}{'total time (s)':>16}{'speed-up':>10}{'final loss':>14}{'peak MiB':>10}")
     for mode, seconds, loss, peak in rows:
-        print(f"{mode:<6}{seconds:>16.3f}{base / seconds:>9.2f}x{loss:>14.6f}{peak / 2**20:>10.1f}")
+        print(f"{mode:<9}{seconds:>16.3f}{base / seconds:>9.2f}x{loss:>14.6f}{peak / 2**20:>10.1f}")
 
 
 def main(argv=None) -> None:
@@ -160,6 +226,9 @@ def main(argv=None) -> None:
     parser.add_argument("--mode", default="fp32", choices=MODES)
     parser.add_argument("--accumulate", type=int, default=1, help="batches per update")
     parser.add_argument("--compare", action="store_true", help="run fp32, O1 and O2; a table")
+    parser.add_argument(
+        "--graph", action="store_true", help="GPU, O1/O2: replay each update as a CUDA graph"
+    )
     parser.add_argument(
         "--full", action="store_true", help="the tutorial's sizes: 4096 wide, batch 512, 50 batches"
     )
@@ -184,13 +253,19 @@ def main(argv=None) -> None:
         f"SimpleNet on {mt.get_device()}: width {args.input_size}, batch {args.batch_size}, "
         f"{args.batches} batches x {args.epochs} epochs, update every {args.accumulate} batch(es)"
     )
+    if args.graph:
+        try:
+            check_graph("O1" if args.compare else args.mode, args.batches, args.accumulate)
+        except ValueError as exc:
+            parser.error(str(exc))
     if args.compare:
-        compare(**sizes)
+        compare(graph=args.graph, **sizes)
         return
     start = time.perf_counter()
     log = tqdm.write if hasattr(tqdm, "write") else print
-    train(**sizes, mode=args.mode, progress=True, log=log)
-    print(f"\n{args.mode} time:\ntotal time = {time.perf_counter() - start:.3f} sec")
+    train(**sizes, mode=args.mode, progress=True, log=log, graph=args.graph)
+    name = f"{args.mode}{' graph' if args.graph else ''}"
+    print(f"\n{name} time:\ntotal time = {time.perf_counter() - start:.3f} sec")
 
 
 if __name__ == "__main__":

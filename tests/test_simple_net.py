@@ -114,3 +114,27 @@ def test_compare_prints_a_row_per_mode():
     assert "speed-up" in lines[header] and "peak MiB" in lines[header]
     rows = [line.split()[0] for line in lines[header + 1 :] if line.strip()]
     assert rows == ["fp32", "O1", "O2"]
+
+
+def test_graph_mode_says_what_it_needs():
+    from minitorch_amp.device.cuda.graphs import is_cuda_graph_supported
+
+    if not is_cuda_graph_supported():
+        with pytest.raises(ValueError, match="needs CuPy on an NVIDIA GPU"):
+            quiet(mode="O2", graph=True)
+        out = run_example("--mode", "O2", "--graph", timeout=60)
+        assert out.returncode == 2 and "--graph needs CuPy" in out.stderr
+    else:
+        with pytest.raises(ValueError, match="--mode O1 or O2"):
+            quiet(mode="fp32", graph=True)
+        with pytest.raises(ValueError, match="multiple of --accumulate"):
+            quiet(mode="O2", graph=True, batches=5, accumulate=2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["O1", "O2"])
+@pytest.mark.parametrize("accumulate", [1, 2])
+def test_a_graphed_run_trains_exactly_as_the_eager_run(mode, accumulate):
+    eager = quiet(seed=5, mode=mode, accumulate=accumulate)
+    graphed = quiet(seed=5, mode=mode, accumulate=accumulate, graph=True)
+    assert graphed == eager
