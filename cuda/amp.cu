@@ -11,7 +11,9 @@
 //
 //    The chunk table. Gradients have any sizes (0, 1, 17 million), so the work is cut into
 //    chunks of kChunk elements and block b handles exactly one chunk. The launcher builds one
-//    int64 table on the host with NumPy and uploads it in one asynchronous copy:
+//    int64 table on the host with NumPy and uploads it once per set of gradients
+//    (kernels.device_table keeps it on the device; the next step's gradients, in the same
+//    buffers, reuse it, so a step uploads nothing and can be captured in a CUDA graph):
 //        table[0      : T)        data pointer of tensor t (as an integer)
 //        table[T      : 2T)       element count of tensor t
 //        table[2T     : 2T+C)     chunk c -> its tensor t
