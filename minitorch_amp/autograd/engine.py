@@ -75,6 +75,27 @@ def _accumulate_leaf(leaf: Tensor, grad, owned: bool) -> None:
         leaf._grad._data += grad
 
 
+def _destinations(inputs) -> tuple | None:
+    """Per input, the stale gradient buffer its gradient may be written into, or None.
+
+    ``clear_grad()`` leaves a leaf's buffer stale: the next backward must overwrite it. An
+    op's backward may write that input's gradient straight into ``ctx.grad_out[i]`` (the
+    GEMM of Linear's weight gradient does) and return that very array; the engine then has
+    nothing left to do. Offered only for a buffer of the leaf's own shape and dtype, and once
+    per leaf and node. Ops that ignore it return a new array, which the engine copies in.
+    """
+    dests, seen = None, set()
+    for i, t in enumerate(inputs):
+        if t is None or t._node is not None or not t._grad_stale or id(t) in seen:
+            continue
+        seen.add(id(t))
+        store = t._grad_value._data
+        if store.shape == t._data.shape and store.dtype == t._data.dtype:
+            dests = dests or [None] * len(inputs)
+            dests[i] = store
+    return None if dests is None else tuple(dests)
+
+
 def _initial_grad(root: Tensor, grad_tensor):
     data = root._data
     if grad_tensor is None:
@@ -126,6 +147,7 @@ def _backward(root: Tensor, grad_tensor, retain_graph: bool) -> None:
     for node in order:
         grad = grads.pop(node, None)
         if grad is not None:
+            node.ctx.grad_out = _destinations(node.inputs)
             in_grads = node.op.backward(node.ctx, grad)
             if not isinstance(in_grads, tuple):
                 in_grads = (in_grads,)
@@ -135,6 +157,9 @@ def _backward(root: Tensor, grad_tensor, retain_graph: bool) -> None:
                 g = _conform(g, t)
                 parent = t._node
                 if parent is None:
+                    if t._grad_stale and g is t._grad_value._data:  # written in place
+                        t._grad_stale = False
+                        continue
                     _accumulate_leaf(t, g, owned=g is not grad and g.base is None)
                 else:
                     previous = grads.get(parent)

@@ -45,6 +45,10 @@ class Context:
     When the op is recorded, ``apply`` also sets ``ctx.needs_grad``: one bool per positional
     input, True when that input gets a gradient. A backward may return None for the others
     and skip computing them.
+
+    Before each backward the engine sets ``ctx.grad_out``: None, or per input the stale
+    gradient buffer of a parameter (``clear_grad()`` left it to be overwritten). A backward
+    may write that input's gradient into it and return it; the engine then skips its copy.
     """
 
 

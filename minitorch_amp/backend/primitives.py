@@ -38,13 +38,24 @@ from .device import get_array_module
 from .dtypes import accumulation_dtype, float16, float32, float64
 
 
-def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False):
+def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False, out=None):
     """``op(a) @ op(b)`` where ``op`` transposes the last two axes when asked.
 
     float16 inputs follow what a tensor core does: products are exact in float32 (a float16
     times a float16 always fits), sums are float32, and the result is rounded to nearest even
     float16 once. Other dtypes use the library's matmul directly.
+
+    ``out`` (an array of the result's shape and dtype) receives the result: on the GPU in
+    float16 the GEMM writes it there directly (a gradient into its buffer, no copy after).
     """
+    if out is not None:
+        if out.flags.c_contiguous and a.dtype is float16 and b.dtype is float16:
+            xp = get_array_module(a, b)
+            if xp is not np and kernels.enabled() and a.ndim == b.ndim == 2:
+                a, b = xp.ascontiguousarray(a), xp.ascontiguousarray(b)
+                return _gemm.gemm(a, b, transpose_a, transpose_b, c=out)
+        get_array_module(out).copyto(out, matmul(a, b, transpose_a, transpose_b))
+        return out
     if a.dtype is float16 and b.dtype is float16:  # (dtype objects are canonical singletons)
         xp = get_array_module(a, b)
         if xp is not np and kernels.enabled() and a.ndim >= 2 and b.ndim >= 2:
@@ -98,14 +109,36 @@ def linear(x, weight, bias=None):
     return out + bias
 
 
-def reduce_sum(x, axis=None, keepdims: bool = False):
-    """Sum in the accumulation dtype (float32 for float16), returned in ``x``'s dtype."""
+def reduce_sum(x, axis=None, keepdims: bool = False, out=None):
+    """Sum in the accumulation dtype (float32 for float16), returned in ``x``'s dtype (written
+    into ``out`` when given)."""
     acc = accumulation_dtype(x.dtype)
     if acc == x.dtype:
-        return x.sum(axis=axis, keepdims=keepdims)
+        return x.sum(axis=axis, keepdims=keepdims, out=out)
     total = x.sum(axis=axis, dtype=acc, keepdims=keepdims)
     with np.errstate(over="ignore"):  # past 65504 is inf, silently, as on the GPU
-        return total.astype(x.dtype)
+        if out is None:
+            return total.astype(x.dtype)
+        get_array_module(out).copyto(out, total, casting="unsafe")
+        return out
+
+
+def relu_backward(y, grad):
+    """``grad * (y > 0)`` for ``y = relu(x)``, in one pass (one kernel on the GPU).
+
+    NOTE: a multiply, not a select: an inf or NaN gradient where the unit is off stays NaN,
+    so the loss scaler still sees the overflow (Paddle's relu_grad does the same).
+    """
+    if get_array_module(y, grad) is np:
+        return grad * (y > 0)
+    return _relu_backward_kernel()(y, grad)
+
+
+@functools.cache
+def _relu_backward_kernel():
+    return _device.cupy.ElementwiseKernel(
+        "T y, G g", "G out", "out = g * G(y > T(0))", "minitorch_relu_backward"
+    )
 
 
 def sum_squares(x, dtype):

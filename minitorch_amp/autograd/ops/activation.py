@@ -11,7 +11,7 @@ import math
 
 from ...backend import get_array_module
 from ...backend.dtypes import accumulation_dtype
-from ...backend.primitives import erf
+from ...backend.primitives import erf, relu_backward
 from ..op import BLACK, GRAY, Op
 
 _SQRT_HALF = math.sqrt(0.5)
@@ -47,12 +47,12 @@ class Relu(Op):
 
     @staticmethod
     def forward(ctx, x):
-        ctx.mask = x > 0
-        return get_array_module(x).maximum(x, 0)
+        ctx.y = get_array_module(x).maximum(x, x.dtype.type(0))
+        return ctx.y  # saved for backward: y > 0 exactly where x > 0 (NaN in neither)
 
     @staticmethod
     def backward(ctx, grad):
-        return grad * ctx.mask
+        return relu_backward(ctx.y, grad)
 
 
 class Gelu(Op):

@@ -104,9 +104,21 @@ class Linear(Op):
     def backward(ctx, grad):
         x, w = ctx.x, ctx.weight
         needs_x, needs_w, needs_b = (*ctx.needs_grad, False)[:3]
+        _, w_out, b_out = ctx.grad_out or (None, None, None)  # the parameters' grad buffers
         gx = matmul(grad, w, False, True) if needs_x else None  # data needs none
         rows = math.prod(x.shape[:-1])
         g2 = grad.reshape(rows, grad.shape[-1])
-        gw = matmul(x.reshape(rows, x.shape[-1]), g2, True, False) if needs_w else None
-        gb = reduce_sum(g2, axis=0) if ctx.has_bias and needs_b else None
+        gw = None
+        if needs_w:  # written straight into the weight's gradient buffer when it has one
+            gw = matmul(x.reshape(rows, x.shape[-1]), g2, True, False, out=_same(w_out, w))
+        gb = None
+        if ctx.has_bias and needs_b:
+            gb = reduce_sum(g2, axis=0, out=_same(b_out, None, grad.dtype))
         return gx, gw, gb
+
+
+def _same(out, like, dtype=None):
+    """``out`` if the result will have its dtype (``like``'s, or ``dtype``), else None."""
+    if out is None:
+        return None
+    return out if out.dtype == (like.dtype if like is not None else dtype) else None
