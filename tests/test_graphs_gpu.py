@@ -124,14 +124,20 @@ def test_a_wrapped_function_refuses_new_input_tensors():
         double(mt.ones([2]))
 
 
-def test_memory_allocated_after_the_capture_is_never_clobbered_by_a_replay():
-    step = make_step("O2", "SGD")
+def captured(mode: str, optimizer: str):
+    """A step run eagerly once, then captured: ``(step, rng, graph)``."""
+    step = make_step(mode, optimizer)
     rng = np.random.default_rng(0)
     step.feed(rng)
     step()
     g = CUDAGraph()
     with graph(g):
         step()
+    return step, rng, g
+
+
+def test_memory_allocated_after_the_capture_is_never_clobbered_by_a_replay():
+    step, rng, g = captured("O2", "SGD")
     kept = [mt.full([4096], float(i)) for i in range(64)]  # allocated after the capture
     for _ in range(5):
         step.feed(rng)
@@ -142,13 +148,7 @@ def test_memory_allocated_after_the_capture_is_never_clobbered_by_a_replay():
 
 
 def test_reset_forgets_the_graph_and_allows_a_new_capture():
-    step = make_step("O2", "Adam")
-    rng = np.random.default_rng(0)
-    step.feed(rng)
-    step()
-    g = CUDAGraph()
-    with graph(g):
-        step()
+    step, _, g = captured("O2", "Adam")
     g.replay()
     with pytest.raises(GraphError, match="captured already"):
         g.capture_begin()

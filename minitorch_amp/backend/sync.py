@@ -231,24 +231,27 @@ def run_deferred() -> None:
 _flags: dict = {}  # check key -> its persistent device bool [1]
 
 
-def check(key, bad, error) -> None:
-    """Raise ``error(detail)`` if any element of the bool array ``bad`` is set.
+def check(key, bad, values, noun: str, error) -> None:
+    """Raise ``error(what)`` if any element of the bool array ``bad`` is set.
 
-    On the CPU at once, with ``detail`` the first bad position's index into ``bad.flat``.
-    On the GPU the verdict is ORed into a persistent device flag for ``key`` (two small
-    kernels, no host read) and the error is raised at the next host read, with ``detail``
-    None: the op carries on with whatever safe value it substitutes. ``key`` names the check
-    (the op and its parameters); it must include nothing that changes every step.
+    On the CPU at once, with ``what`` naming the first bad value (``f"{noun} {value}"``,
+    ``value`` taken from ``values`` at the same position). On the GPU the verdict is ORed
+    into a persistent device flag for ``key`` (two small kernels, no host read) and the error
+    is raised at the next host read, with ``what`` = ``f"a {noun}"`` and a note that it was
+    found on the GPU; the op carries on with whatever safe value it substitutes. ``key``
+    names the check (the op and its parameters): nothing in it may change every step.
 
     Example:
         >>> import numpy as np
-        >>> check("demo", np.array([False, True]), lambda i: ValueError(f"bad at {i}"))
+        >>> ids = np.array([3, 9])
+        >>> check("demo", ids > 5, ids, "id", lambda what: ValueError(f"{what} is too big"))
         Traceback (most recent call last):
-        ValueError: bad at 1
+        ValueError: id 9 is too big
     """
     if _device.get_array_module(bad) is np:  # (a 0-d comparison gives a NumPy scalar)
         if np.any(bad):
-            raise error(int(np.flatnonzero(bad)[0]))
+            index = int(np.flatnonzero(bad)[0])
+            raise error(f"{noun} {np.asarray(values).flat[index]}")
         return
     cupy = _device.cupy
     key = (key, bad.device.id)
@@ -261,6 +264,7 @@ def check(key, bad, error) -> None:
     def report(value):
         if value[0]:
             flag.fill(False)
-            raise error(None)
+            found = error(f"a {noun}")
+            raise type(found)(f"{found}; found on the GPU, in a step since the last host read")
 
     defer(key, flag, report)

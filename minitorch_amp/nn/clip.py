@@ -61,6 +61,17 @@ def _scaled(g, scale, out=None):
     return xp.multiply(g.astype(acc, copy=False), scale, out=out, casting="unsafe")
 
 
+def _map_clipped(params_grads, clip_one) -> list:
+    """The pairs, with ``clip_one(param, grad_array)`` in place of each gradient that is clipped
+    (parameters with ``need_clip=False`` and missing gradients pass through)."""
+    return [
+        (p, g)
+        if g is None or not getattr(p, "need_clip", True)
+        else (p, Tensor._wrap(clip_one(p, _data(g))))
+        for p, g in params_grads
+    ]
+
+
 class _Outputs:
     """One persistent output array per parameter, reused while its shape and dtype hold."""
 
@@ -126,14 +137,7 @@ class ClipGradByGlobalNorm:
         total = sum(_sum_squares(g, dtype) for g in clipped)
         global_norm = xp.sqrt(total)
         scale = dtype.type(self.clip_norm) / xp.maximum(global_norm, dtype.type(self.clip_norm))
-        out = []
-        for p, g in params_grads:
-            if g is None or not getattr(p, "need_clip", True):
-                out.append((p, g))
-            else:
-                g = _data(g)
-                out.append((p, Tensor._wrap(_scaled(g, scale, self._outputs(p, g)))))
-        return out
+        return _map_clipped(params_grads, lambda p, g: _scaled(g, scale, self._outputs(p, g)))
 
     def __repr__(self) -> str:
         return f"ClipGradByGlobalNorm(global_clip_norm={self.clip_norm})"
@@ -159,19 +163,15 @@ class ClipGradByNorm:
         self._outputs = _Outputs()
 
     def __call__(self, params_grads):
-        out = []
-        for p, g in params_grads:
-            if g is None or not getattr(p, "need_clip", True):
-                out.append((p, g))
-                continue
-            g = _data(g)
-            xp = get_array_module(g)
-            dtype = _norm_dtype([g])
-            norm = xp.sqrt(_sum_squares(g, dtype))
-            limit = dtype.type(self.clip_norm)
-            scale = xp.where(norm > limit, limit / xp.maximum(norm, limit), dtype.type(1.0))
-            out.append((p, Tensor._wrap(_scaled(g, scale, self._outputs(p, g)))))
-        return out
+        return _map_clipped(params_grads, self._clip)
+
+    def _clip(self, p, g):
+        xp = get_array_module(g)
+        dtype = _norm_dtype([g])
+        norm = xp.sqrt(_sum_squares(g, dtype))
+        limit = dtype.type(self.clip_norm)
+        scale = xp.where(norm > limit, limit / xp.maximum(norm, limit), dtype.type(1.0))
+        return _scaled(g, scale, self._outputs(p, g))
 
     def __repr__(self) -> str:
         return f"ClipGradByNorm(clip_norm={self.clip_norm})"
@@ -188,16 +188,11 @@ class ClipGradByValue:
         self._outputs = _Outputs()
 
     def __call__(self, params_grads):
-        out = []
-        for p, g in params_grads:
-            if g is None or not getattr(p, "need_clip", True):
-                out.append((p, g))
-                continue
-            g = _data(g)
-            lo, hi = g.dtype.type(self.min), g.dtype.type(self.max)  # kernel arguments on a GPU
-            clipped = get_array_module(g).clip(g, lo, hi, out=self._outputs(p, g))
-            out.append((p, Tensor._wrap(clipped)))
-        return out
+        return _map_clipped(params_grads, self._clip)
+
+    def _clip(self, p, g):
+        lo, hi = g.dtype.type(self.min), g.dtype.type(self.max)  # kernel arguments on a GPU
+        return get_array_module(g).clip(g, lo, hi, out=self._outputs(p, g))
 
     def __repr__(self) -> str:
         return f"ClipGradByValue(min={self.min}, max={self.max})"

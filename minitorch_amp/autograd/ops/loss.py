@@ -76,17 +76,14 @@ class CrossEntropy(Op):
         valid = label != ignore_index
         bad = valid & ((label < 0) | (label >= classes))
         shapes = f"label of shape {list(label.shape)}, input of shape {list(logits.shape)}"
-
-        def out_of_range(index):  # the CPU names the value; the GPU reports at the next read
-            value = "a label" if index is None else f"label value {label.flat[index]}"
-            return ValueError(
-                f"cross_entropy: {value} is out of range; labels must be in [0, {classes}) or "
+        # No host read: on the GPU the check is a device flag, reported at the next read.
+        sync.check(
+            ("cross_entropy", classes, ignore_index), bad, label, "label value",
+            lambda what: ValueError(
+                f"cross_entropy: {what} is out of range; labels must be in [0, {classes}) or "
                 f"equal ignore_index={ignore_index} ({shapes})"
-                + ("" if index is not None else "; found on the GPU in an earlier step")
-            )
-
-        # No host read: on the GPU the check is a device flag (backend.sync.check).
-        sync.check(("cross_entropy", classes, ignore_index), bad, out_of_range)
+            ),
+        )  # fmt: skip
         valid &= ~bad
         acc = accumulation_dtype(logits.dtype)
         safe = xp.where(valid, label, 0)

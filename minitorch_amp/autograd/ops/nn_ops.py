@@ -239,15 +239,13 @@ class Embedding(Op):
         rows = weight.shape[0]
         bad = (ids < 0) | (ids >= rows)
 
-        def out_of_range(index):  # the CPU names the value; the GPU reports at the next read
-            value = "an id" if index is None else f"id {ids.flat[index]}"
-            return ValueError(
-                f"embedding: {value} of ids of shape {list(ids.shape)} is out of range: weight "
+        sync.check(  # no host read on the GPU: a device flag, reported at the next read
+            ("embedding", rows), bad, ids, "id",
+            lambda what: ValueError(
+                f"embedding: {what} of ids of shape {list(ids.shape)} is out of range: weight "
                 f"of shape {list(weight.shape)} has rows 0..{rows - 1}"
-                + ("" if index is not None else "; found on the GPU in an earlier step")
-            )
-
-        sync.check(("embedding", rows), bad, out_of_range)  # no host read on the GPU
+            ),
+        )  # fmt: skip
         if not isinstance(ids, np.ndarray):
             ids = get_array_module(ids).where(bad, 0, ids)  # the GPU carries on, safely
         if padding_idx is not None:
