@@ -15,7 +15,13 @@ import numpy as np
 import pytest
 
 from minitorch_amp.backend import device, kernels, loss_scaling, nvrtc
-from minitorch_amp.backend.loss_scaling import chunk_table, unscale_and_check, update_loss_scaling
+from minitorch_amp.backend.loss_scaling import (
+    chunk_table,
+    count_at_floor,
+    inverse_scale,
+    unscale_and_check,
+    update_loss_scaling,
+)
 
 SOURCE = kernels.REGISTRY["amp.cu"].source()
 _UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -237,3 +243,29 @@ def test_one_thread_update_equals_the_twin_over_random_sequences(
             assert_same_bits(a, b, f"{name} after step {step}, overflow={overflow[0]}")
     assert launches == ["update_loss_scaling"] * 300
     assert int(counters[2]) == 0  # the third counter is not touched
+
+
+# ---- the scaler's two fused elementwise helpers == their twins (GPU) -------------------------
+@pytest.mark.gpu
+def test_the_inverse_scale_kernel_rounds_like_the_twin(cp):
+    rng = np.random.default_rng(0)
+    scales = np.concatenate(
+        [2.0 ** np.arange(-20, 30), rng.uniform(1e-3, 1e6, 500), [3.0, 7.0, 1e-30, 3e38]]
+    ).astype("float32")
+    for s in scales:
+        cpu, gpu = np.zeros(1, "float32"), cp.zeros(1, "float32")
+        inverse_scale(np.array([s]), cpu)
+        inverse_scale(cp.asarray(np.array([s])), gpu)
+        assert_same_bits(gpu, cpu, f"1/{s}")
+
+
+@pytest.mark.gpu
+def test_the_floor_counter_kernel_counts_like_the_twin(cp):
+    rng = np.random.default_rng(1)
+    cpu, gpu = np.zeros(1, "int32"), cp.zeros(1, "int32")
+    for _ in range(200):
+        found = np.array([rng.random() < 0.7])
+        scale = np.array([rng.choice([0.5, 1.0, 2.0])], "float32")
+        count_at_floor(found, scale, cpu, 1.0)
+        count_at_floor(cp.asarray(found), cp.asarray(scale), gpu, 1.0)
+        assert_same_bits(gpu, cpu)

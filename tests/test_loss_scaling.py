@@ -122,3 +122,14 @@ def test_float16_overflow_is_judged_after_narrowing_at_exactly_65520(inv):
     unscale_and_check([g], np.array([inv], dtype=np.float32), found_inf)
     np.testing.assert_array_equal(g, expected)
     assert found_inf[0] == (not np.isfinite(expected).all())
+
+
+def test_the_floor_counter_counts_overflows_at_the_floor_and_resets_otherwise():
+    from minitorch_amp.backend.loss_scaling import count_at_floor
+
+    n = np.zeros(1, "int32")
+    for found, scale, want in [
+        (True, 1.0, 1), (True, 0.5, 2), (False, 1.0, 0), (True, 2.0, 0), (True, 1.0, 1),
+    ]:  # fmt: skip
+        count_at_floor(np.array([found]), np.array([scale], "float32"), n, 1.0)
+        assert n[0] == want

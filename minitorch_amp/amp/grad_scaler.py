@@ -34,7 +34,14 @@ from ..autograd.tensor import Tensor
 from ..backend import comm as _comm
 from ..backend import device as _device
 from ..backend import sync as _sync
-from ..backend.loss_scaling import check_attr, is_int, unscale_and_check, update_loss_scaling
+from ..backend.loss_scaling import (
+    check_attr,
+    count_at_floor,
+    inverse_scale,
+    is_int,
+    unscale_and_check,
+    update_loss_scaling,
+)
 
 __all__ = ["GradScaler", "OptimizerState"]
 
@@ -172,11 +179,10 @@ class GradScaler:
         for p in params:
             if p._grad is not None:
                 buckets.setdefault(p._grad.dtype, []).append(p._grad._data)
-        xp = _device.get_array_module(self._scale._data)
-        # 1/S in float64, then float32 (as PyTorch): exact for the powers of two S usually is.
-        xp.copyto(self._inv_scale, 1.0 / self._scale._data.astype("float64"), casting="unsafe")
+        inverse_scale(self._scale._data, self._inv_scale)  # 1/S, on the device
         found_inf = self._found_infs.get(id(optimizer))
         if found_inf is None:
+            xp = _device.get_array_module(self._scale._data)
             found_inf = self._found_infs[id(optimizer)] = xp.zeros(1, dtype=bool)
         found_inf.fill(False)
         for grads in buckets.values():
@@ -265,8 +271,7 @@ class GradScaler:
             max_loss_scaling=self._max_loss_scaling,
         )
         # Beyond Paddle: count overflowing updates at the floor on the device, warn once.
-        stuck = found_inf & (scale <= np.float32(self._min_loss_scaling))
-        at_floor[...] = _device.get_array_module(scale).where(stuck, at_floor + 1, 0)
+        count_at_floor(found_inf, scale, at_floor, self._min_loss_scaling)
         self._n_updates += 1
         if not self._floor_warned and self._n_updates % _FLOOR_CHECK_EVERY == 0:
             _sync.defer(("GradScaler floor", id(self)), at_floor, self._warn_at_floor)

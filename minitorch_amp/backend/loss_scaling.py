@@ -26,16 +26,25 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
 import numpy as np
 
+from . import device as _device
 from . import kernels
 from .device import get_array_module
 from .dtypes import accumulation_dtype, bool_, float16, float32, float64, int32
 
-__all__ = ["check_attr", "is_int", "unscale_and_check", "update_loss_scaling"]
+__all__ = [
+    "check_attr",
+    "count_at_floor",
+    "inverse_scale",
+    "is_int",
+    "unscale_and_check",
+    "update_loss_scaling",
+]
 
 _UNSCALE_KERNELS = {
     float16: "unscale_and_check<__half>",
@@ -261,6 +270,51 @@ def _fits_update_kernel(found_inf, scale, good_steps, bad_steps) -> bool:
         isinstance(a, cupy.ndarray) and a.shape == (1,) and a.dtype == dtype
         for a, dtype in expected
     )
+
+
+def inverse_scale(scale, out) -> None:
+    """``out = float32(1 / float64(scale))`` in place: exact for powers of two, rounded once
+    otherwise (as PyTorch computes it). One fused kernel on the GPU.
+
+    Example:
+        >>> import numpy as np
+        >>> out = np.zeros(1, "float32")
+        >>> inverse_scale(np.array([1024.0], "float32"), out)
+        >>> out
+        array([0.00097656], dtype=float32)
+    """
+    if get_array_module(scale) is np:
+        np.copyto(out, 1.0 / scale.astype(float64), casting="unsafe")
+    else:
+        _elementwise("inverse_scale")(scale, out)
+
+
+def count_at_floor(found_inf, scale, at_floor, floor: float) -> None:
+    """``at_floor += 1`` if the step overflowed with the scale at ``floor`` or below, else 0.
+
+    GradScaler's count of overflowing updates at the floor (its warning reads it, deferred).
+    One fused kernel on the GPU.
+    """
+    if get_array_module(scale) is np:
+        at_floor[...] = np.where(found_inf & (scale <= np.float32(floor)), at_floor + 1, 0)
+    else:
+        _elementwise("count_at_floor")(found_inf, scale, np.float32(floor), at_floor)
+
+
+_ELEMENTWISE = {  # name -> (inputs, outputs, body): CuPy elementwise kernels, one launch each
+    "inverse_scale": ("float32 s", "float32 inv", "inv = (float)(1.0 / (double)s)"),
+    "count_at_floor": (
+        "bool found, float32 s, float32 floor",
+        "int32 n",
+        "n = (found && s <= floor) ? (int)((unsigned int)n + 1u) : 0",  # wraps as int32 does
+    ),
+}
+
+
+@functools.cache
+def _elementwise(name: str):
+    inputs, outputs, body = _ELEMENTWISE[name]
+    return _device.cupy.ElementwiseKernel(inputs, outputs, body, f"minitorch_{name}")
 
 
 # ---- the attributes' valid ranges (checked once, on the host, when a scaler is configured) --

@@ -145,7 +145,8 @@ class MseLoss(Op):
     @staticmethod
     def backward(ctx, grad):
         g = ctx.diff * (grad.astype(ctx.diff.dtype, copy=False) * ctx.scale)
-        return g, -g
+        needs_input, needs_label = ctx.needs_grad
+        return g if needs_input else None, -g if needs_label else None  # (labels rarely do)
 
 
 __all__ = ["CrossEntropy", "MseLoss"]
