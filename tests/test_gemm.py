@@ -414,3 +414,21 @@ def test_kernel_simple_net_layer_shape():
         out = run_gemm(a_s, b_s, ta, tb, bias=bias, relu=True)
         error = cp.abs(out.astype(cp.float64) - value)
         assert bool(cp.all(error <= bound)), (ta, tb, float(cp.max(error - bound)))
+
+
+# ---- one twin: the CPU backend's float16 matmul and linear ARE the kernel's twin -------------
+@pytest.mark.parametrize("seed", range(5))
+def test_the_cpu_linear_and_matmul_round_once_like_the_kernel(seed):
+    """Bias added in float32 before the single rounding (it used to round the product first:
+    about a third of random float16 outputs then differed from the kernel's)."""
+    from minitorch_amp.backend import primitives
+
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((33, 40)).astype(np.float16)
+    w = (rng.standard_normal((40, 17)) * 0.3).astype(np.float16)
+    b = rng.standard_normal(17).astype(np.float16)
+    once = (x.astype(np.float32) @ w.astype(np.float32) + b.astype(np.float32)).astype(np.float16)
+    np.testing.assert_array_equal(primitives.linear(x, w, b), once)
+    np.testing.assert_array_equal(primitives.linear(x, w, b), gemm.twin(x, w, bias=b))
+    np.testing.assert_array_equal(primitives.matmul(x, w), gemm.gemm(x, w))
+    np.testing.assert_array_equal(primitives.matmul(w, x, True, True), gemm.twin(w, x, True, True))

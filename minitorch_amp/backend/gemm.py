@@ -117,7 +117,7 @@ def gemm(
     batch, m, n, _ = _check(a, b, transpose_a, transpose_b, bias, c, beta, out_dtype)
     epilogue = _Epilogue(bias, relu, np.float32(alpha), np.float32(beta))
     if xp is np:
-        return _twin(a, b, transpose_a, transpose_b, epilogue, c, out_dtype)
+        return twin(a, b, transpose_a, transpose_b, *epilogue, c, out_dtype)
     with a.device:  # launch where the data is, not on whichever device is current
         out = c if c is not None else xp.empty((*batch, m, n), dtype=out_dtype)
         _on_gpu(a, b, transpose_a, transpose_b, epilogue, out, batch)
@@ -183,22 +183,40 @@ def _rows_cols(shape, transpose: bool) -> tuple[int, int]:
     return (shape[-1], shape[-2]) if transpose else (shape[-2], shape[-1])
 
 
-def _twin(a, b, transpose_a, transpose_b, epilogue: _Epilogue, c, out_dtype):
-    """The NumPy definition: float32 products and sums, float32 epilogue, one rounding."""
+def twin(
+    a, b, transpose_a=False, transpose_b=False, bias=None, relu=False, alpha=1.0, beta=0.0,
+    c=None, out_dtype=float16,
+):  # fmt: skip
+    """The NumPy definition: float32 products and sums, float32 epilogue, one rounding.
+
+    The arguments are :func:`gemm`'s. The CPU backend's float16 ``matmul`` and ``linear``
+    (``backend.primitives``) are this function too, so they round exactly as the kernel does:
+    a bias is added in float32, before the one rounding. It takes any strides, and 1-D
+    operands as ``numpy.matmul`` does.
+
+    Example:
+        >>> a = np.array([[1.0, 2.0]], np.float16)
+        >>> b = np.array([[3.0], [4.0]], np.float16)
+        >>> twin(a, b, bias=np.array([0.25], np.float16))
+        array([[11.25]], dtype=float16)
+    """
     a32 = a.astype(float32)
     b32 = b.astype(float32)
-    if transpose_a:
+    if transpose_a and a.ndim >= 2:
         a32 = a32.swapaxes(-1, -2)
-    if transpose_b:
+    if transpose_b and b.ndim >= 2:
         b32 = b32.swapaxes(-1, -2)
+    alpha, beta = np.float32(alpha), np.float32(beta)
     # NOTE: overflow to inf is the specified result (the loss scaler looks for it), not an error.
     with np.errstate(over="ignore", invalid="ignore"):
-        v = epilogue.alpha * np.matmul(a32, b32)
-        if epilogue.beta != 0:
-            v = v + epilogue.beta * c.astype(float32)
-        if epilogue.bias is not None:
-            v = v + epilogue.bias.astype(float32)
-        if epilogue.relu:
+        v = np.matmul(a32, b32)
+        if alpha != 1:  # (times 1 changes no bits: skipped)
+            v = alpha * v
+        if beta != 0:
+            v = v + beta * c.astype(float32)
+        if bias is not None:
+            v = v + bias.astype(float32)
+        if relu:
             v = np.where(v < 0, np.float32(0), v)
         result = v.astype(out_dtype)
     if c is None:

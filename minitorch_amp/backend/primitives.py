@@ -62,12 +62,8 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False, out=None)
             # the GEMM kernel reads op(a), op(b) from the untransposed, contiguous operands
             a, b = xp.ascontiguousarray(a), xp.ascontiguousarray(b)
             return _gemm.gemm(a, b, transpose_a, transpose_b)
-        if xp is np:
-            a32, b32 = a.astype(float32), b.astype(float32)
-            a32 = a32.swapaxes(-1, -2) if transpose_a and a.ndim >= 2 else a32
-            b32 = b32.swapaxes(-1, -2) if transpose_b and b.ndim >= 2 else b32
-            with np.errstate(over="ignore"):  # past 65504 is inf, silently, as on the GPU
-                return np.matmul(a32, b32).astype(float16)
+        if xp is np:  # the GEMM's twin: fp32 products and sums, one rounding
+            return _gemm.twin(a, b, transpose_a, transpose_b)
     if transpose_a and a.ndim >= 2:
         a = a.swapaxes(-1, -2)
     if transpose_b and b.ndim >= 2:
@@ -85,18 +81,15 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False, out=None)
 def linear(x, weight, bias=None):
     """``x @ weight + bias`` (Paddle's layout: ``weight`` is ``[in, out]``).
 
-    On the GPU in float16 this is one launch of the GEMM kernel, the bias added in its
-    epilogue before the single rounding; elsewhere a :func:`matmul` then an add (which rounds
-    twice in float16: the GPU result can differ from the CPU's by one rounding of the sum).
+    In float16 the bias is added in float32 before the single rounding, on both backends: one
+    launch of the GEMM kernel on the GPU (the bias in its epilogue), the kernel's twin on the
+    CPU. Other dtypes are a :func:`matmul` then an add.
     """
     xp = get_array_module(x, weight)
-    if (
-        xp is not np
-        and kernels.enabled()
-        and x.dtype == float16
-        and weight.dtype == float16
-        and (bias is None or bias.dtype == float16)
-    ):
+    half = x.dtype == float16 and weight.dtype == float16
+    if half and (bias is None or bias.dtype == float16) and xp is np:
+        return _gemm.twin(x, weight, bias=bias)
+    if half and (bias is None or bias.dtype == float16) and kernels.enabled():
         rows = x.reshape(-1, x.shape[-1]) if x.ndim != 2 else x
         out = _gemm.gemm(xp.ascontiguousarray(rows), xp.ascontiguousarray(weight), bias=bias)
         return out.reshape((*x.shape[:-1], weight.shape[1]))
