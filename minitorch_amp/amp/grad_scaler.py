@@ -131,7 +131,7 @@ class GradScaler:
             self._use_dynamic_loss_scaling, self._init_loss_scaling, self._scale = False, 1.0, None
             return
         self._use_dynamic_loss_scaling = bool(use_dynamic_loss_scaling)
-        self._init_loss_scaling = check_attr("init_loss_scaling", init_loss_scaling)
+        self._init_loss_scaling = self._checked_scale(init_loss_scaling)
         self._scale = Tensor._wrap(np.array([self._init_loss_scaling], "float32"))
         # Device counters, int32 [1] views of one array: Paddle's incr_count and decr_count,
         # and the overflowing updates at the floor.
@@ -328,6 +328,19 @@ class GradScaler:
             self._inv_scale = _device.xp_for(place).zeros_like(self._scale._data)
             self._found_infs = {}
 
+    def _checked_scale(self, value, what: str = "init_loss_scaling") -> float:
+        """``value`` as a scale: one float32 can hold, and at most ``max_loss_scaling``."""
+        try:
+            scale = check_attr("init_loss_scaling", value)
+        except ValueError as exc:
+            raise ValueError(str(exc).replace("init_loss_scaling", what, 1)) from None
+        if scale > self._max_loss_scaling:
+            raise ValueError(
+                f"{what} {value!r} is above max_loss_scaling={self._max_loss_scaling}; the scale "
+                "never exceeds its ceiling: start lower or raise max_loss_scaling"
+            )
+        return scale
+
     # ---- getters and setters (Paddle's) -------------------------------------------------
     def is_enable(self) -> bool:
         return self._enable
@@ -351,7 +364,7 @@ class GradScaler:
 
     def set_init_loss_scaling(self, new_init_loss_scaling: float) -> None:
         """Set the initial scale and, as Paddle does, reset the current scale to it."""
-        self._init_loss_scaling = check_attr("init_loss_scaling", new_init_loss_scaling)
+        self._init_loss_scaling = self._checked_scale(new_init_loss_scaling)
         if self._enable:
             self._scale._data[...] = self._init_loss_scaling
 
@@ -423,7 +436,7 @@ class GradScaler:
         scale = np.asarray(sd["scale"], dtype=np.float64).reshape(-1)
         if scale.size != 1:
             raise ValueError(f"state dict 'scale' must hold one value, got shape {scale.shape}")
-        scale = check_attr("init_loss_scaling", float(scale[0]))
+        scale = self._checked_scale(float(scale[0]), "state dict 'scale'")
         for key in ("incr_ratio", "decr_ratio", "incr_every_n_steps", "decr_every_n_nan_or_inf"):
             sd[key] = check_attr(key, sd[key])
         for key, limit in (

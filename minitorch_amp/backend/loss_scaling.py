@@ -323,7 +323,14 @@ def is_int(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
-_FINITE = (lambda v: 0 < v < math.inf, "a positive finite number")
+# A scale lives in a float32 buffer: it must stay positive and finite once rounded to float32.
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+_FLOAT32_TINY = float(np.float32(2.0**-149))  # the smallest positive (subnormal) float32
+_FINITE = (
+    lambda v: 0 < v < math.inf and 0 < float(np.float32(v)) <= _FLOAT32_MAX,
+    f"a positive number that float32 can hold (>= {_FLOAT32_TINY:.3g} after rounding, "
+    f"<= {_FLOAT32_MAX:.4g})",
+)
 _COUNT = (lambda v: is_int(v) and v >= 1, "an integer >= 1")
 _RULES = {
     "init_loss_scaling": _FINITE,
@@ -345,6 +352,8 @@ def check_attr(name: str, value):
     """
     rule, allowed = _RULES[name]
     number = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-    if not (number and rule(value)):
+    with np.errstate(over="ignore"):  # 1e39 -> float32 inf is what the rule looks for
+        ok = number and rule(value)
+    if not ok:
         raise ValueError(f"{name} must be {allowed}, got {value!r}")
     return int(value) if rule is _COUNT[0] else float(value)
