@@ -34,8 +34,8 @@ class Tensor:
     """
 
     __slots__ = (
-        "_data", "_node", "_grad_value", "_grad_stale", "stop_gradient", "name", "persistable",
-        "__weakref__",
+        "_data", "_node", "_grad_value", "_grad_stale", "_version", "stop_gradient", "name",
+        "persistable", "__weakref__",
     )  # fmt: skip
 
     def __init__(self, data, dtype=None, place=None, stop_gradient: bool = True):
@@ -45,6 +45,7 @@ class Tensor:
         self._node = None
         self._grad_value = None
         self._grad_stale = False
+        self._version = 0  # bumped by in-place writes of the values (set_value, loads)
         self.stop_gradient = bool(stop_gradient)
         self.name = None
         self.persistable = False
@@ -61,6 +62,7 @@ class Tensor:
         t._node = None
         t._grad_value = None
         t._grad_stale = False
+        t._version = 0
         t.stop_gradient = True
         t.name = None
         t.persistable = False
@@ -267,6 +269,7 @@ class Tensor:
             )
         source = _device.to_place(source, self.place)
         Tensor._xp_of(self._data).copyto(self._data, source)
+        self._version += 1  # an fp16 parameter's fp32 master follows (optimizer/mixed_precision)
 
     def copy_(self, src, blocking: bool = True) -> Tensor:
         """:meth:`set_value` from ``src`` that returns ``self`` (Paddle's and PyTorch's name)."""

@@ -30,6 +30,9 @@ state before it.
 
 from __future__ import annotations
 
+import warnings
+import weakref
+
 import numpy as np
 
 from ..autograd.tensor import Tensor
@@ -39,13 +42,24 @@ from ..backend import graphs as _graphs
 from ..backend import sync as _sync
 
 
-def get_master_weight(masters: dict, owners: dict, param: Tensor) -> Tensor:
-    """``masters[param.name]``, created as an exact fp32 cast of ``param`` when missing.
+def get_master_weight(masters: dict, owners: dict, param: Tensor, seen: dict) -> Tensor:
+    """``masters[param.name]``, created as an exact fp32 cast of ``param`` when missing, and
+    made to follow ``param`` if something else wrote it since the optimizer last did.
 
     Args:
         masters: ``param.name -> Tensor(float32)``, the optimizer's ``_master_weights``.
         owners: ``param.name -> id(param)``, to catch two parameters sharing a name.
         param: a float16 parameter.
+        seen: ``param.name -> (param._version, weakref to param._data)`` as the optimizer last
+            left them: a newer version (``set_value``, ``Layer.set_state_dict``) or another
+            array (``Layer.to``, ``float()`` then ``float16()``) means the parameter was
+            changed behind the optimizer's back.
+
+    NOTE: without this, rolling a model back to a checkpoint would be undone by the next step:
+    the update starts from the master, and the optimize-cast writes the old weights back.
+    Where a master no longer rounds to its parameter it is re-seeded from it (exact), element
+    by element on the device (no host read): elements the outside write left alone keep their
+    fp32 digits, so ``float()`` then ``float16()`` loses nothing. One warning says so.
 
     Raises:
         ValueError: ``param`` has no name, or another parameter with its name owns the master.
@@ -62,16 +76,37 @@ def get_master_weight(masters: dict, owners: dict, param: Tensor) -> Tensor:
             f"two parameters are both named {name!r}; master weights are keyed by parameter "
             "name (as in Paddle), so give each parameter a unique name"
         )
+    data = param._data
+    if master is not None and master._data.shape != data.shape:
+        master = None  # a different tensor now: start over from it
     if master is None:
         _graphs.refuse_in_capture(
             "creating a master weight", "run the step eagerly once before capturing it"
         )
-        master = Tensor._wrap(param._data.astype(_dtypes.float32))  # float16 -> float32: exact
+        master = Tensor._wrap(data.astype(_dtypes.float32))  # float16 -> float32: exact
         master.name = f"{name}_fp32_master_0"
         master.persistable = True
         masters[name] = master
+    else:
+        last = seen.get(name)
+        if last is not None and (last[0] != param._version or last[1]() is not data):
+            _follow(master._data, data, name)
     owners[name] = id(param)
+    seen[name] = (param._version, weakref.ref(data))
     return master
+
+
+def _follow(master, data, name: str) -> None:
+    """Re-seed ``master`` from ``data`` where it no longer rounds to it (on the device)."""
+    xp = _device.get_array_module(data)
+    stale = master.astype(data.dtype) != data
+    xp.copyto(master, data.astype(_dtypes.float32), where=stale)
+    warnings.warn(
+        f"parameter {name!r} was written outside the optimizer since its last update "
+        "(set_value, set_state_dict, Layer.to, ...): its fp32 master weight follows it, "
+        "re-seeded where the two differ",
+        stacklevel=5,
+    )
 
 
 def low_precision_warning(optimizer_name: str) -> str:

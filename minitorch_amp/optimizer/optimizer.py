@@ -105,6 +105,7 @@ class Optimizer:
         self._multi_precision = bool(multi_precision)
         self._master_weights: dict[str, Tensor] = {}
         self._master_owner: dict[str, int] = {}  # name -> id(param), to catch duplicate names
+        self._master_seen: dict[str, tuple] = {}  # name -> the param as last left (see there)
         self._auxiliary_vars: dict = {}
         self._warned_low_precision = False
         self._accumulators: dict[int, dict] = {}
@@ -365,7 +366,7 @@ class Optimizer:
 
     def _master_weight(self, param: Tensor) -> Tensor:
         """``param``'s fp32 master weight, created (an exact cast) at its first update."""
-        return get_master_weight(self._master_weights, self._master_owner, param)
+        return get_master_weight(self._master_weights, self._master_owner, param, self._master_seen)
 
     def _warn_low_precision(self) -> None:
         if not self._warned_low_precision:

@@ -82,6 +82,7 @@ def load_optimizer_state(opt, state_dict: dict) -> None:
     if masters is not None:  # Paddle replaces the whole dict when the checkpoint has one
         opt._master_weights = {name: master for name, (master, _) in masters.items()}
         opt._master_owner = {name: owner for name, (_, owner) in masters.items()}
+        opt._master_seen = {}  # loaded masters are the truth: nothing to follow
     if has_sched:
         scheduler._load_state(state_dict["LR_Scheduler"])
 

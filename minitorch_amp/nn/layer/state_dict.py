@@ -89,6 +89,7 @@ def load_state_dict(layer, state_dict: dict, use_structured_name: bool = True):
     for target, array in plan:  # all checks passed: now write
         array = _device.to_place(array, target.place)
         target._data[...] = array.astype(target.dtype, copy=False)
+        target._version += 1  # an optimizer's fp32 master of it must follow
     if missing:
         warnings.warn(
             f"set_state_dict: no value for {missing}; those tensors keep their values",
