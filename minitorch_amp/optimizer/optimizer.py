@@ -43,6 +43,7 @@ from ..backend import device as _device
 from ..backend import dtypes as _dtypes
 from ..backend import graphs as _graphs
 from ..backend.cast_counter import count_cast
+from . import atomic
 from .fused_step import apply_fused, has_fused_twin, update_path
 from .lr import LRScheduler
 from .mixed_precision import (
@@ -231,11 +232,20 @@ class Optimizer:
         found_inf = as_found_inf(found_inf)
         if self._skip_on_host(found_inf):
             return
+        plan = [(group, self._pairs(group["params"])) for group in self._param_groups]
+        self._run(plan, found_inf)
+
+    @staticmethod
+    def _pairs(params) -> list:
+        """``(param, grad)`` of every parameter that trains and has a gradient."""
+        return [(p, p._grad) for p in params if not p.stop_gradient and p._grad is not None]
+
+    def _run(self, plan: list, found_inf) -> None:
+        """Clip and prepare every group, then update them: all or nothing (``atomic.py``)."""
         base_lr = self.get_lr()
-        for group in self._param_groups:
-            pairs = [
-                (p, p._grad) for p in group["params"] if not p.stop_gradient and p._grad is not None
-            ]
+        plan = atomic.clipped(plan)
+        atomic.prepare(self, plan)  # creates state; undone if it fails
+        for group, pairs in plan:
             self._apply_group(group, pairs, base_lr, found_inf)
 
     def _skip_on_host(self, found_inf) -> bool:
@@ -291,25 +301,16 @@ class Optimizer:
         ]
         if self._skip_on_host(found_inf):
             return [], params_grads
-        base_lr = self.get_lr()
         by_group: dict[int, list] = {}
         for pair in params_grads:
             group = self._group_of.get(id(pair[0]), self._default_group)
             by_group.setdefault(id(group), []).append(pair)
-        for group in [*self._param_groups, self._default_group]:
-            if id(group) in by_group:
-                self._apply_group(group, by_group[id(group)], base_lr, found_inf)
+        groups = [*self._param_groups, self._default_group]
+        self._run([(g, by_group[id(g)]) for g in groups if id(g) in by_group], found_inf)
         return [], params_grads
 
-    def _apply_group(self, group: dict, params_grads: list, base_lr: float, found_inf) -> None:
-        """Clip, then update: per parameter (NumPy), or fused per dtype bucket (CuPy)."""
-        if not params_grads:
-            return
-        if group["grad_clip"] is not None:
-            params_grads = group["grad_clip"](params_grads)
-        pairs = [(p, g) for p, g in params_grads if g is not None]
-        if not pairs:
-            return
+    def _apply_group(self, group: dict, pairs: list, base_lr: float, found_inf) -> None:
+        """Update the clipped pairs: per parameter (NumPy), or fused per dtype bucket (CuPy)."""
         if update_path(self, pairs) != "per-param numpy":
             apply_fused(self, group, pairs, found_inf)  # found_inf read on the device
             return
