@@ -17,11 +17,10 @@ float64 tensors are never cast.
 from __future__ import annotations
 
 import contextvars
-import functools
 from dataclasses import dataclass
 
 from ..autograd import dispatch
-from ..autograd.grad_mode import is_grad_enabled
+from ..autograd.grad_mode import ReentrantContext, is_grad_enabled
 from ..autograd.ops import Cast
 from ..backend.cast_counter import count_cast
 from ..backend.dtypes import float16, float32
@@ -64,7 +63,7 @@ def _validate(level, dtype, use_promote) -> str:
     return level.upper()
 
 
-class auto_cast:  # noqa: N801 - Paddle's name; a context manager and a decorator
+class auto_cast(ReentrantContext):  # noqa: N801 - Paddle's name; a context and a decorator
     """Run the ops inside in mixed precision (Paddle's ``paddle.amp.auto_cast``).
 
     Args:
@@ -75,6 +74,10 @@ class auto_cast:  # noqa: N801 - Paddle's name; a context manager and a decorato
             :func:`~minitorch_amp.amp.decorate`), ``'OD'`` (only white ops in fp16), ``'O0'`` (off).
         dtype: ``'float16'`` (``'bfloat16'`` is not available yet).
         use_promote: at O2, False runs every non-black op in float16 (Paddle < 2.5's O2).
+
+    One object may be entered by several threads or asyncio tasks at once, nested inside
+    itself, or decorate a function that several threads call: each thread and task gets back
+    the state it had (see :class:`~minitorch_amp.autograd.grad_mode.ReentrantContext`).
 
     Raises:
         ValueError: an unknown level, dtype or op name, or an op in both custom lists.
@@ -100,35 +103,21 @@ class auto_cast:  # noqa: N801 - Paddle's name; a context manager and a decorato
     ):
         level = _validate(level, dtype, use_promote)
         white, black = resolve_lists(level, custom_white_list, custom_black_list)
-        self._args = (enable, custom_white_list, custom_black_list, level, dtype, use_promote)
         if not enable or level == "O0":
             self._state = None
         else:
             promote = use_promote if level == "O2" else True
             self._state = AmpState(level, float16, white, black, promote)
-        self._tokens = []
 
-    def __enter__(self):
+    def _enter(self):
         cache_token = _cast_cache.set({}) if _cast_cache.get() is None else None
-        self._tokens.append((dispatch.autocast_state.set(self._state), cache_token))
-        return self
+        return dispatch.autocast_state.set(self._state), cache_token
 
-    def __exit__(self, *exc_info):
-        state_token, cache_token = self._tokens.pop()
+    def _exit(self, saved) -> None:
+        state_token, cache_token = saved
         dispatch.autocast_state.reset(state_token)
         if cache_token is not None:  # leaving the outermost region: drop the cached casts
             _cast_cache.reset(cache_token)
-        return False
-
-    def __call__(self, func):
-        args = self._args
-
-        @functools.wraps(func)
-        def wrapper(*a, **kw):
-            with auto_cast(*args):
-                return func(*a, **kw)
-
-        return wrapper
 
 
 def _compute_dtype(op, tensors, state: AmpState):
