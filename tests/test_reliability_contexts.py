@@ -242,3 +242,15 @@ def test_exit_without_enter_in_this_thread_says_so_and_changes_nothing(make):
         leave.set()
         thread.join()
     assert amp_off_and_grad_on()
+
+
+@pytest.mark.parametrize("arg", ["custom_white_list", "custom_black_list"])
+def test_a_lone_op_name_is_refused_with_the_advice_to_wrap_it_in_a_list(arg):
+    # a string is iterable: "exp" used to be read as the ops 'e', 'x', 'p'
+    with pytest.raises(TypeError, match=rf"{arg} must be a list or set of op names.*\['exp'\]"):
+        amp.auto_cast(**{arg: "exp"})
+    with pytest.raises(TypeError, match=rf"{arg} must be a list or set of op names, got 3"):
+        amp.auto_cast(**{arg: 3})
+    assert amp.amp_state() is None
+    with amp.auto_cast(**{arg: ("exp",)}):
+        assert mt.exp(mt.ones([2])).dtype == (F16 if arg == "custom_white_list" else F32)

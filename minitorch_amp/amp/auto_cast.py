@@ -68,8 +68,9 @@ class auto_cast(ReentrantContext):  # noqa: N801 - Paddle's name; a context and 
 
     Args:
         enable: False turns AMP off inside (also inside an enabled region).
-        custom_white_list: op names to run in float16 (ours, or Paddle's like ``matmul_v2``).
-        custom_black_list: op names to run in float32.
+        custom_white_list: a list or set of op names to run in float16 (ours, or Paddle's like
+            ``matmul_v2``).
+        custom_black_list: a list or set of op names to run in float32.
         level: ``'O1'`` (mixed, the default), ``'O2'`` (pure fp16 with
             :func:`~minitorch_amp.amp.decorate`), ``'OD'`` (only white ops in fp16), ``'O0'`` (off).
         dtype: ``'float16'`` (``'bfloat16'`` is not available yet).
@@ -81,6 +82,7 @@ class auto_cast(ReentrantContext):  # noqa: N801 - Paddle's name; a context and 
 
     Raises:
         ValueError: an unknown level, dtype or op name, or an op in both custom lists.
+        TypeError: a custom list that is a string (``["exp"]``, not ``"exp"``) or no list.
 
     Example:
         >>> import minitorch_amp as mt

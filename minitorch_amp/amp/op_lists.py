@@ -17,6 +17,8 @@ O2     white ops                  extra-black ops only; gray (and black) ops pro
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from ..autograd.op import BLACK, EXTRA_BLACK, GRAY, OP_TABLE, WHITE
 
 LEVELS = ("O0", "OD", "O1", "O2")
@@ -83,6 +85,17 @@ def canonical_name(name: str) -> str:
     return resolved
 
 
+def _canonical_names(arg: str, names) -> set[str]:
+    """Our names for a custom list: None, or a list, tuple or set of op names (Paddle's)."""
+    if names is None:
+        return set()
+    # NOTE: a string is iterable too; "exp" would otherwise be read as the ops 'e', 'x', 'p'.
+    if isinstance(names, str | bytes) or not isinstance(names, Iterable):
+        wrap = f"; wrap one name in a list: {arg}=[{names!r}]" if isinstance(names, str) else ""
+        raise TypeError(f"{arg} must be a list or set of op names, got {names!r}{wrap}")
+    return {canonical_name(n) for n in names}
+
+
 def resolve_lists(level: str, custom_white_list=None, custom_black_list=None):
     """The ``(white, black)`` sets for ``level`` after applying the custom lists.
 
@@ -90,8 +103,8 @@ def resolve_lists(level: str, custom_white_list=None, custom_black_list=None):
     joins the white list, a custom-black op the other way round. An op in both custom lists is
     an error.
     """
-    custom_white = {canonical_name(n) for n in (custom_white_list or ())}
-    custom_black = {canonical_name(n) for n in (custom_black_list or ())}
+    custom_white = _canonical_names("custom_white_list", custom_white_list)
+    custom_black = _canonical_names("custom_black_list", custom_black_list)
     overlap = custom_white & custom_black
     if overlap:
         raise ValueError(
