@@ -238,7 +238,7 @@ class PeersComm(_comm.Comm):
         super().__init__(0, 1 + len(peers), timeout=1.0)
         self.peers = peers
 
-    def exchange(self, values):
+    def exchange(self, values, what=""):
         return np.stack([values, *(_comm.describe(*peer) for peer in self.peers)])
 
 
@@ -461,7 +461,7 @@ def test_sync_op_false_returns_a_finished_task(ranks):
 def test_stats_count_the_bytes_each_rank_puts_on_the_wire(ranks):
     """Inputs of 5 float32, 6 float16 (sent as float32), 3 bool (as uint8), a float64[4]
     broadcast from rank 0 (counted there only), an int32[2] all_gather and a reduce_scatter
-    of `size` float16[3] (sent as float32)."""
+    of `size` float16[3] (sent as float32); before each of the 6, one 152-byte check."""
     size = len(ranks)
     f32, f64, i32 = (np.dtype(t).itemsize for t in ("float32", "float64", "int32"))
     for rank, r in enumerate(ranks):
@@ -470,6 +470,7 @@ def test_stats_count_the_bytes_each_rank_puts_on_the_wire(ranks):
             ("all_reduce", "uint8"): 3,
             ("all_gather", "int32"): 2 * i32,
             ("reduce_scatter", "float32"): size * 3 * f32,
+            ("check", "int64"): 6 * 152,
         }
         if rank == 0:
             expected["broadcast", "float64"] = 4 * f64

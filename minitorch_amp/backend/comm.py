@@ -11,9 +11,11 @@ One *world* per process, made by :func:`init` (``distributed.init_parallel_env``
 
 Two promises every communicator keeps, because a distributed bug must not become a hang:
 
-1. **Checked**: a public collective first exchanges a fixed-size descriptor (which
-   collective, dtype, shape, root/op) with every rank. If they differ, every rank raises the
-   same :class:`CollectiveMismatchError` that lists what each rank passed, and nothing moved.
+1. **Checked**: every collective, the library's own included (gradient buckets, found_inf,
+   the sharded broadcasts, the model check at wrap time), first exchanges a fixed-size
+   descriptor (which collective, dtype, shape, root/op, and who called it) with every rank. If
+   they differ, every rank raises the same :class:`CollectiveMismatchError` that lists what
+   each rank passed, and nothing moved.
 2. **Timed**: MPI waits are non-blocking requests polled until ``timeout`` seconds; a rank
    that died, hung or skipped the collective makes the others raise
    :class:`CollectiveTimeoutError`. An exception that nobody catches on any rank calls
@@ -24,16 +26,18 @@ Reductions of float16 run in float32 and round once at the end (MPI and NCCL wou
 round after every partial sum), so the result does not depend on the number of ranks' order.
 Every payload is counted in :attr:`Comm.stats` (by collective and dtype on the wire, the bytes
 this rank puts in: its whole input for a reduction or gather, the array for a broadcast's
-root only) for the docs and the tests.
+root only) for the docs and the tests, and so are the checks' descriptors (``'check'``).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import os
 import sys
 import time
+import zlib
 from collections import Counter
 
 import numpy as np
@@ -56,6 +60,7 @@ BACKEND_ENV = "MINITORCH_AMP_DIST_BACKEND"
 TIMEOUT_ENV = "MINITORCH_AMP_DIST_TIMEOUT"
 DEFAULT_TIMEOUT = 600.0  # seconds a rank waits for the others in one collective
 _MAX_DIMS = 8  # dimensions a descriptor carries
+_LABEL_BYTES = 48  # who called a collective, as ASCII text in the descriptor
 
 
 class DistributedError(RuntimeError):
@@ -67,7 +72,15 @@ class CollectiveTimeoutError(DistributedError):
 
 
 class CollectiveMismatchError(DistributedError, ValueError):
-    """Ranks called a collective with different shapes, dtypes, roots or collectives."""
+    """Ranks called a collective with different shapes, dtypes, roots or collectives.
+
+    ``calls[r]`` says what rank r called; ``table[r]`` is its descriptor (:func:`describe`).
+    """
+
+    def __init__(self, message: str, table=None):
+        super().__init__(message)
+        self.table = table
+        self.calls = [] if table is None else [_explain(row) for row in table]
 
 
 class ReduceOp:
@@ -106,39 +119,75 @@ def local_rank() -> int:
     return 0
 
 
-def describe(op: str, array=None, arg: int = 0) -> np.ndarray:
-    """The descriptor a collective exchanges before moving data: op, dtype, arg, shape."""
-    desc = np.full(4 + _MAX_DIMS, -1, dtype=np.int64)
-    desc[0] = OPS.index(op) + 1
-    desc[2] = arg
+def describe(op: str, array=None, arg: int = 0, caller: str = "", detail: int = 0) -> np.ndarray:
+    """The descriptor a collective exchanges before moving data (19 int64, 152 bytes).
+
+    ``[op, dtype, arg, detail, ndim, shape (8), caller (48 ASCII bytes)]``: ``arg`` is the
+    reduce op or the root, ``detail`` a checksum the shape does not show (the block lengths of
+    an unequal reduce_scatter, a model's signature), ``caller`` who made the call: empty for
+    a user's call, else what the library was doing (``'gradient bucket 0'``, ``'found_inf'``).
+    """
+    dtype, ndim, shape = -1, -1, [-1] * _MAX_DIMS
     if array is not None:
         name = np.dtype(array.dtype).name
         # NOTE: dtypes outside _DTYPES get distinct codes too (100 + NumPy's type number):
         # one shared "unsupported" code would let int8 on one rank meet int16 on another.
-        desc[1] = _DTYPES.index(name) if name in _DTYPES else 100 + np.dtype(array.dtype).num
-        desc[3] = array.ndim
-        if array.ndim > _MAX_DIMS:  # rare: compare the size and the leading dimensions
-            desc[4] = int(np.prod(array.shape))
+        dtype = _DTYPES.index(name) if name in _DTYPES else 100 + np.dtype(array.dtype).num
+        ndim = array.ndim
+        if ndim > _MAX_DIMS:  # rare: compare the size and the leading dimensions
+            shape[0] = int(np.prod(array.shape))
         else:
-            desc[4 : 4 + array.ndim] = array.shape
-    return desc
+            shape[:ndim] = array.shape
+    head = [OPS.index(op) + 1, dtype, arg, detail, ndim, *shape]
+    return np.array(head + _label_words(caller), dtype=np.int64)
+
+
+@functools.lru_cache(maxsize=1024)
+def _label_words(caller: str) -> list:
+    """``caller`` as ASCII, cut or padded with zeros to 48 bytes, as 6 int64 words."""
+    label = caller.encode("ascii", "replace")[:_LABEL_BYTES].ljust(_LABEL_BYTES, b"\0")
+    return np.frombuffer(label, dtype=np.int64).tolist()
 
 
 def _explain(desc: np.ndarray) -> str:
+    """``all_reduce(float32, shape=[4], op=AVG) for gradient bucket 0``, from a descriptor."""
     op = OPS[desc[0] - 1] if desc[0] > 0 else "?"
-    if desc[1] < 0:
-        return op
-    dtype = _DTYPES[desc[1]] if desc[1] < len(_DTYPES) else "unsupported dtype"
-    ndim = int(desc[3])
-    shape = f"{ndim}-d, size {desc[4]}"
-    if ndim <= _MAX_DIMS:
-        shape = [int(d) for d in desc[4 : 4 + ndim]]
-    extra = ""
-    if op == "broadcast":
-        extra = f", src={desc[2]}"
-    elif op in ("all_reduce", "reduce_scatter"):
-        extra = f", op={OP_NAMES.get(int(desc[2]), desc[2])}"
-    return f"{op}({dtype}, shape={shape}{extra})"
+    caller = desc[5 + _MAX_DIMS :].tobytes().rstrip(b"\0").decode("ascii", "replace")
+    if op == "check" and caller:  # a check of the library's own: the caller says it all
+        return caller
+    text = op
+    if desc[1] >= 0:
+        dtype = _DTYPES[desc[1]] if desc[1] < len(_DTYPES) else "unsupported dtype"
+        ndim = int(desc[4])
+        shape = f"{ndim}-d, size {desc[5]}"
+        if ndim <= _MAX_DIMS:
+            shape = [int(d) for d in desc[5 : 5 + ndim]]
+        extra = ""
+        if op == "broadcast":
+            extra = f", src={desc[2]}"
+        elif op in ("all_reduce", "reduce_scatter"):
+            extra = f", op={OP_NAMES.get(int(desc[2]), desc[2])}"
+        if op == "reduce_scatter" and desc[3]:
+            extra += f", blocks #{int(desc[3]) & 0xFFFFFFFF:08x}"
+        text = f"{op}({dtype}, shape={shape}{extra})"
+    return f"{text} for {caller}" if caller else text
+
+
+def mismatch_message(table: np.ndarray) -> str:
+    """What :class:`CollectiveMismatchError` says: every rank's call, from the descriptors."""
+    lines = "; ".join(f"rank {r}: {_explain(row)}" for r, row in enumerate(table))
+    ours = ""
+    if (table[:, 5 + _MAX_DIMS :] != 0).any():  # some rank was inside the library
+        ours = (
+            " The calls 'for ...' and the checks are made by minitorch_amp itself (the "
+            "gradient sync after backward, GradScaler, a sharded step, wrapping a model): "
+            "every rank must run the same steps, on as many batches, with the same settings."
+        )
+    return (
+        f"the ranks called a collective with different arguments ({lines}). Every rank "
+        "must call the same collective with the same shape and dtype (and the same src); "
+        f"nothing was sent.{ours}"
+    )
 
 
 class Comm:
@@ -155,31 +204,41 @@ class Comm:
         self.stats: Counter = Counter()  # (collective, dtype on the wire) -> bytes sent
 
     # ---- checks ------------------------------------------------------------------------------
-    def check(self, op: str, array=None, arg: int = 0) -> None:
-        """Raise :class:`CollectiveMismatchError` on every rank unless all ranks agree."""
-        mine = describe(op, array, arg)
-        table = self.exchange(mine)
-        if (table == table[0]).all():
-            return
-        lines = "; ".join(f"rank {r}: {_explain(row)}" for r, row in enumerate(table))
-        raise CollectiveMismatchError(
-            f"the ranks called a collective with different arguments ({lines}). Every rank "
-            "must call the same collective with the same shape and dtype (and the same src); "
-            "nothing was sent."
-        )
+    def check(self, op: str, array=None, arg: int = 0, caller: str = "", detail: int = 0):
+        """Raise :class:`CollectiveMismatchError` on every rank unless all ranks agree.
 
-    def exchange(self, values: np.ndarray) -> np.ndarray:
-        """All ranks' int64 vectors (same length everywhere), as a ``[size, n]`` array."""
+        Every collective below calls it first; ``op='check'`` with a ``caller`` is a check of
+        the library's own (a sharding level, the start of a sharded step). Returns the table of
+        every rank's descriptor.
+        """
+        mine = describe(op, array, arg, caller, detail)
+        if self.size > 1:  # the price of the check: one descriptor per collective
+            self.stats[("check", "int64")] += mine.nbytes
+        table = self.exchange(mine, lambda: f"{_explain(mine)} (its argument check)")
+        if table.tobytes() != mine.tobytes() * self.size:
+            raise CollectiveMismatchError(mismatch_message(table), table)
+        return table
+
+    def exchange(self, values: np.ndarray, what="an exchange") -> np.ndarray:
+        """All ranks' int64 vectors (same length everywhere), as a ``[size, n]`` array.
+
+        ``what`` names the wait in errors (a string, or a function that makes it, if needed).
+
+        NOTE: only :meth:`check` calls it without a check just before: an exchange of another
+        length on one rank would meet the descriptors of the others (MPI cannot pair them).
+        """
         return values[None].copy()
 
     def _count(self, op: str, array) -> None:
         self.stats[(op, np.dtype(array.dtype).name)] += int(array.nbytes)
 
     # ---- collectives on arrays -----------------------------------------------------------
-    def all_reduce(self, array, op: int = ReduceOp.SUM):
+    # Each one checks first; ``caller`` names what the library was doing ('' for a user).
+    def all_reduce(self, array, op: int = ReduceOp.SUM, caller: str = ""):
+        self.check("all_reduce", array, op, caller)
         return self._reduce_like("all_reduce", array, op)
 
-    def reduce_scatter(self, array, op: int = ReduceOp.SUM, counts=None):
+    def reduce_scatter(self, array, op: int = ReduceOp.SUM, counts=None, caller: str = ""):
         """Reduce ``array`` over ranks; return this rank's block.
 
         Without ``counts``: ``array`` is ``[size * n, ...]`` and every block is ``[n, ...]``.
@@ -188,11 +247,15 @@ class Comm:
         """
         if counts is not None:
             counts = tuple(int(c) for c in counts)
+            blocks = zlib.crc32(np.asarray(counts, dtype=np.int64).tobytes()) or 1
+            self.check("reduce_scatter", array, op, caller, blocks)  # the same counts too
             if len(counts) != self.size or sum(counts) != array.size or array.ndim != 1:
                 raise ValueError(
                     f"reduce_scatter: counts {counts} must hold one block length per rank "
                     f"({self.size}) and add up to the flat array's {array.size} elements"
                 )
+        else:
+            self.check("reduce_scatter", array, op, caller)
         return self._reduce_like("reduce_scatter", array, op, counts)
 
     def _reduce_like(self, kind: str, array, op: int, counts=None):
@@ -219,22 +282,32 @@ class Comm:
             return array
         return out.astype(array.dtype, copy=False)
 
-    def broadcast(self, array, root: int):
+    def broadcast(self, array, root: int, caller: str = ""):
+        self.check("broadcast", array, root, caller)  # every rank sees the same root
+        if not 0 <= root < self.size:
+            raise ValueError(f"broadcast: src={root} is not a rank; there are {self.size} ranks")
         if self.rank == root:  # only the root sends
             self._count("broadcast", array)
         self._raw("broadcast", array, root)
         return array
 
-    def all_gather(self, array):
+    def all_gather(self, array, caller: str = ""):
         """``[size, *array.shape]``: every rank's array, in rank order."""
+        self.check("all_gather", array, 0, caller)
         self._count("all_gather", array)
         return self._raw("all_gather", array, 0)
 
-    def barrier(self) -> None:
+    def barrier(self, caller: str = "") -> None:
         """Return when every rank has called it."""
+        self.check("barrier", None, 0, caller)  # NOTE: unchecked, it pairs with anything
+        self._barrier()
+
+    def _barrier(self) -> None:
+        """Wait for every rank (nothing to wait for in a world of one)."""
 
     def gather_object(self, obj, root: int = 0):
         """Every rank's picklable ``obj`` as a list on ``root`` (None on the others)."""
+        self.check("gather_object", None, root)
         return [obj]
 
     def _raw(self, kind: str, array, arg: int, counts=None):
@@ -274,8 +347,9 @@ class MPIComm(Comm):
             ReduceOp.PROD: self.MPI.PROD,
         }
 
-    def wait(self, request, what: str) -> None:
-        """Poll ``request`` until it completes; raise after ``timeout`` seconds.
+    def wait(self, request, what) -> None:
+        """Poll ``request`` until it completes; raise after ``timeout`` seconds. ``what``
+        names the wait in the error: a string, or a function that makes it only then.
 
         After a timeout the world is broken for good: the lost request stays posted and would
         pair with a late rank's next collective. Later waits raise at once, and this process
@@ -293,6 +367,7 @@ class MPIComm(Comm):
             if spins > 200:  # spin briefly (small messages finish in microseconds), then nap
                 time.sleep(0.0002)
             if time.monotonic() - start > self.timeout:
+                what = what() if callable(what) else what
                 self._failed = (
                     f"rank {self.rank} waited {self.timeout:g} s in {what} for the other "
                     f"{self.size - 1} rank(s): one of them died, hung, or did not call it. "
@@ -310,10 +385,10 @@ class MPIComm(Comm):
         sys.stderr.flush()
         self.abort(1)
 
-    def exchange(self, values: np.ndarray) -> np.ndarray:
+    def exchange(self, values: np.ndarray, what: str = "an exchange") -> np.ndarray:
         values = np.ascontiguousarray(values, dtype=np.int64)
         table = np.empty((self.size, values.size), dtype=np.int64)
-        self.wait(self.comm.Iallgather(values, table), "a check of the collective's arguments")
+        self.wait(self.comm.Iallgather(values, table), what)
         return table
 
     def _raw(self, kind: str, array, arg: int, counts=None):
@@ -344,7 +419,7 @@ class MPIComm(Comm):
             return array
         return _device.to_place(out, _device.place_of(array)) if on_gpu else out
 
-    def barrier(self) -> None:
+    def _barrier(self) -> None:
         self.wait(self.comm.Ibarrier(), "barrier")
 
     def gather_object(self, obj, root: int = 0):
@@ -352,7 +427,7 @@ class MPIComm(Comm):
 
         self.check("gather_object", None, root)
         payload = np.frombuffer(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), np.uint8)
-        sizes = self.exchange(np.array([payload.size]))[:, 0]
+        sizes = self.exchange(np.array([payload.size]), "gather_object (the sizes)")[:, 0]
         recv = None
         if self.rank == root:
             buffer = np.empty(int(sizes.sum()), np.uint8)
@@ -502,7 +577,7 @@ def reduce_found_inf(flag):
     the flag stays on the GPU (no host read).
     """
     if _world is not None and _world.size > 1:
-        _world.all_reduce(flag, ReduceOp.MAX)
+        _world.all_reduce(flag, ReduceOp.MAX, caller="found_inf")
     return flag
 
 

@@ -1,9 +1,11 @@
 """Collectives on Tensors, Paddle's signatures: every rank calls them, in the same order.
 
 Each one first checks that every rank passed the same collective, dtype and shape (and
-``src``); if not, every rank raises ``CollectiveMismatchError`` saying what each passed, and
-nothing is sent. A rank that never arrives makes the others raise ``CollectiveTimeoutError``.
-They work on the tensors' data in place and are not recorded by autograd.
+``src``), as the communicator does for every collective, the library's own included. If
+not, every rank raises ``CollectiveMismatchError`` saying what each passed, and nothing is
+sent. A rank that never arrives makes the others raise ``CollectiveTimeoutError`` (at once,
+``RankExitedError``, when it has exited). They work on the tensors' data in place and are
+not recorded by autograd.
 """
 
 from __future__ import annotations
@@ -61,9 +63,7 @@ def all_reduce(tensor: Tensor, op=ReduceOp.SUM, group=None, sync_op: bool = True
     """
     check_group(group)
     tensor, op = _tensor(tensor, "all_reduce: tensor"), _op(op)
-    comm = world()
-    comm.check("all_reduce", tensor._data, op)
-    comm.all_reduce(tensor._data, op)
+    world().all_reduce(tensor._data, op)  # checked first, as every collective
     return _done(sync_op)
 
 
@@ -74,10 +74,7 @@ def broadcast(tensor: Tensor, src: int = 0, group=None, sync_op: bool = True):
     comm = world()
     if isinstance(src, bool) or not isinstance(src, int):
         raise TypeError(f"broadcast: src must be a rank number, got {src!r}")
-    comm.check("broadcast", tensor._data, src)  # every rank sees the same src: one verdict
-    if not 0 <= src < comm.size:
-        raise ValueError(f"broadcast: src={src} is not a rank; there are {comm.size} ranks")
-    comm.broadcast(tensor._data, src)
+    comm.broadcast(tensor._data, src)  # checks src (one verdict everywhere), then its range
     return _done(sync_op)
 
 
@@ -90,7 +87,6 @@ def all_gather(tensor_list: list, tensor: Tensor, group=None, sync_op: bool = Tr
             f"all_gather: tensor_list must be a list to fill, got {type(tensor_list).__name__}"
         )
     comm = world()
-    comm.check("all_gather", tensor._data)
     gathered = comm.all_gather(tensor._data)
     tensor_list.extend(Tensor._wrap(gathered[r]) for r in range(comm.size))
     return _done(sync_op)
@@ -118,7 +114,6 @@ def reduce_scatter(tensor: Tensor, tensor_list: list, op=ReduceOp.SUM, group=Non
                 f"output tensor is {tensor._data.dtype} {tensor.shape}; they must match"
             )
     stacked = _device.get_array_module(tensor._data).stack([p._data for p in parts])
-    comm.check("reduce_scatter", stacked, op)
     block = comm.reduce_scatter(stacked, op)
     tensor._data[...] = block[0]
     return _done(sync_op)

@@ -92,9 +92,7 @@ def get_backend(group=None) -> str:
 def barrier(group=None) -> None:
     """Wait until every rank has reached this call (raises on a timeout)."""
     check_group(group)
-    comm = world()
-    comm.check("barrier")  # NOTE: unchecked, a barrier pairs with another rank's collective
-    comm.barrier()
+    world().barrier()  # checked: unchecked, a barrier would pair with any collective
 
 
 class ParallelEnv:

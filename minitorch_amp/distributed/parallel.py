@@ -13,10 +13,9 @@ import contextlib
 import weakref
 import zlib
 
-import numpy as np
-
 from ..autograd import engine
 from ..autograd.grad_mode import is_grad_enabled
+from ..backend.comm import CollectiveMismatchError
 from ..nn.layer.layers import Layer
 from .env import check_group, world
 from .reducer import AllReduceGrads
@@ -24,6 +23,7 @@ from .reducer import AllReduceGrads
 __all__ = ["DataParallel"]
 
 _MB = 1024 * 1024
+WRAPPING = "wrapping a model"  # what the model check says it is, next to another collective
 
 
 class DataParallel(Layer):
@@ -125,26 +125,30 @@ class DataParallel(Layer):
 
 
 def check_same_model(layers: Layer, comm) -> list:
-    """Raise on every rank unless all ranks' models have the same parameters and buffers
-    (number, shapes, dtypes); returns them, parameters first."""
+    """Raise ``CollectiveMismatchError`` (a ValueError) on every rank unless all ranks' models
+    have the same parameters and buffers (number, shapes, dtypes); returns them, parameters
+    first. It is a checked collective: a rank doing something else raises too."""
     tensors = [*layers.parameters(), *[b for b in layers.buffers() if b is not None]]
     signature = ";".join(f"{t.shape}:{t._data.dtype}" for t in tensors).encode()
-    mine = np.array([len(tensors), zlib.crc32(signature)], dtype=np.int64)
-    table = comm.exchange(mine)
-    if not (table == table[0]).all():
-        counts = ", ".join(f"rank {r}: {int(row[0])} tensors" for r, row in enumerate(table))
-        raise ValueError(
+    try:
+        comm.check("check", None, len(tensors), WRAPPING, zlib.crc32(signature))
+    except CollectiveMismatchError as err:
+        if set(err.calls) != {WRAPPING}:
+            raise  # some rank was not wrapping a model: the usual listing says what it did
+        counts = ", ".join(f"rank {r}: {int(row[2])} tensors" for r, row in enumerate(err.table))
+        raise CollectiveMismatchError(
             "the ranks built different models: their parameters and buffers differ in number, "
             f"shape or dtype ({counts}). Build the same model on every rank (and decorate it "
-            "the same way) before wrapping it."
-        )
+            "the same way) before wrapping it.",
+            err.table,
+        ) from None
     return tensors
 
 
 def sync_params_buffers(layers: Layer, comm) -> None:
     """Check that every rank's model matches rank 0's, then copy rank 0's values everywhere."""
-    for t in check_same_model(layers, comm):
-        comm.broadcast(t._data, 0)
+    for i, t in enumerate(check_same_model(layers, comm)):
+        comm.broadcast(t._data, 0, caller=f"{WRAPPING}: tensor {i}")
 
 
 # Every live DataParallel; one engine hook serves them all (dropped models leave nothing).

@@ -84,7 +84,7 @@ class AllReduceGrads:
         if not self.find_unused:
             return None
         flags = np.array([p._grad is not None for p in self.params], dtype=np.uint8)
-        self.comm.all_reduce(flags, ReduceOp.MAX)
+        self.comm.all_reduce(flags, ReduceOp.MAX, caller="the unused-parameter flags")
         return {id(p) for p, used in zip(self.params, flags) if used}
 
     def sync(self) -> None:
@@ -107,7 +107,7 @@ class AllReduceGrads:
                 else:
                     part[...] = p._grad._data.reshape(-1)  # widened to float32
                 offset += n
-            self.comm.all_reduce(buf, ReduceOp.AVG)
+            self.comm.all_reduce(buf, ReduceOp.AVG, caller=f"gradient bucket {index}")
             offset = 0
             for p, n in zip(bucket, sizes):
                 _set_grad(p, buf[offset : offset + n])
@@ -148,7 +148,9 @@ class ReduceScatterGrads(AllReduceGrads):
                 else:
                     part[...] = p._grad._data.reshape(-1)
                 offset += n
-            mine = self.comm.reduce_scatter(buf, ReduceOp.AVG, counts=counts)
+            mine = self.comm.reduce_scatter(
+                buf, ReduceOp.AVG, counts=counts, caller=f"gradient bucket {index}"
+            )
             offset = 0
             for p in blocks[me]:
                 n = _numel(p)

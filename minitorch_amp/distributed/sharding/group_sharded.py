@@ -93,6 +93,8 @@ def group_sharded_parallel(model, optimizer, level, scaler=None, group=None, off
         )
     comm = world()
     check_same_model(model, comm)  # before anything changes: a mismatch leaves all intact
+    # 'os' all-reduces the buckets and 'os_g' reduce-scatters them: agree before either
+    comm.check("check", caller=f"group_sharded_parallel(level={level!r})")
     sharded = ShardedOptimizer(optimizer, comm, chunk_bytes=buffer_max_size)
     params = [p for p in sharded._all_params if not p.stop_gradient]
     if level == "os":
@@ -143,7 +145,7 @@ def save_group_sharded_model(model, output: str, optimizer=None) -> None:
         io.save(model.state_dict(), os.path.join(output, "model.pdmodel"))
         if state is not None:
             io.save(state, os.path.join(output, "model.pdopt"))
-    comm.barrier()
+    comm.barrier(caller="save_group_sharded_model")
 
 
 def _to_host(value):

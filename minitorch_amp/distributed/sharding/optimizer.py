@@ -27,6 +27,8 @@ from ...optimizer.optimizer import Optimizer
 
 __all__ = ["ShardedOptimizer", "partition"]
 
+STEP = "ShardedOptimizer.step()"  # the check that starts a sharded step (or minimize)
+
 
 def _numel(p) -> int:
     return int(np.prod(p.shape, dtype=np.int64))
@@ -119,6 +121,7 @@ class ShardedOptimizer:
         self._step(self._inner_opt._take_found_inf())
 
     def _step(self, found_inf=None) -> None:
+        self._comm.check("check", caller=STEP)  # every rank steps, or none changes anything
         self._clip_grads()
         self._inner_opt._step(found_inf)
         self._broadcast_params()
@@ -131,6 +134,7 @@ class ShardedOptimizer:
     def _minimize(self, found_inf, loss, startup_program=None, parameters=None, no_grad_set=None):
         if parameters is not None:
             parameters = [p for p in parameters if self._owner.get(id(p)) == self._comm.rank]
+        self._comm.check("check", caller=STEP)
         self._clip_grads()
         result = self._inner_opt._minimize(
             found_inf, loss, startup_program, parameters, no_grad_set
@@ -207,7 +211,7 @@ class ShardedOptimizer:
         total = _device.to_place(xp.zeros(1, dtype=dtype), _device.place_of(like))
         for g in grads:
             total += _sum_squares(g, dtype)
-        self._comm.all_reduce(total, ReduceOp.SUM)
+        self._comm.all_reduce(total, ReduceOp.SUM, caller="the global-norm clip")
         limit = dtype.type(clip.clip_norm)
         scale = limit / xp.maximum(xp.sqrt(total), limit)
         for p, g in pairs:
@@ -224,9 +228,10 @@ class ShardedOptimizer:
         comm, me = self._comm, self._comm.rank
         if comm.size == 1:
             return
-        for root, params in self._broadcast_plan():
+        for chunk, (root, params) in enumerate(self._broadcast_plan()):
+            caller = f"parameter broadcast {chunk}"
             if len(params) == 1:
-                comm.broadcast(params[0]._data, root)  # big: straight from/into the param
+                comm.broadcast(params[0]._data, root, caller)  # big: straight from/into it
                 continue
             sizes = [_numel(p) for p in params]
             buf = self._staging(sum(sizes), params[0])
@@ -234,7 +239,7 @@ class ShardedOptimizer:
             if root == me:
                 for p, a, b in zip(params, offsets[:-1], offsets[1:]):
                     buf[a:b] = p._data.reshape(-1)
-            comm.broadcast(buf, root)
+            comm.broadcast(buf, root, caller)
             if root != me:
                 for p, a, b in zip(params, offsets[:-1], offsets[1:]):
                     p._data[...] = buf[a:b].reshape(p._data.shape)
