@@ -605,12 +605,24 @@ def check_timed_out(completed, result, wall, timeout_s):
     assert wall < timeout_s + 15
 
 
-def test_a_rank_that_leaves_cleanly_makes_the_other_time_out(tmp_path):
-    """Rank 1 ends with sys.exit(0) without calling all_reduce. MPICH does not end the job for
-    a rank that finalized cleanly, so rank 0's timeout is what ends the wait."""
-    completed, results, wall = run_failure("skip_exit", tmp_path, timeout_s=3)
+@pytest.mark.parametrize("mode", ["skip_exit", "skip_exit_error", "skip_return"])
+def test_a_rank_that_leaves_makes_the_others_fail_at_once_naming_it(tmp_path, mode):
+    """Rank 1 leaves without calling all_reduce: sys.exit(0), sys.exit(3), or its script
+    returns. MPICH does not end the job for a rank that finalized, so on its way out the rank
+    tells the others: rank 0 raises RankExitedError (a CollectiveTimeoutError) within
+    seconds, not after its 60 s timeout, naming rank 1. Its own exit then ends the job with
+    an error, since the lost all_reduce stays posted."""
+    completed, results, wall = run_failure(mode, tmp_path, timeout_s=60)
     assert results[1] == {"skipped": True}
-    check_timed_out(completed, results[0], wall, timeout_s=3)
+    result = results[0]
+    assert result["raised"] == "RankExitedError"
+    assert result["msg"].startswith("rank 1 exited while rank 0 waited in all_reduce"), result
+    assert result["waited"] < 5
+    assert result["retry"]["type"] == "RankExitedError"
+    assert result["retry"]["msg"].startswith("an earlier collective failed: rank 1 exited")
+    assert result["retry_waited"] < 1
+    assert completed.returncode != 0
+    assert wall < 20
 
 
 def test_a_hung_rank_is_ended_when_the_rank_that_timed_out_exits(tmp_path):
@@ -619,6 +631,101 @@ def test_a_hung_rank_is_ended_when_the_rank_that_timed_out_exits(tmp_path):
     completed, results, wall = run_failure("skip_sleep", tmp_path, timeout_s=3)
     assert results[1] is None
     check_timed_out(completed, results[0], wall, timeout_s=3)
+
+
+# ---- goodbyes, in this process: a stand-in MPI whose requests complete when told to ------------
+class StandInRequest:
+    """A request that completes at its ``polls``-th Test (never, when None)."""
+
+    def __init__(self, polls=None, on_done=None):
+        self.polls, self.on_done, self.active = polls, on_done, True
+
+    def Test(self):
+        if self.polls is not None:
+            self.polls -= 1
+            if self.polls <= 0:
+                if self.on_done:
+                    self.on_done()
+                self.active = False  # as in mpi4py: a completed request becomes null
+                return True
+        return False
+
+    def __bool__(self):
+        return self.active
+
+    def Cancel(self):
+        self.active = False
+
+    Wait = Cancel
+
+
+class StandInMPI:
+    """Rank 0 of 2. ``goodbye`` is the note rank 1 sends as it exits (None: it never does)."""
+
+    ANY_SOURCE, SUM, MAX, MIN, PROD = -1, "sum", "max", "min", "prod"
+
+    class Request:
+        @staticmethod
+        def Testall(requests):
+            return all(r.Test() for r in requests)
+
+    def __init__(self, goodbye=None):
+        self.goodbye, self.sent = goodbye, []
+        self.COMM_WORLD = self
+
+    def Get_rank(self):
+        return 0
+
+    def Get_size(self):
+        return 2
+
+    def Dup(self):
+        return self
+
+    def Irecv(self, buffer, source, tag):
+        note, self.goodbye = self.goodbye, None  # one goodbye, delivered on the first poll
+
+        def deliver():
+            buffer[:] = note
+
+        return StandInRequest(1 if note is not None else None, deliver)
+
+    def Isend(self, buffer, dest, tag):
+        self.sent.append((dest, tag, buffer.tolist()))
+        return StandInRequest(1)
+
+
+@pytest.fixture
+def at_exit(monkeypatch):
+    """What the communicator registers to run at exit (recorded here, never run)."""
+    registered = []
+    fake = type("atexit", (), {"register": registered.append, "unregister": registered.remove})
+    monkeypatch.setattr(_comm, "atexit", fake)
+    return registered
+
+
+def test_a_rank_that_left_after_joining_the_collective_does_not_end_the_wait(at_exit):
+    """Rank 1 started this collective (its goodbye says 1) and then left: its part may still be
+    on its way, since goodbyes travel apart from the data, so rank 0 waits it out."""
+    comm = _comm.MPIComm(timeout=5, mpi=StandInMPI(goodbye=[1, 1]))
+    comm.wait(StandInRequest(polls=2000), "all_reduce")  # well past the spinning phase
+    assert comm._left == {1: 1} and comm._failed is None
+    comm.close()
+    assert comm.MPI.sent == [(1, _comm._GOODBYE, [0, 1])]  # this rank says goodbye too
+    assert at_exit == []  # and nothing is left to run at exit
+
+
+def test_a_rank_that_left_before_the_collective_ends_the_wait_at_once(at_exit):
+    comm = _comm.MPIComm(timeout=60, mpi=StandInMPI(goodbye=[1, 0]))
+    start = time.monotonic()
+    with pytest.raises(dist.RankExitedError, match="rank 1 exited while rank 0 waited in bcast"):
+        comm.wait(StandInRequest(polls=None), "bcast")
+    assert time.monotonic() - start < 1
+    with pytest.raises(dist.CollectiveTimeoutError, match="an earlier collective failed: rank 1"):
+        comm.wait(StandInRequest(polls=1), "the next one")
+    assert at_exit == [comm._say_goodbye, comm._abort_at_exit]  # the exit ends the job
+    comm._say_goodbye()
+    assert comm.MPI.sent == []  # a broken world ends by MPI_Abort, not by goodbyes
 
 
 # ==== the launcher ===========================================================================

@@ -18,9 +18,11 @@ Two promises every communicator keeps, because a distributed bug must not become
    each rank passed, and nothing moved.
 2. **Timed**: MPI waits are non-blocking requests polled until ``timeout`` seconds; a rank
    that died, hung or skipped the collective makes the others raise
-   :class:`CollectiveTimeoutError`. An exception that nobody catches on any rank calls
-   ``MPI_Abort``, so ``mpiexec`` ends every rank with an error instead of leaving them waiting;
-   so does the exit of a rank that timed out, even when it caught the error.
+   :class:`CollectiveTimeoutError`. A rank that exits (its script ends, ``sys.exit``) tells
+   the others on its way out, so a rank waiting for it raises :class:`RankExitedError` at
+   once. An exception that nobody catches on any rank calls ``MPI_Abort``, so ``mpiexec``
+   ends every rank with an error instead of leaving them waiting; so does the exit of a rank
+   whose collective failed, even when it caught the error.
 
 Reductions of float16 run in float32 and round once at the end (MPI and NCCL would otherwise
 round after every partial sum), so the result does not depend on the number of ranks' order.
@@ -49,6 +51,7 @@ __all__ = [
     "CollectiveTimeoutError",
     "Comm",
     "DistributedError",
+    "RankExitedError",
     "ReduceOp",
     "get_world",
     "init",
@@ -61,6 +64,7 @@ TIMEOUT_ENV = "MINITORCH_AMP_DIST_TIMEOUT"
 DEFAULT_TIMEOUT = 600.0  # seconds a rank waits for the others in one collective
 _MAX_DIMS = 8  # dimensions a descriptor carries
 _LABEL_BYTES = 48  # who called a collective, as ASCII text in the descriptor
+_GOODBYE = 7  # the tag of the note a rank sends the others when it exits
 
 
 class DistributedError(RuntimeError):
@@ -69,6 +73,13 @@ class DistributedError(RuntimeError):
 
 class CollectiveTimeoutError(DistributedError):
     """A collective waited longer than the timeout: another rank died, hung or skipped it."""
+
+
+class RankExitedError(CollectiveTimeoutError):
+    """A collective can never complete: a rank it waits for has exited without calling it.
+
+    A :class:`CollectiveTimeoutError` raised at once instead of after the timeout.
+    """
 
 
 class CollectiveMismatchError(DistributedError, ValueError):
@@ -339,47 +350,105 @@ class MPIComm(Comm):
         self.MPI = mpi or _import_mpi()
         self.comm = self.MPI.COMM_WORLD
         super().__init__(self.comm.Get_rank(), self.comm.Get_size(), timeout)
-        self._failed = ""  # why the world broke (a timeout), or "" while it works
+        self._failed: tuple | None = None  # (error class, why the world broke), or None
         self._ops = {
             ReduceOp.SUM: self.MPI.SUM,
             ReduceOp.MAX: self.MPI.MAX,
             ReduceOp.MIN: self.MPI.MIN,
             ReduceOp.PROD: self.MPI.PROD,
         }
+        # Goodbyes: a rank that exits sends every other rank [its rank, the number of
+        # collectives it started], on a communicator of their own (no collective can match).
+        self._started = 0  # collectives this rank has started (one wait each)
+        self._left: dict[int, int] = {}  # rank that exited -> collectives it had started
+        self._notes = self.comm.Dup()
+        self._note = np.zeros(2, dtype=np.int64)
+        self._note_request = self._notes.Irecv(self._note, self.MPI.ANY_SOURCE, _GOODBYE)
+        atexit.register(self._say_goodbye)
 
     def wait(self, request, what) -> None:
-        """Poll ``request`` until it completes; raise after ``timeout`` seconds. ``what``
+        """Poll ``request`` until it completes; raise after ``timeout`` seconds, or at once when
+        a rank this collective waits for has exited (:class:`RankExitedError`). ``what``
         names the wait in the error: a string, or a function that makes it only then.
 
-        After a timeout the world is broken for good: the lost request stays posted and would
+        After either, the world is broken for good: the lost request stays posted and would
         pair with a late rank's next collective. Later waits raise at once, and this process
         ends the whole job (``MPI_Abort``) when it exits, even through ``sys.exit`` or a caught
         error: ``mpiexec`` would otherwise keep waiting for the rank that hung.
         """
         if self._failed:
-            raise CollectiveTimeoutError(f"an earlier collective timed out: {self._failed}")
+            kind, why = self._failed
+            said = "timed out" if kind is CollectiveTimeoutError else "failed"
+            raise kind(f"an earlier collective {said}: {why}")
+        self._started += 1
         if request.Test():
             return
         start = time.monotonic()
         spins = 0
         while not request.Test():
             spins += 1
-            if spins > 200:  # spin briefly (small messages finish in microseconds), then nap
-                time.sleep(0.0002)
+            if spins <= 200:  # spin briefly (small messages finish in microseconds), then nap
+                continue
+            time.sleep(0.0002)
+            # NOTE: a rank that left after taking part in this collective is no reason to
+            # stop: its part may still be on its way (goodbyes travel apart from the data).
+            gone = [r for r, started in self._read_goodbyes().items() if started < self._started]
+            if gone:
+                what = what() if callable(what) else what
+                self._break(
+                    RankExitedError,
+                    f"rank {gone[0]} exited while rank {self.rank} waited in {what}: it had "
+                    f"started {self._left[gone[0]]} collectives, and this is rank {self.rank}'s "
+                    f"collective #{self._started}. Every rank must call the same collectives; "
+                    "a rank that ends its script early leaves the others waiting for it. "
+                    "This process cannot recover; restart the job.",
+                )
             if time.monotonic() - start > self.timeout:
                 what = what() if callable(what) else what
-                self._failed = (
+                self._break(
+                    CollectiveTimeoutError,
                     f"rank {self.rank} waited {self.timeout:g} s in {what} for the other "
                     f"{self.size - 1} rank(s): one of them died, hung, or did not call it. "
                     "This process cannot recover; restart the job (the timeout is "
-                    f"init_parallel_env(timeout=...) or {TIMEOUT_ENV})."
+                    f"init_parallel_env(timeout=...) or {TIMEOUT_ENV}).",
                 )
-                atexit.register(self._abort_at_exit)
-                raise CollectiveTimeoutError(self._failed)
+
+    def _break(self, kind: type, why: str) -> None:
+        """Mark the world broken, end the job when this process exits, raise ``kind``."""
+        self._failed = (kind, why)
+        atexit.register(self._abort_at_exit)
+        raise kind(why)
+
+    def _read_goodbyes(self) -> dict[int, int]:
+        """The ranks that have exited so far, with the number of collectives each started."""
+        while self._note_request and self._note_request.Test():
+            self._left[int(self._note[0])] = int(self._note[1])
+            self._note_request = self._notes.Irecv(self._note, self.MPI.ANY_SOURCE, _GOODBYE)
+        return self._left
+
+    def _say_goodbye(self) -> None:
+        """At exit, tell every other rank that this one has left, and after how many
+        collectives. MPICH does not end the job when one rank finalizes, so without this a
+        rank still waiting for it would wait for the whole timeout."""
+        if self._failed or not self._note_request:  # broken (the abort ends all) or closed
+            return
+        note = np.array([self.rank, self._started], dtype=np.int64)
+        sends = [self._notes.Isend(note, r, _GOODBYE) for r in range(self.size) if r != self.rank]
+        deadline = time.monotonic() + 1.0  # a 16-byte message is sent eagerly: at once
+        while not self.MPI.Request.Testall(sends) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        if self._note_request:  # nothing more to hear: withdraw the posted receive
+            self._note_request.Cancel()
+            self._note_request.Wait()
+
+    def close(self) -> None:
+        """Leave the world: the other ranks are told, as at exit."""
+        self._say_goodbye()
+        atexit.unregister(self._say_goodbye)
 
     def _abort_at_exit(self) -> None:
         sys.stderr.write(
-            f"minitorch_amp.distributed: rank {self.rank} exits after a collective timed out; "
+            f"minitorch_amp.distributed: rank {self.rank} exits after a collective failed; "
             f"aborting all {self.size} ranks.\n"
         )
         sys.stderr.flush()
@@ -522,6 +591,7 @@ class NCCLComm(MPIComm):
         return array
 
     def close(self) -> None:
+        super().close()
         self.nccl_comm.destroy()
 
 

@@ -11,7 +11,12 @@ Launch ``N`` ranks with ``mpiexec -n N python train.py`` (or
 Install MPI with the ``dist`` extra (``mpi4py`` and ``mpich`` from PyPI).
 """
 
-from ..backend.comm import CollectiveMismatchError, CollectiveTimeoutError, DistributedError
+from ..backend.comm import (
+    CollectiveMismatchError,
+    CollectiveTimeoutError,
+    DistributedError,
+    RankExitedError,
+)
 from . import sharding
 from .collective import ReduceOp, all_gather, all_reduce, broadcast, reduce_scatter
 from .env import (
@@ -31,6 +36,7 @@ __all__ = [
     "DataParallel",
     "DistributedError",
     "ParallelEnv",
+    "RankExitedError",
     "ReduceOp",
     "all_gather",
     "all_reduce",

@@ -10,10 +10,12 @@ Failure modes, one per launch (rank 1 misbehaves, rank 0 calls ``all_reduce``):
 * ``die``: rank 1 ends with ``os._exit(3)`` before the collective.
 * ``raise``: rank 1 raises an exception that nobody catches.
 * ``skip_exit``: rank 1 leaves cleanly (``sys.exit(0)``) without calling the collective.
+* ``skip_exit_error``: the same with ``sys.exit(3)``.
+* ``skip_return``: rank 1's script returns normally without calling the collective.
 * ``skip_sleep``: rank 1 hangs (sleeps) instead of calling the collective.
 
-In the two ``skip_*`` modes rank 0 catches the ``CollectiveTimeoutError``, saves it, and
-ends its script normally.
+In the ``skip_*`` modes rank 0 catches the ``CollectiveTimeoutError`` (``RankExitedError``
+when rank 1 left), saves it, and ends its script normally.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ OPS = {"SUM": dist.ReduceOp.SUM, "MAX": dist.ReduceOp.MAX, "MIN": dist.ReduceOp.
        "PROD": dist.ReduceOp.PROD, "AVG": dist.ReduceOp.AVG}  # fmt: skip
 DTYPES = ("float32", "float64", "int32", "int64", "float16")
 BYTE_KINDS = ("float32", "float16_bits", "bool", "int64_scalar")  # broadcast / all_gather
-FAILURES = ("die", "raise", "skip_exit", "skip_sleep")
+FAILURES = ("die", "raise", "skip_exit", "skip_exit_error", "skip_return", "skip_sleep")
 
 
 # ---- inputs ------------------------------------------------------------------------------
@@ -304,9 +306,11 @@ def failure(mode: str) -> None:
             os._exit(3)
         if mode == "raise":
             raise RuntimeError("rank 1 breaks on purpose")
-        if mode == "skip_exit":
+        if mode.startswith("skip_") and mode != "skip_sleep":
             save_result(1, skipped=True)
-            sys.exit(0)
+            if mode == "skip_return":
+                return  # the script ends normally
+            sys.exit(3 if mode == "skip_exit_error" else 0)
         time.sleep(120)  # skip_sleep: hangs, long past the others' timeout
         return
     start = time.monotonic()
