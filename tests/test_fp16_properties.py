@@ -257,7 +257,7 @@ settings_strategy = st.fixed_dictionaries(
         "min_loss_scaling": st.sampled_from([1.0, 2.0**-10]),
         "max_loss_scaling": st.sampled_from([np.inf, 2.0**20]),
     }
-)
+).filter(lambda h: h["init_loss_scaling"] <= h["max_loss_scaling"])  # else refused (issue 14)
 # each step: three float16 gradients, maybe one replaced by inf/NaN
 step_strategy = st.tuples(
     st.lists(fp16_values(allow_nan=False, allow_infinity=False), min_size=3, max_size=3),
