@@ -7,9 +7,10 @@ Three rules make conversion safe while an optimizer holds the parameters:
    object keep working; nothing needs re-registering.
 2. **Grads follow.** A parameter's ``.grad`` gets the same conversion, so a step after ``to``
    sees a gradient of the parameter's new dtype and device.
-3. **One choke point.** Every tensor goes through :func:`convert_tensor_`. The device-memory
-   check (convert through the host when the device has no room for the new copy) belongs
-   there and nowhere else.
+3. **One choke point.** Every conversion goes through ``tensor_convert.convert_all_``: the
+   device-memory check (convert through the host when the device has no room for the new
+   copy) and the all-or-nothing guarantee (a failure puts back every parameter, gradient
+   and buffer as it was) live there and nowhere else.
 
 ``floating_only=True`` (what ``decorate`` and ``float16()`` use) leaves integer and bool
 tensors alone; ``Layer.to`` converts them too, as Paddle does (unlike PyTorch).
@@ -17,14 +18,11 @@ tensors alone; ``Layer.to`` converts them too, as Paddle does (unlike PyTorch).
 
 from __future__ import annotations
 
-import weakref
-
-import numpy as np
-
 from ...autograd.tensor import Tensor
 from ...backend import device as _device
 from ...backend import dtypes as _dtypes
-from ...backend import memory as _memory
+from .tensor_convert import convert_all_
+from .tensor_convert import convert_tensor_ as convert_tensor_  # (re-exported: decorate uses it)
 
 EXCLUDED_LAYERS_MESSAGE = (
     "excluded_layers must be either a nn.Layer instance/type or a list of nn.Layer "
@@ -88,107 +86,6 @@ class ConvertMixin:
         )
 
 
-def conversion_bytes(numel: int, dtype) -> float:
-    """The free device memory a cast to ``dtype`` must see before it runs on the device.
-
-    Paddle's rule: the converted copy's bytes, rounded up to the allocator's 256-byte unit,
-    times 1.2 to keep clear of the edge where memory is only just enough.
-    """
-    return ((numel * _dtypes.convert_dtype(dtype).itemsize) / 256 + 1) * 256 * 1.2
-
-
-def convert_tensor_(t: Tensor, dtype=None, place=None, name: str | None = None) -> Tensor:
-    """Convert ``t`` in place to ``dtype`` and/or ``place``; its ``.grad`` likewise.
-
-    The memory check (Paddle PR 36862): a cast needs room for the converted copy next to the
-    original. If the device has :func:`conversion_bytes` free, the cast runs there. Otherwise
-    the tensor goes to the host, its device storage is freed, the cast runs on the host and
-    the result is copied back, so the device never holds both copies. Then the result moves
-    to ``place``. Float casts round to nearest even; ``None`` keeps the tensor's own dtype or
-    place.
-
-    Args:
-        t: a Tensor (usually a Parameter or a buffer); the object itself is kept.
-        dtype: the target dtype (``'float16'``, ``mt.float32``...), or None.
-        place: the target device (``'cpu'``, ``'gpu:0'``, a Place), or None.
-        name: what error messages call the tensor (default: ``t.name``).
-
-    Returns:
-        ``t``.
-
-    Raises:
-        OutOfMemoryError: even the host path cannot fit the converted tensor. ``t`` is then
-            exactly as before (dtype, values, place); its grad too.
-
-    Example:
-        >>> import minitorch_amp as mt
-        >>> from minitorch_amp.nn.layer.convert import convert_tensor_
-        >>> x = mt.to_tensor([1.0, 0.1])
-        >>> convert_tensor_(x, mt.float16) is x, x.dtype
-        (True, dtype('float16'))
-    """
-    dtype = None if dtype is None else _dtypes.convert_dtype(dtype)
-    place = None if place is None else _device.parse_device(place)
-    if dtype is not None and t._data.dtype != dtype:
-        _cast_checked_(t, dtype, name or t.name or f"tensor of shape {t.shape}")
-    if place is not None and _device.place_of(t._data) != place:
-        moved = _device.to_place(t._data, place)
-        _memory.track(moved)
-        t._data = moved
-    if t._grad is not None:
-        convert_tensor_(t._grad, dtype, place, name=f"the gradient of {name or t.name}")
-    return t
-
-
-def _cast_checked_(t: Tensor, dtype, name: str) -> None:
-    """Cast ``t._data`` to ``dtype`` on its device, through the host when memory is short."""
-    source = _device.place_of(t._data)
-    if _memory.memory_available(source) >= conversion_bytes(t._data.size, dtype):
-        try:
-            with np.errstate(over="ignore"):  # like CuPy and Paddle: past 65504 becomes inf
-                converted = t._data.astype(dtype)
-            _memory.track(converted)
-        except _memory.OOM_ERRORS:  # the estimate was optimistic: take the host path
-            converted = None
-        if converted is not None:
-            t._data = converted
-            return
-    # The fallback. NOTE: the device copy is released *before* the converted one exists;
-    # if anything else still references the old array, its memory stays in use.
-    host = _device.asnumpy(t._data).copy()  # a host copy: not device memory
-    try:
-        original = weakref.ref(t._data)  # alive afterwards only if someone else holds it
-    except TypeError:  # an array type without weak references
-        original = _dead
-    t._data = _RELEASED
-    with np.errstate(over="ignore"):
-        converted = host.astype(dtype)
-    try:
-        converted = _device.to_place(converted, source)
-        _memory.track(converted)
-    except _memory.OOM_ERRORS as exc:
-        del converted
-        restored = original()
-        if restored is None:  # it was freed: bring the host copy back where it was
-            restored = _device.to_place(host, source)
-            _memory.track(restored, enforce=False)  # the memory it held a moment ago
-        t._data = restored
-        raise _memory.OutOfMemoryError(
-            f"cannot convert {name} ({host.size} elements) from {host.dtype} to {dtype} on "
-            f"{source}: the converted copy needs {host.size * dtype.itemsize} bytes and only "
-            f"{_memory.memory_available(source)} are free even after moving the original to "
-            f"the host. The tensor is unchanged. ({exc})"
-        ) from None
-    t._data = converted
-
-
-_RELEASED = np.empty(0, dtype=np.float32)  # what a tensor holds while its data is on the host
-
-
-def _dead():
-    return None
-
-
 def to_impl(
     layer,
     device=None,
@@ -203,6 +100,7 @@ def to_impl(
         ValueError: ``device`` is not a device string or Place, or names no usable device.
         TypeError: ``blocking`` is not a bool or None; ``dtype`` is not supported.
         NotImplementedError: ``dtype`` is bfloat16.
+        OutOfMemoryError: the conversion does not fit; nothing was converted.
     """
     if device is None and dtype is None and blocking is None:
         return layer
@@ -216,63 +114,27 @@ def to_impl(
     # NOTE: blocking is accepted for Paddle's signature; copies here always complete before
     # the array is used (CuPy orders them on the stream), so there is nothing to wait for.
     named = list(layer.named_sublayers(include_self=True)) if include_sublayers else [("", layer)]
+    convert_layers_(named, dtype, place, floating_only)
+    return layer
+
+
+def convert_layers_(named: list, dtype, place, floating_only: bool) -> None:
+    """Convert the own tensors of every ``(prefix, layer)`` in ``named``: all or none."""
     todo = [
-        (f"{prefix}.{key}" if prefix else key, t)
+        (_describe(f"{prefix}.{key}" if prefix else key, t), t)
         for prefix, each in named
         for store in (each._parameters, each._buffers)
         for key, t in store.items()
         if t is not None and not (floating_only and not _dtypes.is_floating(t.dtype))
     ]
-    if dtype is not None:
-        _check_room(todo, dtype)
-    for done, (label, t) in enumerate(todo):
-        try:
-            convert_tensor_(t, dtype, place, name=f"'{label}'" + (f" ({t.name})" if t.name else ""))
-        except _memory.OOM_ERRORS as exc:
-            raise _memory.OutOfMemoryError(
-                f"{exc} {done} of the {len(todo)} tensors were converted before it; "
-                f"'{label}' and the {len(todo) - done - 1} after it are unchanged."
-            ) from None
+    convert_all_(todo, dtype, place)
     if dtype is not None:
         for _, each in named:
             object.__setattr__(each, "_dtype", str(dtype))
-    return layer
 
 
-def _check_room(todo: list, dtype) -> None:
-    """Refuse, before converting anything, a conversion that cannot fit on its device.
-
-    Converting tensor ``k`` (through the host if needed) leaves ``allocated + sum of the size
-    changes of tensors 1..k`` in use, so the whole conversion fits iff every running sum of
-    size changes stays within what the device has free now. Narrowing casts only shrink
-    memory; widening ones (``float()`` after O2, float32 to float64) can run out.
-    """
-    running, free = 0, {}
-    for label, t in todo:
-        for each in (t, t._grad):
-            if each is None or each._data.dtype == dtype:
-                continue
-            place = _device.place_of(each._data)
-            if place not in free:
-                free[place] = _memory.memory_available(place)
-            # NOTE: in the accounting's bytes: on the CPU arrays under MIN_TRACKED_BYTES are
-            # free, so a small float32 array can become a counted float64 one.
-            new = _counted(each._data.size * dtype.itemsize, place)
-            running += new - _counted(each._data.nbytes, place)
-            if running > free[place]:
-                raise _memory.OutOfMemoryError(
-                    f"out of memory on {place}: converting to {dtype} needs {running} more "
-                    f"bytes by the time it reaches '{label}', and only {free[place]} are "
-                    "free. Nothing was converted. Free memory, convert fewer layers "
-                    "(excluded_layers), or raise the limit (minitorch_amp.device."
-                    "set_memory_limit)."
-                )
-
-
-def _counted(nbytes: int, place) -> int:
-    """The bytes the memory accounting charges on ``place`` for an array of ``nbytes``."""
-    small = place.kind == "cpu" and nbytes < _memory.MIN_TRACKED_BYTES
-    return 0 if small else nbytes
+def _describe(label: str, t: Tensor) -> str:
+    return f"'{label}'" + (f" ({t.name})" if t.name else "")
 
 
 def parse_place(device) -> _device.Place:
@@ -332,12 +194,15 @@ def excluded_layer_ids(models, excluded_layers) -> set[int]:
 
 def cast_floating_layers(model, dtype, excluded_layers):
     """``Layer.float()`` / ``float16()``: cast each layer's own floating tensors, skipping
-    the excluded layers (see :func:`excluded_layer_ids`). Checks everything first."""
+    the excluded layers (see :func:`excluded_layer_ids`), as one all-or-nothing conversion."""
     dtype = parse_dtype(dtype)
     excluded = excluded_layer_ids([model], excluded_layers)
-    for layer in model.sublayers(include_self=True):
-        if id(layer) not in excluded:
-            to_impl(layer, dtype=dtype, include_sublayers=False, floating_only=True)
+    named = [
+        (prefix, layer)
+        for prefix, layer in model.named_sublayers(include_self=True)
+        if id(layer) not in excluded
+    ]
+    convert_layers_(named, dtype, None, floating_only=True)  # one conversion: all or none
     return model
 
 
