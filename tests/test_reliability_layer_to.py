@@ -110,6 +110,13 @@ def test_float_converts_every_layer_or_none():
     assert state_of(net) == before
 
 
+@pytest.mark.parametrize("flag", [True, False, np.True_])
+def test_a_budget_is_a_number_of_bytes_not_a_bool(flag):
+    with pytest.raises(ValueError, match=r"bytes.*got .*bool"):
+        device.set_memory_limit(flag)  # True used to become a budget of one byte
+    assert device.get_memory_limit() is None
+
+
 # ---- any failure, anywhere ------------------------------------------------------------------
 def model(sizes: list[int], dtype, grads: str):
     """A stack of Linears, a batch norm and an int buffer; some weights have (stale) grads."""

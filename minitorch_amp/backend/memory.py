@@ -180,11 +180,16 @@ def set_memory_limit(nbytes: int | None, device=None) -> None:
     memory-pool limit.
 
     Raises:
-        ValueError: ``nbytes`` is negative or not an integer; on the CPU, below what tensors
-            already hold (nothing changes then).
+        ValueError: ``nbytes`` is negative or not an integer (a bool is not a number of bytes);
+            on the CPU, below what tensors already hold (nothing changes then).
     """
-    if nbytes is not None and (not isinstance(nbytes, (int, np.integer)) or nbytes < 0):
-        raise ValueError(f"the memory limit must be a non-negative int or None, got {nbytes!r}")
+    is_bool = isinstance(nbytes, (bool, np.bool_))
+    if nbytes is not None and (is_bool or not isinstance(nbytes, (int, np.integer)) or nbytes < 0):
+        kind = "a bool" if is_bool else type(nbytes).__name__
+        raise ValueError(
+            "the memory limit must be a non-negative int number of bytes or None (unlimited), "
+            f"got {nbytes!r} ({kind}); for example set_memory_limit(2 * 1024**3) for 2 GiB"
+        )
     place = _place(device)
     if place.kind == "cpu":
         if nbytes is not None and nbytes < _cpu.allocated:
