@@ -382,8 +382,9 @@ class Layer(ConvertMixin):
         """Copy values from ``state_dict`` into this layer's tensors, in place; returns
         ``(missing_keys, unexpected_keys)``. Parameters keep their identity, dtype and device.
 
-        ``use_structured_name=False`` keys by unique names (``linear_0.w_0``). All shapes are
-        checked first: a ValueError leaves the layer untouched. See ``state_dict.py``.
+        ``use_structured_name=False`` keys by unique names (``linear_0.w_0``). Every value is
+        checked (shape, numbers, what an integer tensor can hold) and staged before the first
+        write: any error leaves the layer untouched. See ``state_dict.py``.
         """
         return load_state_dict(self, state_dict, use_structured_name)
 

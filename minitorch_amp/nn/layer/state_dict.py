@@ -6,8 +6,12 @@ other way and must not replace the tensors, because an optimizer (and its master
 holds the very Parameter objects. So values are *copied into* the existing arrays, found
 through ``state_dict(use_hook=False)``: a hook's cast copies are not the layer's tensors.
 
-NOTE: the obvious loop (check a key, copy it, go on) leaves a half-loaded model behind when
-the fifth key has the wrong shape. Every shape is checked before the first byte is written.
+NOTE: the obvious loop (check a key, cast it, copy it, go on) leaves a half-loaded model
+behind when the fifth value has the wrong shape, holds strings, or the device runs out of
+memory for its cast. So loading validates, then writes: every value is checked and *staged*
+(cast to its target's dtype, on its target's device, or on the host when the device has no
+room for all of them) before the first byte is written, and writing is then a copy between
+arrays of the same shape and dtype that allocates nothing and cannot fail.
 """
 
 from __future__ import annotations
@@ -15,8 +19,11 @@ from __future__ import annotations
 import warnings
 from collections import OrderedDict
 
+import numpy as np
+
 from ...autograd.tensor import Tensor
 from ...backend import device as _device
+from ...backend import memory as _memory
 
 
 def collect_state_dict(
@@ -49,16 +56,21 @@ def collect_state_dict(
 def load_state_dict(layer, state_dict: dict, use_structured_name: bool = True):
     """Copy ``state_dict``'s values into ``layer``'s parameters and persistable buffers.
 
-    Values may be Tensors or arrays (NumPy or CuPy), on any device; each is cast to the
-    target's dtype and moved to its device. Keys are structured names (``fc.weight``) or,
-    with ``use_structured_name=False``, the tensors' unique names (``linear_0.w_0``).
+    Values may be Tensors or arrays (NumPy or CuPy) of numbers, on any device; each is cast to
+    the target's dtype (floats round to nearest even) and moved to its device. An integer or
+    bool target takes only values it holds exactly. Keys are structured names (``fc.weight``)
+    or, with ``use_structured_name=False``, the tensors' unique names (``linear_0.w_0``).
+    All values are loaded, or none.
 
     Returns:
         ``(missing_keys, unexpected_keys)``, as Paddle's ``set_state_dict`` does; missing
         tensors keep their values and a warning lists them.
 
     Raises:
-        ValueError: a value's shape differs from its target's; nothing was written.
+        ValueError: a value has the wrong shape, is not numbers (``None``, strings, objects)
+            or holds numbers its integer target cannot; nothing was loaded.
+        OutOfMemoryError, MemoryError: no room to stage the values, even on the host;
+            nothing was loaded.
 
     Example:
         >>> from minitorch_amp import nn
@@ -69,30 +81,131 @@ def load_state_dict(layer, state_dict: dict, use_structured_name: bool = True):
         >>> dst.weight is weight, bool((dst.weight.numpy() == src.weight.numpy()).all())
         (True, True)
     """
-    plan, missing, used = [], [], set()
-    for key, target in layer.state_dict(use_hook=False).items():
-        name = key if use_structured_name else (target.name or key)
-        value = state_dict.get(name)
-        if value is None:
-            missing.append(name)
-            continue
-        used.add(name)
-        array = value._data if isinstance(value, Tensor) else value
-        if not _device.is_array(array):
-            array = _device.asnumpy(array)  # lists and numbers
-        if list(array.shape) != target.shape:
-            raise ValueError(
-                f"set_state_dict: {name!r} has shape {list(array.shape)} in the state dict but "
-                f"the layer expects {target.shape}; nothing was loaded"
-            )
-        plan.append((target, array))
-    for target, array in plan:  # all checks passed: now write
-        array = _device.to_place(array, target.place)
-        target._data[...] = array.astype(target.dtype, copy=False)
+    try:
+        plan, missing = _plan(layer, state_dict, use_structured_name)
+        staged = _stage_all(plan)
+    except ValueError:  # refused: its message says that nothing was loaded
+        raise
+    except BaseException as exc:
+        exc.add_note("set_state_dict: nothing was loaded; every tensor is as it was")
+        raise
+    for (_, target, _), array in zip(plan, staged):  # all checked and staged: now write
+        _write(target._data, array)
         target._version += 1  # an optimizer's fp32 master of it must follow
     if missing:
         warnings.warn(
             f"set_state_dict: no value for {missing}; those tensors keep their values",
             stacklevel=3,
         )
+    used = {name for name, _, _ in plan}
     return missing, [k for k in state_dict if k not in used]
+
+
+def _plan(layer, state_dict: dict, use_structured_name: bool) -> tuple[list, list]:
+    """``(name, target, source array)`` for each value to load, and the missing names."""
+    plan, missing = [], []
+    for key, target in layer.state_dict(use_hook=False).items():
+        name = key if use_structured_name else (target.name or key)
+        value = state_dict.get(name)
+        if value is None:
+            missing.append(name)
+        else:
+            plan.append((name, target, _source_array(name, value, target)))
+    return plan, missing
+
+
+_NOT_NUMBERS = {"O": "Python objects (None, strings, ...)", "U": "strings", "S": "bytes"}
+
+
+def _source_array(name: str, value, target: Tensor):
+    """``value`` as an array, refused unless it has ``target``'s shape and holds numbers."""
+    array = value._data if isinstance(value, Tensor) else value
+    if not _device.is_array(array):
+        try:
+            array = _device.asnumpy(array)  # lists and numbers
+        except (ValueError, TypeError) as exc:  # ragged lists, ...
+            raise ValueError(
+                f"set_state_dict: {name!r} is not an array ({exc}); nothing was loaded"
+            ) from None
+    if list(array.shape) != target.shape:
+        raise ValueError(
+            f"set_state_dict: {name!r} has shape {list(array.shape)} in the state dict but "
+            f"the layer expects {target.shape}; nothing was loaded"
+        )
+    if array.dtype.kind not in "biuf":
+        what = _NOT_NUMBERS.get(array.dtype.kind, "no real numbers")
+        raise ValueError(
+            f"set_state_dict: {name!r} holds {what} (dtype {array.dtype}), which cannot be "
+            f"loaded into a {target.dtype} tensor; nothing was loaded. Give an array of "
+            f"numbers, e.g. numpy.asarray(value, dtype='{target.dtype}')"
+        )
+    return array
+
+
+def _stage_all(plan: list) -> list:
+    """Each value as its target will hold it, checked; on the target's device where it has
+    room for all of them, on the host otherwise. Writes nothing."""
+    need: dict = {}
+    for _, target, _ in plan:
+        need[target.place] = need.get(target.place, 0) + target._data.nbytes
+    room = {place: _memory.memory_available(place) >= n for place, n in need.items()}
+    owners = {id(_owner(target._data)) for _, target, _ in plan}
+    staged = []
+    for name, target, array in plan:
+        on_device = room[target.place] or not target._data.flags.c_contiguous
+        try:
+            staged.append(_stage(name, array, target, target.place if on_device else None, owners))
+        except _memory.OOM_ERRORS:
+            if not target._data.flags.c_contiguous:
+                raise
+            staged.append(_stage(name, array, target, None, owners))  # no room after all
+    return staged
+
+
+def _stage(name: str, array, target: Tensor, place, owners: set):
+    """``array`` cast to ``target``'s dtype on ``place`` (None: the host), checked.
+
+    The result is never an array that writing another target could change before it is read
+    (a state dict may hold the layer's own tensors, even under each other's keys).
+    """
+    moved = _device.to_place(array, _device.CPU if place is None else place)
+    if moved.dtype != target.dtype:
+        with np.errstate(over="ignore", invalid="ignore"):  # checked below where it matters
+            staged = moved.astype(target.dtype)
+        _check_exact(name, moved, staged, target)
+    elif moved is array and id(_owner(array)) in owners:
+        staged = moved.copy()
+    else:
+        return moved
+    if place is not None:
+        _memory.track(staged)  # device memory while it lives (the CPU budget counts it)
+    return staged
+
+
+def _check_exact(name: str, source, staged, target: Tensor) -> None:
+    """An integer or bool target takes only values it holds exactly."""
+    if target.dtype.kind not in "biu" or np.can_cast(source.dtype, target.dtype):
+        return
+    xp = _device.get_array_module(staged)
+    with np.errstate(over="ignore", invalid="ignore"):
+        exact = bool(xp.array_equal(staged.astype(source.dtype), source))  # NaN: not equal
+    if not exact:
+        raise ValueError(
+            f"set_state_dict: {name!r} holds values a {target.dtype} tensor cannot hold "
+            "exactly (fractions, NaN, inf or out of range); nothing was loaded"
+        )
+
+
+def _write(data, staged) -> None:
+    """Copy ``staged`` into ``data`` (same shape and dtype): nothing to allocate or fail."""
+    if _device.place_of(staged) == _device.place_of(data):
+        _device.get_array_module(data).copyto(data, staged)
+    else:
+        data.set(staged)  # a host array into device memory, without a temporary
+
+
+def _owner(array):
+    """The array that owns ``array``'s memory (``array`` itself unless it is a view)."""
+    while _device.is_array(array.base):
+        array = array.base
+    return array
