@@ -14,7 +14,10 @@ tool can open it) holding:
          | {"type": "int" | "bool" | "str", "value": ...} | {"type": "float", "value": repr}
          | {"type": "none"}
 
-Loading reads arrays with ``allow_pickle=False``: a checkpoint cannot run code.
+Loading never pickles (a checkpoint cannot run code) and never trusts the file's sizes: each
+``.npy`` header is checked against the archive before anything is allocated, all arrays
+together may take at most ``max_bytes`` (16 GiB unless told otherwise), and an array that
+several entries refer to is read once.
 
 Example:
     >>> import os, tempfile
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import uuid
 import zipfile
@@ -39,12 +43,14 @@ import numpy as np
 from .autograd.tensor import Tensor
 from .backend import device as _device
 
-__all__ = ["CheckpointError", "load", "save"]
+__all__ = ["DEFAULT_MAX_BYTES", "CheckpointError", "load", "save"]
 
 _STRUCTURE = "__structure__.json"
 _FORMAT = "minitorch_amp"
 _VERSION = 1
 _ARRAY_KINDS = "biufcUS"  # dtypes NumPy stores without pickle
+DEFAULT_MAX_BYTES = 16 * 2**30  # what load() allocates at most, unless given max_bytes
+_CHUNK = 16 * 2**20  # bytes read from the archive at a time
 
 
 class CheckpointError(ValueError):
@@ -152,12 +158,15 @@ def _array_node(kind: str, array: np.ndarray, arrays: list) -> dict:
 
 
 # ---- load ---------------------------------------------------------------------------------------
-def load(path, return_numpy: bool = False):
+def load(path, return_numpy: bool = False, max_bytes: int | None = DEFAULT_MAX_BYTES):
     """Read what :func:`save` wrote.
 
     Args:
         path: the checkpoint file.
         return_numpy: give NumPy arrays instead of Tensors.
+        max_bytes: the most memory the arrays may take together (default 16 GiB), and the
+            index alone; None for no limit. Each stored array counts once, however many
+            entries refer to it (they all get that one array).
 
     Returns:
         The saved structure; Tensors are created on the current device (``set_device``).
@@ -165,9 +174,14 @@ def load(path, return_numpy: bool = False):
     Raises:
         FileNotFoundError: there is no file at ``path``.
         CheckpointError: (a ValueError) the file is not a readable checkpoint: not a zip,
-            truncated, corrupted, or a zip that ``save`` did not write. The message names it.
+            truncated, corrupted, a zip that ``save`` did not write, or bigger than
+            ``max_bytes``. The message names it.
     """
     path = os.fspath(path)
+    if max_bytes is not None and (
+        isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0
+    ):
+        raise ValueError(f"max_bytes must be a non-negative int or None, got {max_bytes!r}")
     if not os.path.exists(path):
         raise FileNotFoundError(2, "no checkpoint file at this path", path)
     if os.path.isdir(path):
@@ -182,7 +196,7 @@ def load(path, return_numpy: bool = False):
             ) from None
         with zf:
             try:
-                return _Reader(zf, return_numpy).read_root()
+                return _Reader(zf, return_numpy, max_bytes).read_root()
             except CheckpointError as exc:
                 raise CheckpointError(f"cannot load {path!r}: {exc}") from None
             except (
@@ -202,12 +216,16 @@ def load(path, return_numpy: bool = False):
 
 
 class _Reader:
-    """Decodes the JSON nodes of one open archive, reading each array when reached."""
+    """Decodes the JSON nodes of one open archive, reading each array when first reached."""
 
-    def __init__(self, zf: zipfile.ZipFile, return_numpy: bool):
+    def __init__(self, zf: zipfile.ZipFile, return_numpy: bool, max_bytes: int | None):
         self.zf = zf
         self.return_numpy = return_numpy
         self.names = set(zf.namelist())
+        self.max_bytes = max_bytes
+        self.reserved = 0  # bytes of arrays read so far, against max_bytes
+        self.arrays: dict[str, np.ndarray] = {}  # entry name -> its array, read once
+        self.on_device: dict[str, object] = {}  # entry name -> that array on the device
 
     def read_root(self):
         if _STRUCTURE not in self.names:
@@ -215,6 +233,11 @@ class _Reader:
                 f"it is a zip archive without {_STRUCTURE}, so it was not written by "
                 "minitorch_amp.save (for a plain .npz use numpy.load)"
             )
+        size = self.zf.getinfo(_STRUCTURE).file_size  # an index, so not counted with arrays
+        _need(
+            self.max_bytes is None or size <= self.max_bytes,
+            f"{_STRUCTURE} alone is {size} bytes, more than max_bytes={self.max_bytes}",
+        )
         try:
             header = json.loads(self.zf.read(_STRUCTURE).decode("utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
@@ -224,6 +247,16 @@ class _Reader:
         _need(version == _VERSION, f"format version {version!r} is not supported (want 1)")
         _need("root" in header, f"{_STRUCTURE} has no 'root'")
         return self.decode(header["root"], "obj")
+
+    def reserve(self, nbytes: int, where: str) -> None:
+        """Count ``nbytes`` more against ``max_bytes``, before allocating them."""
+        self.reserved += nbytes
+        if self.max_bytes is not None and self.reserved > self.max_bytes:
+            raise CheckpointError(
+                f"{where}: reading it takes the checkpoint to {self.reserved} bytes, more than "
+                f"max_bytes={self.max_bytes}; if you trust this file, pass a larger max_bytes "
+                "to load() (max_bytes=None: no limit)"
+            )
 
     def decode(self, node, where: str):
         _need(isinstance(node, dict) and "type" in node, f"{where}: malformed entry {node!r}")
@@ -260,11 +293,9 @@ class _Reader:
     def array(self, node: dict, kind: str, where: str):
         name = f"arrays/{node.get('array')}.npy"
         _need(name in self.names, f"{where}: the archive has no {name}")
-        with self.zf.open(name) as entry:
-            array = np.lib.format.read_array(entry, allow_pickle=False)
-            entry.read()  # reach the end, so that zipfile checks the CRC
-        if not array.flags.writeable:  # optimizers update loaded state in place
-            array = array.copy()
+        if name not in self.arrays:
+            self.arrays[name] = self.read_array(name, node, where)
+        array = self.arrays[name]
         _need(
             array.dtype.str == node.get("dtype") and list(array.shape) == node.get("shape"),
             f"{where}: {name} holds {array.dtype.str}{list(array.shape)}, the index says "
@@ -274,11 +305,61 @@ class _Reader:
             return array[()]
         if kind == "ndarray" or self.return_numpy:
             return array
-        tensor = Tensor(array)
-        name = node.get("name")
-        if isinstance(name, str):
-            tensor.name = name
+        if name not in self.on_device:  # one device copy, however many tensors share it
+            self.on_device[name] = _device.to_place(array, _device.current_place())
+        tensor = Tensor(self.on_device[name])
+        tensor_name = node.get("name")
+        if isinstance(tensor_name, str):
+            tensor.name = tensor_name
         return tensor
+
+    def read_array(self, name: str, node: dict, where: str) -> np.ndarray:
+        """The array stored in entry ``name``, its header checked before anything is allocated.
+
+        NOTE: ``numpy.lib.format.read_array`` allocates whatever the header declares first, so
+        a few bytes claiming 10**12 elements end in a MemoryError (or a huge allocation).
+        """
+        with self.zf.open(name) as entry:
+            version = np.lib.format.read_magic(entry)
+            readers = {
+                (1, 0): np.lib.format.read_array_header_1_0,
+                (2, 0): np.lib.format.read_array_header_2_0,
+            }
+            _need(version in readers, f"{where}: {name} is a .npy file of version {version}")
+            shape, fortran_order, dtype = readers[version](entry)
+            _need(
+                not dtype.hasobject,
+                f"{where}: {name} holds pickled Python objects, which save() never writes: "
+                "the file is corrupt or was made to run code",
+            )
+            _need(
+                dtype.str == node.get("dtype") and list(shape) == node.get("shape"),
+                f"{where}: {name} holds {dtype.str}{list(shape)}, the index says "
+                f"{node.get('dtype')}{node.get('shape')}",
+            )
+            nbytes = math.prod(shape) * dtype.itemsize
+            stored = self.zf.getinfo(name).file_size - entry.tell()
+            _need(
+                nbytes == stored,
+                f"{where}: {name} declares {dtype.str}{list(shape)}, {nbytes} bytes, but the "
+                f"archive holds {stored} bytes for it",
+            )
+            self.reserve(nbytes, where)
+            flat = np.empty(math.prod(shape), dtype)
+            _read_into(entry, memoryview(flat.view(np.uint8)), f"{where}: {name}")
+            _need(entry.read(1) == b"", f"{where}: {name} is longer than its header says")
+        if fortran_order:
+            return flat.reshape(shape[::-1]).transpose()
+        return flat.reshape(shape)
+
+
+def _read_into(entry, buffer: memoryview, what: str) -> None:
+    """Fill ``buffer`` from ``entry``, a bounded chunk at a time (zipfile checks the CRC)."""
+    done = 0
+    while done < len(buffer):
+        got = entry.readinto(buffer[done : done + _CHUNK])
+        _need(got > 0, f"{what} ends after {done} of its {len(buffer)} bytes")
+        done += got
 
 
 def _need(condition: bool, message: str) -> None:

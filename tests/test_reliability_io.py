@@ -1,0 +1,99 @@
+"""``load`` never trusts a file's own sizes.
+
+Loading checks every ``.npy`` header against the archive before allocating anything, refuses
+more than ``max_bytes`` in all (a zip bomb, or just a bigger file than expected; the error says
+how to allow it), and reads an array referenced many times once.
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+import minitorch_amp as mt
+from minitorch_amp.io import CheckpointError
+
+
+def write_checkpoint(path, root: dict, arrays: dict, compression=zipfile.ZIP_STORED) -> None:
+    """A checkpoint by hand: ``arrays`` maps an entry name to its raw ``.npy`` bytes."""
+    structure = {"format": "minitorch_amp", "version": 1, "root": root}
+    with zipfile.ZipFile(path, "w", compression) as zf:
+        zf.writestr("__structure__.json", json.dumps(structure))
+        for name, data in arrays.items():
+            zf.writestr(name, data)
+
+
+def npy_header(dtype: str, shape: tuple) -> bytes:
+    """The bytes of a ``.npy`` file up to its data: magic, version 1.0, the header dict."""
+    buffer = io.BytesIO()
+    header = {"descr": dtype, "fortran_order": False, "shape": shape}
+    np.lib.format.write_array_header_1_0(buffer, header)
+    return buffer.getvalue()
+
+
+def npy_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.lib.format.write_array(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def tensor_node(index: int, dtype: str, shape: list) -> dict:
+    return {"type": "tensor", "array": index, "dtype": dtype, "shape": shape}
+
+
+# ---- load -----------------------------------------------------------------------------------
+def test_a_header_declaring_a_trillion_elements_is_a_checkpoint_error(tmp_path):
+    path = tmp_path / "bomb.pdparams"
+    shape = (10**12,)
+    write_checkpoint(
+        path,
+        {"type": "dict", "items": [["w", tensor_node(0, "<f4", list(shape))]]},
+        {"arrays/0.npy": npy_header("<f4", shape)},  # the header and no data
+    )
+    with pytest.raises(CheckpointError, match=r"obj\['w'\].*4000000000000 bytes") as info:
+        mt.load(path)
+    assert str(path) in str(info.value)
+
+
+def test_loading_more_than_max_bytes_is_refused_and_the_error_says_how_to_allow_it(tmp_path):
+    path = tmp_path / "big.pdparams"
+    mt.save({"w": np.zeros(1000, "float32"), "b": np.zeros(10, "float32")}, path)
+    with pytest.raises(CheckpointError, match=r"more than max_bytes=4000.*max_bytes="):
+        mt.load(path, max_bytes=4000)  # the arrays need 4040
+    assert mt.load(path, max_bytes=4040)["w"].shape == (1000,)
+    assert mt.load(path, max_bytes=None)["w"].shape == (1000,)
+
+
+def test_loading_has_a_size_cap_by_default():
+    default = inspect.signature(mt.load).parameters["max_bytes"].default
+    assert default == mt.io.DEFAULT_MAX_BYTES == 16 * 2**30
+
+
+def test_an_array_referenced_many_times_is_decompressed_once(tmp_path, monkeypatch):
+    path = tmp_path / "repeated.pdparams"
+    array = np.arange(100_000, dtype="float32")
+    node = {"type": "ndarray", "array": 0, "dtype": "<f4", "shape": [100_000]}
+    write_checkpoint(
+        path,
+        {"type": "list", "items": [node] * 1000},  # 400 MB if each reference were a copy
+        {"arrays/0.npy": npy_bytes(array)},
+        compression=zipfile.ZIP_DEFLATED,
+    )
+    opened = []
+    real_open = zipfile.ZipFile.open
+
+    def counting_open(self, name, *args, **kwargs):
+        opened.append(name)
+        return real_open(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(zipfile.ZipFile, "open", counting_open)
+    loaded = mt.load(path)
+    assert opened.count("arrays/0.npy") == 1
+    assert len(loaded) == 1000 and all(a is loaded[0] for a in loaded)
+    np.testing.assert_array_equal(loaded[0], array)
+    assert len(mt.load(path, max_bytes=array.nbytes)) == 1000  # and counted once
