@@ -17,7 +17,8 @@ tool can open it) holding:
 Loading never pickles (a checkpoint cannot run code) and never trusts the file's sizes: each
 ``.npy`` header is checked against the archive before anything is allocated, all arrays
 together may take at most ``max_bytes`` (16 GiB unless told otherwise), and an array that
-several entries refer to is read once.
+several entries refer to is read once. Saving writes a temporary file next to the target and
+renames it over it at the end, keeping the old file's permission bits.
 
 Example:
     >>> import os, tempfile
@@ -35,6 +36,8 @@ import contextlib
 import json
 import math
 import os
+import socket
+import stat
 import uuid
 import zipfile
 
@@ -51,6 +54,7 @@ _VERSION = 1
 _ARRAY_KINDS = "biufcUS"  # dtypes NumPy stores without pickle
 DEFAULT_MAX_BYTES = 16 * 2**30  # what load() allocates at most, unless given max_bytes
 _CHUNK = 16 * 2**20  # bytes read from the archive at a time
+_OWNER = socket.gethostname()  # with the pid, who writes a temporary file
 
 
 class CheckpointError(ValueError):
@@ -61,8 +65,11 @@ class CheckpointError(ValueError):
 def save(obj, path, protocol: int = 4) -> None:
     """Write ``obj`` (nested dict/list/tuple of Tensors, arrays and scalars) to ``path``.
 
-    The file is written to a temporary name next to ``path`` and renamed over it at the end,
-    so an interrupted save never leaves a half-written checkpoint. Missing folders are made.
+    The file is written to a temporary name next to ``path`` (``.NAME.HOST-PID.RANDOM.tmp``)
+    and renamed over it at the end, so an interrupted save never leaves a half-written
+    checkpoint; a file that ``path`` replaces keeps its permission bits. A save that fails
+    removes its temporary file; one whose process died (killed, power cut) leaves it behind,
+    and the next save to ``path`` removes it. Missing folders are made.
 
     Args:
         obj: e.g. ``{'model': model.state_dict(), 'opt': opt.state_dict(), 'epoch': 3}``.
@@ -79,9 +86,11 @@ def save(obj, path, protocol: int = 4) -> None:
     arrays: list[np.ndarray] = []
     root = _encode(obj, "obj", arrays, set())
     structure = json.dumps({"format": _FORMAT, "version": _VERSION, "root": root})
-    folder = os.path.dirname(os.path.abspath(path))
+    folder, base = os.path.split(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    _remove_stale_temporaries(folder, base)
+    mode = _permission_bits(path)
+    tmp = os.path.join(folder, f".{base}.{_OWNER}-{os.getpid()}.{uuid.uuid4().hex}.tmp")
     try:
         with open(tmp, "xb") as f:
             with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
@@ -91,11 +100,50 @@ def save(obj, path, protocol: int = 4) -> None:
                         np.lib.format.write_array(entry, array, allow_pickle=False)
             f.flush()
             os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)  # what the replaced file had, not the umask's default
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _permission_bits(path: str) -> int | None:
+    """The permission bits of the file at ``path``, or None when there is none."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return None
+
+
+def _remove_stale_temporaries(folder: str, base: str) -> None:
+    """Delete the temporary files that saves to ``base`` left when their process died.
+
+    Only those of this host's processes that are gone: a save in progress keeps its file, and
+    another host's pids mean nothing here. (POSIX only: elsewhere there is no way to ask.)
+    """
+    if os.name != "posix":
+        return
+    prefix, suffix = f".{base}.", ".tmp"
+    for name in os.listdir(folder):
+        if not (name.startswith(prefix) and name.endswith(suffix)):
+            continue
+        owner = name[len(prefix) : -len(suffix)].rpartition(".")[0]  # HOST-PID
+        host, _, pid = owner.rpartition("-")
+        if host == _OWNER and pid.isdigit() and not _alive(int(pid)):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(folder, name))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):  # exists but is not ours, or no pid: leave it alone
+        return True
+    return True
 
 
 def _encode(value, where: str, arrays: list, active: set) -> dict:

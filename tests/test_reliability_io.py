@@ -1,8 +1,10 @@
-"""``load`` never trusts a file's own sizes.
+"""``load`` never trusts a file's own sizes, and ``save`` leaves nothing behind it.
 
 Loading checks every ``.npy`` header against the archive before allocating anything, refuses
 more than ``max_bytes`` in all (a zip bomb, or just a bigger file than expected; the error says
-how to allow it), and reads an array referenced many times once.
+how to allow it), and reads an array referenced many times once. Saving keeps the permission
+bits of the file it replaces, and the temporary file of a save that died half-way is removed by
+the next save to the same path.
 """
 
 from __future__ import annotations
@@ -10,6 +12,10 @@ from __future__ import annotations
 import inspect
 import io
 import json
+import os
+import socket
+import subprocess
+import sys
 import zipfile
 
 import numpy as np
@@ -97,3 +103,63 @@ def test_an_array_referenced_many_times_is_decompressed_once(tmp_path, monkeypat
     assert len(loaded) == 1000 and all(a is loaded[0] for a in loaded)
     np.testing.assert_array_equal(loaded[0], array)
     assert len(mt.load(path, max_bytes=array.nbytes)) == 1000  # and counted once
+
+
+# ---- save -----------------------------------------------------------------------------------
+@pytest.fixture
+def usual_umask():
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o640, 0o444])
+def test_save_keeps_the_permission_bits_of_the_file_it_replaces(tmp_path, usual_umask, mode):
+    path = tmp_path / "private.pdparams"
+    mt.save({"epoch": 1}, path)
+    os.chmod(path, mode)
+    mt.save({"epoch": 2}, path)
+    assert oct(os.stat(path).st_mode & 0o777) == oct(mode)
+    assert mt.load(path) == {"epoch": 2}
+
+
+def test_a_new_file_gets_the_permissions_open_would_give_it(tmp_path, usual_umask):
+    mt.save({"epoch": 1}, tmp_path / "new.pdparams")
+    assert oct(os.stat(tmp_path / "new.pdparams").st_mode & 0o777) == oct(0o644)
+
+
+CRASHING_SAVE = """
+import os, sys
+import numpy as np
+import minitorch_amp as mt
+
+def die(*args, **kwargs):
+    os._exit(3)  # killed half-way: no except, no finally
+
+np.lib.format.write_array = die
+mt.save({"w": np.ones(4)}, sys.argv[1])
+"""
+
+
+def test_the_next_save_removes_what_a_crashed_save_left_behind(tmp_path):
+    path = tmp_path / "ckpt.pdparams"
+    mt.save({"epoch": 1}, path)
+    crashed = subprocess.run([sys.executable, "-c", CRASHING_SAVE, str(path)], check=False)
+    assert crashed.returncode == 3
+    assert len(os.listdir(tmp_path)) == 2  # the checkpoint and the crashed save's temporary
+    assert mt.load(path) == {"epoch": 1}
+    mt.save({"epoch": 2}, path)
+    assert os.listdir(tmp_path) == ["ckpt.pdparams"]
+    assert mt.load(path) == {"epoch": 2}
+
+
+def test_a_save_in_progress_elsewhere_keeps_its_temporary_file(tmp_path):
+    path = tmp_path / "ckpt.pdparams"
+    # a live process (this one) of this host writing to the same path, and a process of
+    # another host (its pid means nothing here): the next save must leave both files alone
+    live = tmp_path / f".ckpt.pdparams.{socket.gethostname()}-{os.getpid()}.0123abcd.tmp"
+    elsewhere = tmp_path / ".ckpt.pdparams.another-host-999999999.0123abcd.tmp"
+    for temporary in (live, elsewhere):
+        temporary.write_bytes(b"half a checkpoint")
+    mt.save({"epoch": 2}, path)
+    assert sorted(os.listdir(tmp_path)) == sorted([path.name, live.name, elsewhere.name])
