@@ -1,16 +1,20 @@
 """``apply``: the single point every op runs through.
 
-It unwraps tensors into arrays, runs the op's forward, wraps the result, and, when any input
-needs a gradient and grad mode is on, records a :class:`Node` so backward can find its way.
-AMP casting, operator statistics and NaN/Inf checks hook in here and nowhere else.
+It promotes mixed integer/floating inputs (Paddle's rule, :func:`promote`), unwraps tensors
+into arrays, runs the op's forward, wraps the result, and, when any input needs a gradient and
+grad mode is on, records a :class:`Node` so backward can find its way. AMP casting, operator
+statistics and NaN/Inf checks hook in here and nowhere else.
 """
 
 from __future__ import annotations
 
 import contextvars
 
+import numpy as np
+
 from .grad_mode import _enabled
 from .op import NONE, Context, Op
+from .ops.cast import Cast
 from .tensor import Tensor
 
 # The AMP state of the current context (None: AMP off). ``minitorch_amp.amp.auto_cast`` sets it;
@@ -60,12 +64,49 @@ class Node:
         return f"<Node {self.op.name}{' (freed)' if self.freed else ''}>"
 
 
+def promote(op: type[Op], inputs: tuple) -> tuple:
+    """Paddle's type promotion of the inputs ``op.promote`` names, by recorded casts.
+
+    =============================  =========================  ==========================
+    inputs                         result dtype               example
+    =============================  =========================  ==========================
+    integer or bool with floating  the (widest) floating one  int64, float16 -> float16
+    floating with floating         the widest                 float16, float32 -> float32
+    integer with integer or bool   the widest integer         int32, int64 -> int64
+    =============================  =========================  ==========================
+
+    NOTE: NumPy agrees on the last two rows, so only integer and bool inputs are cast here;
+    left to NumPy, int64 with float32 gives float64, a dtype AMP never casts. This runs before
+    AMP's hook, which therefore decides on the promoted inputs. Python numbers are not tensors
+    and are not promoted: NumPy treats them as weak (``x * 2.5`` stays float16 for a float16 x).
+    """
+    positions = range(len(inputs)) if op.promote is None else op.promote
+    floating = integer = False  # two flags, no lists: this runs for every add and multiply
+    for i in positions:
+        if i < len(inputs) and isinstance(inputs[i], Tensor):
+            if inputs[i]._data.dtype.kind == "f":
+                floating = True
+            else:
+                integer = True  # or bool
+    if not (floating and integer):
+        return inputs
+    tensors = [i for i in positions if i < len(inputs) and isinstance(inputs[i], Tensor)]
+    dtype = np.result_type(*(inputs[i].dtype for i in tensors if inputs[i].dtype.kind == "f"))
+    promoted = list(inputs)
+    for i in tensors:
+        if inputs[i].dtype.kind != "f":
+            promoted[i] = apply(Cast, inputs[i], dtype=dtype)
+    return tuple(promoted)
+
+
 def apply(op: type[Op], *inputs, **attrs) -> Tensor:
     """Run ``op`` on ``inputs`` (Tensors or plain constants) and record it for backward.
 
     Only floating results are recorded; an op whose result is integer or bool (a comparison,
     an argmax) returns a tensor with ``stop_gradient=True``.
     """
+    if op.promote != ():
+        inputs = promote(op, inputs)
     state = autocast_state.get()
     if state is not None and op.amp != NONE:
         inputs = hooks.autocast(op, inputs, state)

@@ -60,6 +60,9 @@ class Op:
     # Positions of the inputs AMP looks at and casts; None means every floating input.
     # Norm ops say (0,): only ``x`` is cast, their scale/bias stay float32 (Paddle).
     amp_inputs: ClassVar[tuple[int, ...] | None] = None
+    # Positions of the inputs brought to one dtype before AMP looks at them (Paddle's type
+    # promotion, ``dispatch.promote``); None means every input (concat, stack); () none.
+    promote: ClassVar[tuple[int, ...] | None] = ()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -31,6 +31,7 @@ class Concat(Op):
 
     name = "concat"
     amp = GRAY
+    promote = None  # every input
 
     @staticmethod
     def forward(ctx, *xs, axis=0):
@@ -62,6 +63,7 @@ class Stack(Op):
 
     name = "stack"
     amp = GRAY
+    promote = None  # every input
 
     @staticmethod
     def forward(ctx, *xs, axis=0):
@@ -86,6 +88,7 @@ class Where(Op):
 
     name = "where"
     amp = GRAY
+    promote = (1, 2)  # not the condition
 
     @staticmethod
     def forward(ctx, condition, x, y):

@@ -1,7 +1,8 @@
 """Elementwise arithmetic and math: forward next to backward, broadcasting everywhere.
 
 Gradients are returned at the broadcast shape; the engine un-broadcasts them.
-Python numbers are weak constants (``x * 2.0`` stays float16 for a float16 ``x``).
+Python numbers are weak constants (``x * 2.0`` stays float16 for a float16 ``x``); an integer
+tensor meeting a floating one takes its dtype (``promote``, applied by ``dispatch.promote``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def binary(name: str, fn, x, y):
 
 class Add(Op):
     name = "add"
+    promote = (0, 1)
 
     @staticmethod
     def forward(ctx, x, y):
@@ -43,6 +45,7 @@ class Add(Op):
 
 class Subtract(Op):
     name = "subtract"
+    promote = (0, 1)
 
     @staticmethod
     def forward(ctx, x, y):
@@ -55,6 +58,7 @@ class Subtract(Op):
 
 class Multiply(Op):
     name = "multiply"
+    promote = (0, 1)
 
     @staticmethod
     def forward(ctx, x, y):
@@ -68,6 +72,7 @@ class Multiply(Op):
 
 class Divide(Op):
     name = "divide"
+    promote = (0, 1)
 
     @staticmethod
     def forward(ctx, x, y):
@@ -97,6 +102,7 @@ class Pow(Op):
 
     name = "pow"
     amp = BLACK
+    promote = (0, 1)
 
     @staticmethod
     def forward(ctx, x, y):

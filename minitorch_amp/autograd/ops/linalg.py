@@ -34,6 +34,7 @@ class Matmul(Op):
 
     name = "matmul"
     amp = WHITE
+    promote = (0, 1)
 
     @staticmethod
     def forward(ctx, x, y, transpose_x=False, transpose_y=False):
@@ -88,6 +89,7 @@ class Linear(Op):
 
     name = "linear"
     amp = WHITE
+    promote = (0, 1, 2)
 
     @staticmethod
     def forward(ctx, x, weight, bias=None):
