@@ -283,3 +283,27 @@ def test_bad_arguments_raise_and_change_nothing(kwargs, error, match):
 def test_a_tensor_is_not_a_model():
     with pytest.raises(TypeError, match="models must be either"):
         decorate(Tensor(np.ones(2)), level="O2")
+
+
+def test_decorate_casts_every_model_or_none_of_them():
+    """One conversion for all the models: a failure at the last tensor casts nothing."""
+    from all_or_nothing import failing_at, state_of
+
+    from minitorch_amp.backend import memory
+
+    def setup():
+        mt.seed(0)
+        models = [nn.Linear(64, 64), nn.Linear(64, 64)]
+        opt = mt.optimizer.SGD(0.1, parameters=[p for m in models for p in m.parameters()])
+        return models, opt
+
+    dry_models, dry_opt = setup()
+    with failing_at(10**9, RuntimeError, (memory, "track")) as dry_run:
+        decorate(models=dry_models, optimizers=dry_opt, level="O2")
+    models, opt = setup()
+    before = [state_of(m) for m in models]
+    last = failing_at(dry_run.calls, lambda: RuntimeError("injected"), (memory, "track"))
+    with last, pytest.raises(RuntimeError, match="injected"):
+        decorate(models=models, optimizers=opt, level="O2")
+    assert [state_of(m) for m in models] == before  # the first model was not cast either
+    assert opt._multi_precision is False

@@ -36,7 +36,12 @@ import weakref
 from ..autograd import engine
 from ..autograd.tensor import Tensor
 from ..backend import dtypes as _dtypes
-from ..nn.layer.convert import convert_tensor_, excluded_layer_ids, parse_dtype
+from ..nn.layer.convert import (
+    convert_layers_,
+    convert_tensor_,
+    excluded_layer_ids,
+    parse_dtype,
+)
 from ..nn.layer.layers import Layer
 from ..nn.layer.norm import BatchNorm1D, LayerNorm
 from ..optimizer.optimizer import Optimizer
@@ -134,8 +139,7 @@ def decorate(
 
     # Everything is valid: from here on, change things.
     half = parse_dtype(dtype)
-    for model in model_list:
-        _cast_model(model, half, excluded)
+    _cast_models(model_list, half, excluded)  # all or nothing: a failure casts no model
     for opt in opt_list:
         opt._multi_precision = master_weight is not False  # Paddle: None means True
     if save_dtype is not None:
@@ -160,17 +164,27 @@ def _as_list(value, kind: type, message: str) -> list:
     raise TypeError(message)
 
 
-def _cast_model(model: Layer, dtype, excluded: set[int]) -> None:
-    """Paddle's ``amp_initialize``: cast each layer's own tensors unless it must stay fp32."""
-    for layer in model.sublayers(include_self=True):
-        if id(layer) in excluded:
-            layer._cast_to_low_precision = False  # Paddle marks excluded layers this way
-            continue
-        if not layer._cast_to_low_precision or isinstance(layer, _ALWAYS_FP32):
-            continue
-        if dtype == _dtypes.float16 and isinstance(layer, _FP32_FOR_FLOAT16):
-            continue
-        layer._to_impl(dtype=dtype, include_sublayers=False, floating_only=True)
+def _cast_models(models: list, dtype, excluded: set[int]) -> None:
+    """Paddle's ``amp_initialize``: cast each layer's own tensors unless it must stay fp32.
+
+    One conversion for every layer of every model (``convert_layers_``): if it fails (out of
+    memory), no tensor of any model was converted.
+    """
+    named = []
+    for model in models:
+        for prefix, layer in model.named_sublayers(include_self=True):
+            if id(layer) in excluded:
+                continue
+            if not layer._cast_to_low_precision or isinstance(layer, _ALWAYS_FP32):
+                continue
+            if dtype == _dtypes.float16 and isinstance(layer, _FP32_FOR_FLOAT16):
+                continue
+            named.append((prefix, layer))
+    convert_layers_(named, dtype, None, floating_only=True)
+    for model in models:  # Paddle marks excluded layers this way
+        for layer in model.sublayers(include_self=True):
+            if id(layer) in excluded:
+                layer._cast_to_low_precision = False
 
 
 class _SaveDtypeHook:
