@@ -2,8 +2,10 @@
 
 * whole-model: every fp16 copy is made first, then swapped in (converting a state dict):
   the device holds the model and a full fp16 copy.
-* per tensor: ``Layer.to`` with room to spare casts each tensor on the device and frees the
-  fp32 original right after: model + one fp16 tensor.
+* ``to``, device has room: ``Layer.to`` with room to spare keeps every fp32 original until
+  all fp16 copies exist (so that a failure can put the very same arrays back): the model and
+  a full fp16 copy, as the whole-model way. With less room it converts tensor by tensor,
+  peaking at the model plus one fp16 tensor.
 * checked, tight budget: ``Layer.to`` with the device budget set to the model's own size:
   each cast that does not fit goes through the host, so the peak never exceeds the model.
 
