@@ -65,7 +65,7 @@ def main() -> None:
     print("peak device memory converting an fp32 model to fp16 (MiB above the start)")
     print(
         f"{'layers x width':<16}{'params':>12}{'fp32 model':>12}"
-        f"{'whole-model':>13}{'per tensor':>12}{'checked, tight':>16}"
+        f"{'whole-model':>13}{'to, room':>12}{'checked, tight':>16}"
     )
     for width, depth in [(256, 4), (1024, 4), (1024, 12), (2048, 6)]:
         params, model_bytes, whole = peak_of(whole_model, width, depth)
