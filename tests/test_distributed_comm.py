@@ -25,7 +25,7 @@ from mpi_run import WORKERS, load_result, mpiexec_or_skip, run_mpi
 import minitorch_amp as mt
 from minitorch_amp import distributed as dist
 from minitorch_amp.backend import comm as _comm
-from minitorch_amp.backend import device
+from minitorch_amp.backend import comm_mpi, device
 from minitorch_amp.distributed import launch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -700,7 +700,7 @@ def at_exit(monkeypatch):
     """What the communicator registers to run at exit (recorded here, never run)."""
     registered = []
     fake = type("atexit", (), {"register": registered.append, "unregister": registered.remove})
-    monkeypatch.setattr(_comm, "atexit", fake)
+    monkeypatch.setattr(comm_mpi, "atexit", fake)
     return registered
 
 
