@@ -21,6 +21,7 @@ Example (the pure parts run anywhere):
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import math
 import os
@@ -92,8 +93,31 @@ SPLIT_BELOW_FILL = 0.5  # split K when the tiles fill less than this fraction of
 SPLIT_MIN_BLOCKS = 8  # ... and every split keeps at least this many K blocks of 64
 
 
+_forced: tuple[int, int] | None = None
+
+
+@contextlib.contextmanager
+def forced_plan(bn: int, splits: int):
+    """Use tile width ``bn`` and ``splits`` for every launch inside (``benchmarks/kernels.py
+    --sweep`` times the alternatives with it; the tests run every width and split)."""
+    global _forced
+    if bn not in TILE_WIDTHS or splits < 1:
+        raise ValueError(f"bn must be one of {TILE_WIDTHS} and splits >= 1, got {bn}, {splits}")
+    previous, _forced = _forced, (bn, splits)
+    try:
+        yield
+    finally:
+        _forced = previous
+
+
 def plan(m: int, n: int, k: int, sms: int) -> Plan:
     """Tile width, split-K and grid for an ``m x n x k`` product on ``sms`` SMs."""
+    if _forced is not None:
+        bn, splits = _forced
+        k_blocks = max(1, math.ceil(k / BK))
+        splits = math.ceil(k_blocks / math.ceil(k_blocks / min(splits, k_blocks)))
+        tiles = math.ceil(m / BM) * math.ceil(n / bn)
+        return Plan(bn, splits, min(tiles * splits, sms))
     tiles_m = math.ceil(m / BM)
     bn = 256 if tiles_m * math.ceil(n / 256) >= WIDE_TILE_WAVES * sms else 128
     tiles = tiles_m * math.ceil(n / bn)
