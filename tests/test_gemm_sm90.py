@@ -18,12 +18,12 @@ The GPU half is ``test_gemm_sm90_gpu.py``.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 
 import numpy as np
 import pytest
 from test_gemm import LAYOUTS, assert_within_bound, error_bound, exact, stored
+from test_gemm_emulator import build_emulator as build_any_emulator
 
 from minitorch_amp.backend import gemm, gemm_sm90, kernels, nvrtc
 from minitorch_amp.backend.dtypes import float16, float32
@@ -157,17 +157,7 @@ def test_a_bad_kernel_choice_is_refused(monkeypatch):
 
 
 def build_emulator(directory, kernel_dir):
-    if shutil.which("g++") is None:
-        pytest.skip("g++ is not installed")
-    try:
-        include = nvrtc.include_dir()
-    except nvrtc.NvrtcUnavailableError as exc:
-        pytest.skip(str(exc))
-    binary = directory / "gemm_sm90_emulator"
-    command = ["g++", "-std=c++17", "-O2", "-ffp-contract=off", "-w", f"-I{include}"]
-    command += [f"-I{kernel_dir}", str(EMULATOR), "-o", str(binary)]
-    subprocess.run(command, check=True, capture_output=True, text=True)
-    return binary
+    return build_any_emulator(directory, kernel_dir, EMULATOR)
 
 
 @pytest.fixture(scope="module")
