@@ -2,6 +2,7 @@
 
 from . import amp, device, distributed, nn, optimizer
 from .autograd import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd import grad  # paddle.grad
 from .autograd.creation import (
     arange,
     full,
