@@ -2,7 +2,6 @@
 
 from . import amp, device, distributed, nn, optimizer
 from .autograd import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from .autograd import grad  # paddle.grad
 from .autograd.creation import (
     arange,
     full,
@@ -55,7 +54,9 @@ from .autograd.functions import (
     unsqueeze,
     where,
 )
+from .autograd.gradients import grad
 from .backend import Place, get_device, is_compiled_with_cuda, set_device
+from .backend.device import CPUPlace, CUDAPlace
 from .backend.dtypes import (
     bool_,
     float16,
@@ -66,7 +67,9 @@ from .backend.dtypes import (
     int64,
     set_default_dtype,
 )
+from .distributed import DataParallel
 from .io import load, save
+from .nn import ParamAttr
 
 bool = bool_  # noqa: A001 - Paddle exposes paddle.bool
 

@@ -7,8 +7,8 @@ Also Paddle's ``paddle.autograd`` namespace: ``PyLayer``, ``PyLayerContext``, ``
 # tensor first: it imports dispatch and the ops once the Tensor class exists.
 from .tensor import Tensor  # isort: skip
 from .dispatch import Node, apply
-from .gradients import backward, grad
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .gradients import backward, grad
 from .op import OP_TABLE, Context, Op
 from .py_layer import PyLayer, PyLayerContext
 

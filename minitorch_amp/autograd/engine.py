@@ -38,9 +38,9 @@ def _topological_order(roots, blocked=frozenset()) -> list:
         visited.add(node)
         stack.append((node, True))
         for t in node.inputs:
-            if t is not None and t._node is not None and t._node not in visited:
-                if id(t) not in blocked:
-                    stack.append((t._node, False))
+            parent = None if t is None else t._node
+            if parent is not None and parent not in visited and id(t) not in blocked:
+                stack.append((parent, False))
     order.reverse()
     return order
 
@@ -73,6 +73,8 @@ def _accumulate_leaf(leaf: Tensor, grad, owned: bool) -> None:
     ):
         Tensor._xp_of(grad).copyto(store._data, grad)
         leaf._grad_stale = False
+    elif store._node is not None:  # a recorded gradient: its array belongs to that graph
+        leaf._grad = Tensor._wrap(store._data + grad)
     else:
         leaf._grad._data += grad
 
@@ -252,10 +254,11 @@ def _needed(order: list, wanted, blocked) -> set:
     needed = set()
     for node in reversed(order):  # inputs before the nodes they feed
         for t in node.inputs:
-            if t is not None and id(t) not in blocked:
-                if id(t) in wanted or (t._node is not None and t._node in needed):
-                    needed.add(node)
-                    break
+            if t is None or id(t) in blocked:
+                continue
+            if id(t) in wanted or (t._node is not None and t._node in needed):
+                needed.add(node)
+                break
     return needed
 
 

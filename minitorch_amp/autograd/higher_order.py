@@ -27,7 +27,7 @@ import math
 
 from ..backend import get_array_module, is_array
 from ..backend.primitives import scatter_add
-from . import ops as O  # noqa: N812 - the op classes, one namespace
+from . import ops as O  # the op classes, one namespace
 from .dispatch import apply, autocast_state
 from .grad_mode import enable_grad
 from .op import NONE, Op
@@ -95,8 +95,9 @@ def _neg(node, g):
 def _pow(node, g):
     x, y = _in(node, 0, node.ctx.x), _in(node, 1, node.ctx.y)
     gx = g * y * x ** (y - 1) if _needs(node, 0) else None
-    log_x = x.log() if isinstance(x, Tensor) else math.log(x)
-    gy = g * x**y * log_x if _needs(node, 1) else None
+    gy = None
+    if _needs(node, 1):  # (y is a tensor here)
+        gy = g * x**y * (x.log() if isinstance(x, Tensor) else math.log(x))
     return gx, gy
 
 

@@ -117,19 +117,22 @@ class PyLayer:
         items = list(result) if isinstance(result, (tuple, list)) else [result]
         _refuse_nested(cls, items, "outputs")
         if not any(isinstance(t, Tensor) for t in items):
-            raise TypeError(f"{cls.__name__}: At least one output of `PyLayer.forward` is a Tensor.")
-        wants = tuple(t if not t.stop_gradient and t._data.dtype.kind == "f" else None for t in inputs)
+            raise TypeError(f"{cls.__name__}: At least one output of `PyLayer.forward` is a Tensor")
+        wants = tuple(None if t.stop_gradient or t._data.dtype.kind != "f" else t for t in inputs)
         record = _enabled.get() and any(w is not None for w in wants)
         for i, out in enumerate(items):
-            if isinstance(out, Tensor) and (any(out is t for t in inputs) or out._node is not None):
-                if record and out._node is None and not out.stop_gradient:
-                    if not any(out is t for t in ctx.not_inplace_tensors):
-                        raise ValueError(
-                            f"{cls.__name__}: Leaf Var that doesn't stop gradient can't use "
-                            "inplace strategy: forward returned its input as it is. Call "
-                            "ctx.mark_not_inplace(x) in forward, or return a new tensor."
-                        )
-                items[i] = Tensor._wrap(out._data)  # a new tensor on the same data
+            if not isinstance(out, Tensor):
+                continue
+            if not any(out is t for t in inputs) and out._node is None:
+                continue  # a new tensor, as forward normally returns
+            leaf = out._node is None and not out.stop_gradient
+            if record and leaf and not any(out is t for t in ctx.not_inplace_tensors):
+                raise ValueError(
+                    f"{cls.__name__}: Leaf Var that doesn't stop gradient can't use inplace "
+                    "strategy: forward returned its input as it is. Call "
+                    "ctx.mark_not_inplace(x) in forward, or return a new tensor."
+                )
+            items[i] = Tensor._wrap(out._data)  # a new tensor on the same data
         if record:
             _record(cls, ctx, wants, items)
         if isinstance(result, (tuple, list)):
@@ -242,4 +245,6 @@ def _call_backward(call: Context, grads: list) -> tuple:
 # Under create_graph the engine hands Tensors, with grad mode on: the user's backward is
 # recorded as it runs, so the same two functions serve.
 higher_order.DOUBLE_BACKWARD[PickOp] = lambda node, grad: PickOp.backward(node.ctx, grad)
-higher_order.DOUBLE_BACKWARD[PyLayerOp] = lambda node, grad: _call_backward(node.ctx, list(grad.grads))
+higher_order.DOUBLE_BACKWARD[PyLayerOp] = lambda node, grad: _call_backward(
+    node.ctx, list(grad.grads)
+)

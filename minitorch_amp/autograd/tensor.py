@@ -184,7 +184,10 @@ class Tensor:
         """
         if self._grad_value is None:
             return
-        if set_to_zero:
+        if set_to_zero and self._grad_value._node is not None:
+            # a recorded gradient (backward(create_graph=True)): its array belongs to the graph
+            self._grad = Tensor._wrap(self._xp_of(self._data).zeros_like(self._grad_value._data))
+        elif set_to_zero:
             self._grad_stale = True
         else:
             self._grad = None
@@ -251,19 +254,9 @@ class Tensor:
         (``other``'s device and dtype), each with an optional ``blocking``; see
         :func:`minitorch_amp.autograd.tensor_to.parse_to_args`.
         """
-        from .tensor_to import parse_to_args
+        from .tensor_to import tensor_to
 
-        device, dtype = parse_to_args(args, kwargs)
-        out = self
-        if device is not None:
-            place = _device.parse_device(device)
-            if place != self.place:
-                out = apply(_ops.CopyTo, out, place=place)
-        if dtype is not None:
-            dt = _dtypes.convert_dtype(dtype)
-            if dt != out.dtype:
-                out = out.astype(dt)
-        return out
+        return tensor_to(self, args, kwargs)
 
     def set_value(self, value) -> None:
         """Overwrite the values in place with ``value`` (same shape and dtype; Paddle's method).

@@ -45,6 +45,25 @@ def is_dtype(value) -> bool:
     return True
 
 
+def tensor_to(tensor, args: tuple, kwargs: dict):
+    """``Tensor.to``: ``tensor`` on the device and in the dtype the arguments name (recorded
+    ops: a device copy, then a cast); ``tensor`` itself when nothing changes."""
+    from . import ops
+    from .dispatch import apply
+
+    device, dtype = parse_to_args(args, kwargs)
+    out = tensor
+    if device is not None:
+        place = _device.parse_device(device)
+        if place != tensor.place:
+            out = apply(ops.CopyTo, out, place=place)
+    if dtype is not None:
+        dt = _dtypes.convert_dtype(dtype)
+        if dt != out.dtype:
+            out = out.astype(dt)
+    return out
+
+
 def _check_blocking(blocking, where: str):
     if blocking is not None and not isinstance(blocking, bool):
         raise TypeError(
