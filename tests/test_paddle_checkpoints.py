@@ -13,10 +13,6 @@ from collections import OrderedDict
 
 import numpy as np
 import pytest
-
-import minitorch_amp as mt
-from minitorch_amp import nn, optimizer
-from minitorch_amp.io import CheckpointError
 from paddle_pickles import (
     FakeDenseTensor,
     FakeLoDTensor,
@@ -24,6 +20,10 @@ from paddle_pickles import (
     save_object,
     save_state_dict,
 )
+
+import minitorch_amp as mt
+from minitorch_amp import nn, optimizer
+from minitorch_amp.io import CheckpointError
 
 PROTOCOLS = [2, 3, 4]
 
