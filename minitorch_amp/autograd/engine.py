@@ -3,6 +3,12 @@
 Paddle semantics: gradients accumulate into each leaf's ``.grad`` across ``backward()`` calls
 until ``clear_grad()``; intermediate results keep no ``.grad``; the graph is freed after
 backward unless ``retain_graph=True``.
+
+One loop (:func:`run_backward`) serves ``backward()`` and ``grad()``: the latter returns the
+gradients of chosen tensors instead of accumulating, and skips nodes that lead to none of
+them. Gradient hooks (``hooks.py``) run on a node's summed gradient, and on a leaf's once,
+before it is accumulated. With ``create_graph`` each node runs its recorded backward
+(``higher_order.py``) on Tensors instead of its array backward.
 """
 
 from __future__ import annotations
