@@ -54,7 +54,9 @@ from .autograd.functions import (
     unsqueeze,
     where,
 )
+from .autograd.gradients import grad
 from .backend import Place, get_device, is_compiled_with_cuda, set_device
+from .backend.device import CPUPlace, CUDAPlace
 from .backend.dtypes import (
     bool_,
     float16,
@@ -65,7 +67,9 @@ from .backend.dtypes import (
     int64,
     set_default_dtype,
 )
+from .distributed import DataParallel
 from .io import load, save
+from .nn import ParamAttr
 
 bool = bool_  # noqa: A001 - Paddle exposes paddle.bool
 
