@@ -43,8 +43,8 @@ import zipfile
 
 import numpy as np
 
-from .autograd.tensor import Tensor
-from .backend import device as _device
+from ..autograd.tensor import Tensor
+from ..backend import device as _device
 
 __all__ = ["DEFAULT_MAX_BYTES", "CheckpointError", "load", "save"]
 
