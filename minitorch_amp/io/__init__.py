@@ -1,9 +1,36 @@
-"""Input and output: checkpoints (:mod:`.checkpoint`) and, like ``paddle.io``, data loading.
+"""Input and output, like ``paddle.io``: checkpoints and data loading.
 
-``save`` / ``load`` write and read nested state dicts without pickling code; see
-:mod:`minitorch_amp.io.checkpoint` for the format.
+* ``save`` / ``load`` (:mod:`.checkpoint`) write and read nested state dicts without
+  pickling code;
+* :class:`Dataset`, :class:`IterableDataset`, :class:`TensorDataset`, the samplers and
+  :class:`DataLoader` (:mod:`.data`, :mod:`.dataloader`) batch a dataset into Tensors.
 """
 
 from .checkpoint import DEFAULT_MAX_BYTES, CheckpointError, load, save
+from .data import (
+    BatchSampler,
+    Dataset,
+    IterableDataset,
+    RandomSampler,
+    Sampler,
+    SequenceSampler,
+    TensorDataset,
+    default_collate_fn,
+)
+from .dataloader import DataLoader
 
-__all__ = ["DEFAULT_MAX_BYTES", "CheckpointError", "load", "save"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "BatchSampler",
+    "CheckpointError",
+    "DataLoader",
+    "Dataset",
+    "IterableDataset",
+    "RandomSampler",
+    "Sampler",
+    "SequenceSampler",
+    "TensorDataset",
+    "default_collate_fn",
+    "load",
+    "save",
+]
