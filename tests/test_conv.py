@@ -244,3 +244,31 @@ def test_float16_forward_and_backward_stay_close_to_float64():
         ]
     for low, high in zip(grads["float16"], grads["float64"]):
         np.testing.assert_allclose(low, high, rtol=5e-3, atol=5e-3 * np.abs(high).max())
+
+
+# ---- GPU == CPU ----------------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x, w: F.conv2d(x, w, stride=2, padding=1),
+        lambda x, w: F.conv2d(x[:, :2], w[:4, :1], groups=2, dilation=2, padding="same"),
+        lambda x, w: F.max_pool2d(F.conv2d(x, w), 3, 2, 1, ceil_mode=True),
+        lambda x, w: F.avg_pool2d(F.conv2d(x, w), 2, exclusive=False),
+        lambda x, w: F.adaptive_avg_pool2d(F.conv2d(x, w), 3),
+    ],
+    ids=["conv", "grouped", "max_pool", "avg_pool", "adaptive"],
+)
+def test_gpu_matches_cpu(fn, dtype):
+    rng = np.random.default_rng(4)
+    arrays = [rng.uniform(-1, 1, (4, 6, 11, 9)), rng.uniform(-1, 1, (8, 6, 3, 3))]
+    results = []
+    for place in ("cpu", "gpu:0"):
+        x, w = (mt.to_tensor(a, dtype=dtype, place=place, stop_gradient=False) for a in arrays)
+        out = fn(x, w)
+        out.astype("float32").sum().backward()
+        results.append([t.numpy().astype(np.float64) for t in (out, x.grad, w.grad)])
+    tol = {"rtol": 1e-2, "atol": 1e-2} if dtype == "float16" else {"rtol": 1e-5, "atol": 1e-5}
+    for cpu, gpu in zip(*results):
+        np.testing.assert_allclose(gpu, cpu, **tol)
