@@ -85,6 +85,22 @@ def test_tensor_dataset_samples_and_batches():
         TensorDataset([np.zeros(3)])
 
 
+def test_tensor_dataset_batches_are_the_stacked_samples():
+    # The loader gathers a TensorDataset's rows at once; the result is the generic path's.
+    data = TensorDataset([mt.randn([9, 2, 3]), mt.arange(9), mt.randn([9])])
+    mt.seed(3)
+    fast = list(DataLoader(data, batch_size=4, shuffle=True))
+    mt.seed(3)
+    stacking = lambda batch: default_collate_fn(batch)  # noqa: E731 - not the default: stacks
+    generic = list(DataLoader(data, batch_size=4, shuffle=True, collate_fn=stacking))
+    assert len(fast) == len(generic) == 3
+    for a, b in zip(fast, generic):
+        assert [t.shape for t in a] == [t.shape for t in b]
+        assert [t.dtype for t in a] == [t.dtype for t in b]
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x.numpy(), y.numpy())
+
+
 def test_collate_handles_dicts_strings_numbers_and_nested_lists():
     batch = [{"x": np.ones(2), "name": "a", "w": 0.5}, {"x": np.zeros(2), "name": "b", "w": 1.5}]
     out = default_collate_fn(batch)

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..autograd.creation import to_tensor
-from .data import BatchSampler, IterableDataset, _to_tensors, default_collate_fn
+from .data import BatchSampler, IterableDataset, TensorDataset, _to_tensors, default_collate_fn
 
 __all__ = ["DataLoader"]
 
@@ -27,7 +27,9 @@ class DataLoader:
 
     Each ``iter()`` is one epoch: with ``shuffle=True`` a new permutation is drawn from the
     library's seeded generator (``seed(n)`` makes the order reproducible). ``len()`` is the
-    number of batches. Samples are fetched in the calling process, on the current device.
+    number of batches. Samples are fetched in the calling process, on the current device; a
+    :class:`TensorDataset` with the default ``collate_fn`` is batched by one gather per tensor
+    (the same batch as stacking its samples).
 
     Args:
         dataset: a :class:`Dataset` (``__getitem__`` + ``__len__``) or an
@@ -126,8 +128,13 @@ class DataLoader:
             for index in range(len(self.dataset)):
                 yield _single(self.dataset[index])
         else:
+            gather = type(self.dataset) is TensorDataset and self.collate_fn is default_collate_fn
             for indices in self.batch_sampler:
-                yield _to_tensors(self.collate_fn([self.dataset[i] for i in indices]))
+                if gather:  # the same batch as stacking the samples, in one gather per tensor
+                    rows = to_tensor(np.asarray(indices, dtype=np.int64))
+                    yield [t[rows] for t in self.dataset.tensors]
+                else:
+                    yield _to_tensors(self.collate_fn([self.dataset[i] for i in indices]))
 
     def _iterate_stream(self):
         if self.batch_size is None:
