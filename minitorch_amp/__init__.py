@@ -22,12 +22,15 @@ from .autograd.functions import (
     abs,  # noqa: A004 - Paddle's name (paddle.abs)
     add,
     argmax,
+    broadcast_to,
     cast,
     clip,
     concat,
     divide,
     equal,
     exp,
+    expand,
+    expand_as,
     flatten,
     greater_equal,
     greater_than,
@@ -37,6 +40,7 @@ from .autograd.functions import (
     matmul,
     max,  # noqa: A004 - Paddle's name (paddle.max)
     mean,
+    mm,
     multiply,
     neg,
     not_equal,

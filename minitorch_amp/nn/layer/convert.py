@@ -219,6 +219,6 @@ def cast_floating_layers(model, dtype, excluded_layers):
 
 def default_half_excluded() -> list:
     """The layers ``float16()`` keeps in float32 by default: batch norm (as Paddle)."""
-    from .norm import BatchNorm1D
+    from .norm import BatchNorm, BatchNorm1D, BatchNorm2D, BatchNorm3D
 
-    return [BatchNorm1D]
+    return [BatchNorm, BatchNorm1D, BatchNorm2D, BatchNorm3D]

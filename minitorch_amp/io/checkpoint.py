@@ -43,9 +43,9 @@ import zipfile
 
 import numpy as np
 
-from .autograd.tensor import Tensor
-from .backend import device as _device
-from .serialization import paddle_pickle
+from ..autograd.tensor import Tensor
+from ..backend import device as _device
+from ..serialization import paddle_pickle
 
 __all__ = ["DEFAULT_MAX_BYTES", "CheckpointError", "load", "save"]
 
