@@ -56,21 +56,32 @@ def stages_for(bn: int) -> int:
 
 
 def smem_bytes(bn: int) -> int:
-    """Dynamic shared memory of one CTA: alignment slack, the stages, two barriers each."""
-    return 1024 + stages_for(bn) * stage_bytes(bn) + 2 * 8 * stages_for(bn)
+    """Dynamic shared memory of one CTA: alignment slack, the stages, two barriers each, and
+    the ping-pong schedule's two turn barriers."""
+    return 1024 + stages_for(bn) * stage_bytes(bn) + 2 * 8 * stages_for(bn) + 2 * 8
 
 
-def kernel_name(transpose_a: bool, transpose_b: bool, out_dtype, bn: int) -> str:
+def kernel_name(
+    transpose_a: bool, transpose_b: bool, out_dtype, bn: int, pingpong: bool = False
+) -> str:
     out = _OUT_TYPES[np.dtype(out_dtype)]
-    return f"gemm_sm90<{str(transpose_a).lower()},{str(transpose_b).lower()},{out},__half,{bn}>"
+    flags = ",".join(str(x).lower() for x in (transpose_a, transpose_b))
+    return f"gemm_sm90<{flags},{out},__half,{bn},{str(pingpong).lower()}>"
 
 
 def reduce_name(out_dtype) -> str:
     return f"gemm_sm90_reduce<{_OUT_TYPES[np.dtype(out_dtype)]}>"
 
 
+# The schedules: (tile width, ping-pong). Cooperative tiles are 128 x 128 or 128 x 256, both
+# consumer warpgroups on one tile; ping-pong tiles are 128 x 128, one consumer each, so one
+# consumer's epilogue runs while the other's wgmma keep the tensor cores busy.
+SCHEDULES = ((128, False), (256, False), (128, True))
 NAMES = tuple(
-    kernel_name(ta, tb, out, bn) for out in _OUT_TYPES for ta, tb in _LAYOUTS for bn in TILE_WIDTHS
+    kernel_name(ta, tb, out, bn, pp)
+    for out in _OUT_TYPES
+    for ta, tb in _LAYOUTS
+    for bn, pp in SCHEDULES
 ) + tuple(reduce_name(out) for out in _OUT_TYPES)
 KERNELS = register(FILE, names=NAMES, arch=ARCH)
 
@@ -82,6 +93,7 @@ class Plan(NamedTuple):
     bn: int  # tile width (the tile is 128 x bn)
     splits: int  # K split into this many ranges (1: no split)
     grid: int  # persistent CTAs
+    pingpong: bool = False  # one consumer warpgroup per tile, alternating (bn = 128 only)
 
 
 # NOTE: a first rule, NOT yet tuned on a GPU (no H100 was lent while it was written); it
@@ -93,17 +105,20 @@ SPLIT_BELOW_FILL = 0.5  # split K when the tiles fill less than this fraction of
 SPLIT_MIN_BLOCKS = 8  # ... and every split keeps at least this many K blocks of 64
 
 
-_forced: tuple[int, int] | None = None
+_forced: tuple[int, int, bool] | None = None
 
 
 @contextlib.contextmanager
-def forced_plan(bn: int, splits: int):
-    """Use tile width ``bn`` and ``splits`` for every launch inside (``benchmarks/kernels.py
-    --sweep`` times the alternatives with it; the tests run every width and split)."""
+def forced_plan(bn: int, splits: int, pingpong: bool = False):
+    """Use tile width ``bn``, ``splits`` and the schedule for every launch inside
+    (``benchmarks/kernels.py --sweep`` times the alternatives with it; the tests run all)."""
     global _forced
-    if bn not in TILE_WIDTHS or splits < 1:
-        raise ValueError(f"bn must be one of {TILE_WIDTHS} and splits >= 1, got {bn}, {splits}")
-    previous, _forced = _forced, (bn, splits)
+    if (bn, bool(pingpong)) not in SCHEDULES or splits < 1:
+        raise ValueError(
+            f"(bn, pingpong) must be one of {SCHEDULES} and splits >= 1, "
+            f"got {(bn, pingpong)}, {splits}"
+        )
+    previous, _forced = _forced, (bn, splits, bool(pingpong))
     try:
         yield
     finally:
@@ -113,11 +128,11 @@ def forced_plan(bn: int, splits: int):
 def plan(m: int, n: int, k: int, sms: int) -> Plan:
     """Tile width, split-K and grid for an ``m x n x k`` product on ``sms`` SMs."""
     if _forced is not None:
-        bn, splits = _forced
+        bn, splits, pingpong = _forced
         k_blocks = max(1, math.ceil(k / BK))
         splits = math.ceil(k_blocks / math.ceil(k_blocks / min(splits, k_blocks)))
         tiles = math.ceil(m / BM) * math.ceil(n / bn)
-        return Plan(bn, splits, min(tiles * splits, sms))
+        return Plan(bn, splits, min(tiles * splits, sms), pingpong)
     tiles_m = math.ceil(m / BM)
     bn = 256 if tiles_m * math.ceil(n / 256) >= WIDE_TILE_WAVES * sms else 128
     tiles = tiles_m * math.ceil(n / bn)
@@ -308,7 +323,7 @@ def launch(a, b, transpose_a, transpose_b, epilogue, out, flags: int) -> None:
         i32(flags),
         i32(p.splits),
     )
-    name = kernel_name(transpose_a, transpose_b, out.dtype, p.bn)
+    name = kernel_name(transpose_a, transpose_b, out.dtype, p.bn, p.pingpong)
     kernel = _kernel(name, smem_bytes(p.bn))
     kernel((p.grid, 1, 1), (THREADS, 1, 1), args, shared_mem=smem_bytes(p.bn))
     if p.splits > 1:
