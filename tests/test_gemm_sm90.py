@@ -135,6 +135,17 @@ def test_the_simplenet_layer_fills_the_h100_without_splitting():
     assert gemm_sm90.plan(128, 128, 65536, 132).splits > 1
 
 
+def test_the_rule_picks_each_schedule_where_the_h100_sweep_measured_it_fastest():
+    """The shape rule's table (gemm_sm90.py says how it was measured)."""
+    plan = gemm_sm90.plan
+    assert plan(4096, 4096, 512, 132) == gemm_sm90.Plan(128, 1, 132, pingpong=True)
+    assert plan(2048, 2048, 2048, 132).pingpong  # 256 tiles, 32 K blocks
+    assert plan(4096, 4096, 2112, 132) == gemm_sm90.Plan(256, 1, 132)  # 33 K blocks: wide
+    assert plan(2048, 2048, 2112, 132) == gemm_sm90.Plan(128, 1, 132)  # 128 wide tiles: narrow
+    assert plan(8192, 8192, 8192, 132) == gemm_sm90.Plan(256, 1, 132, pingpong=False)
+    assert plan(128, 128, 8192, 132) == gemm_sm90.Plan(128, 16, 16, pingpong=False)
+
+
 def test_tensor_map_boxes_are_one_swizzle_row_wide():
     a = np.zeros((300, 136), float16)
     assert gemm_sm90.map_spec(a, k_major=True, rows=128) == {

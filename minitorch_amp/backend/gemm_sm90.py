@@ -14,7 +14,7 @@ about numerics, only how the Hopper kernel is fed:
 
 Example (the pure parts run anywhere):
     >>> plan(512, 4096, 4096, sms=132)
-    Plan(bn=128, splits=1, grid=128)
+    Plan(bn=128, splits=1, grid=128, pingpong=False)
     >>> operand_box(k_major=True, rows=128)
     (64, 128)
 """
@@ -96,11 +96,18 @@ class Plan(NamedTuple):
     pingpong: bool = False  # one consumer warpgroup per tile, alternating (bn = 128 only)
 
 
-# NOTE: a first rule, NOT yet tuned on a GPU (no H100 was lent while it was written); it
-# follows cuBLAS's choices on the H100 (128x256 tiles for large problems, 128x128 when that
-# is what fills the 132 SMs). `python benchmarks/kernels.py --sweep` times every (bn, splits)
-# alternative on a GPU; the next tuning session replaces these thresholds with what it prints.
-WIDE_TILE_WAVES = 1.0  # use bn = 256 when it still gives at least this many waves of tiles
+# The rule, from `python benchmarks/kernels.py --sweep` on an H100 80GB HBM3 (every schedule
+# and split of each shape, kernels timed as CUDA-graph replays of 20 launches):
+# * one wave of 128 x 128 tiles or less (512 x 4096 x 4096: 128 tiles): cooperative 128 x 128
+#   (0.85x cuBLAS; 128 x 256 tiles leave half the SMs idle: 0.60x; ping-pong 0.82x);
+# * more tiles than SMs and a short K (up to 32 blocks of 64: 2048^3, 1024 x 4096 x 1024,
+#   4096 x 4096 x 512): ping-pong, whose epilogues hide behind the other consumer's wgmma
+#   (0.81x, 0.80x, 0.70x against 0.78x, 0.72x, 0.67x cooperative);
+# * more tiles and a long K (4096^3, 8192^3): cooperative 128 x 256 (0.86x, 0.95x);
+# * split-K lost everywhere it was timed (0.15x-0.70x: the float32 partials and the reduce
+#   cost more than idle SMs), so it is kept for what the sweep did not cover: a problem
+#   that fills under half the SMs with a K long enough to share out.
+PINGPONG_MAX_K_BLOCKS = 32  # ping-pong when K is at most this many blocks of 64 ...
 SPLIT_BELOW_FILL = 0.5  # split K when the tiles fill less than this fraction of the SMs ...
 SPLIT_MIN_BLOCKS = 8  # ... and every split keeps at least this many K blocks of 64
 
@@ -134,14 +141,20 @@ def plan(m: int, n: int, k: int, sms: int) -> Plan:
         tiles = math.ceil(m / BM) * math.ceil(n / bn)
         return Plan(bn, splits, min(tiles * splits, sms), pingpong)
     tiles_m = math.ceil(m / BM)
-    bn = 256 if tiles_m * math.ceil(n / 256) >= WIDE_TILE_WAVES * sms else 128
-    tiles = tiles_m * math.ceil(n / bn)
     k_blocks = math.ceil(k / BK)
+    tiles = tiles_m * math.ceil(n / 128)
+    bn, pingpong = 128, False
+    if tiles > sms:
+        if k_blocks <= PINGPONG_MAX_K_BLOCKS:
+            pingpong = True
+        elif tiles_m * math.ceil(n / 256) >= sms:
+            bn = 256
+            tiles = tiles_m * math.ceil(n / bn)
     splits = 1
     if tiles < SPLIT_BELOW_FILL * sms and k_blocks >= 2 * SPLIT_MIN_BLOCKS:
         splits = max(1, min(sms // tiles, k_blocks // SPLIT_MIN_BLOCKS))
         splits = math.ceil(k_blocks / math.ceil(k_blocks / splits))  # no empty split
-    return Plan(bn, splits, min(tiles * splits, sms))
+    return Plan(bn, splits, min(tiles * splits, sms), pingpong)
 
 
 # ---- tensor maps ---------------------------------------------------------------------------
