@@ -11,6 +11,7 @@ import numpy as np
 
 from ..backend import sync
 from ..backend.primitives import unbroadcast
+from .dispatch import hooks
 from .tensor import Tensor
 
 
@@ -151,6 +152,10 @@ def _backward(root: Tensor, grad_tensor, retain_graph: bool) -> None:
             in_grads = node.op.backward(node.ctx, grad)
             if not isinstance(in_grads, tuple):
                 in_grads = (in_grads,)
+            if hooks.grad_observers:  # the NaN/Inf checker, when on: the gradients that flow
+                flowing = tuple(g if t is not None else None for t, g in zip(node.inputs, in_grads))
+                for observe in hooks.grad_observers:
+                    observe(node.op, flowing)
             for t, g in zip(node.inputs, in_grads):
                 if t is None or g is None:
                     continue

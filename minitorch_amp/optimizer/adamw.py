@@ -42,6 +42,8 @@ class AdamW(Adam):
         array([1.9], dtype=float32)
     """
 
+    _kernel_name = "adamw_"  # its op in Paddle's operator statistics (eager)
+
     def __init__(
         self,
         learning_rate=0.001,

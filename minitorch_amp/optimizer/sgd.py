@@ -32,6 +32,8 @@ class SGD(Optimizer):
         array([0.95, 2.1 ], dtype=float32)
     """
 
+    _kernel_name = "sgd_"  # its op in Paddle's operator statistics (eager)
+
     def __init__(
         self,
         learning_rate=0.001,
