@@ -42,7 +42,8 @@ class AmpState:
     use_promote: bool
 
 
-# id(param), dtype -> (param, cast copy); one dict per outermost auto_cast region.
+# id(param), dtype -> (param, cast copy); one dict per outermost auto_cast region (False
+# inside a region with the cache turned off).
 _cast_cache = contextvars.ContextVar("minitorch_amp_cast_cache", default=None)
 
 
@@ -113,8 +114,14 @@ class auto_cast(ReentrantContext):  # noqa: N801 - Paddle's name; a context and 
             promote = use_promote if level == "O2" else True
             self._state = AmpState(level, float16, white, black, promote)
 
+    _cache_casts = True  # PyTorch's autocast(cache_enabled=False) turns it off
+
     def _enter(self):
-        cache_token = _cast_cache.set({}) if _cast_cache.get() is None else None
+        outer = _cast_cache.get()
+        if not self._cache_casts:  # no cache in this region (False: off, not "not yet made")
+            cache_token = _cast_cache.set(False) if outer is not False else None
+        else:
+            cache_token = _cast_cache.set({}) if not isinstance(outer, dict) else None
         return dispatch.autocast_state.set(self._state), cache_token
 
     def _exit(self, saved) -> None:
@@ -142,6 +149,7 @@ def _cast(t, dtype):
     """A recorded cast of ``t``; fp32 leaf parameters go through the region's cast cache."""
     if t._node is None and not t.stop_gradient:  # a leaf that wants a gradient: a parameter
         cache = _cast_cache.get()
+        cache = cache if isinstance(cache, dict) else None  # None: no region; False: off
         key = (id(t), dtype)
         entry = cache.get(key) if cache is not None else None
         if entry is not None:
