@@ -5,6 +5,7 @@ from __future__ import annotations
 import numbers
 
 from .adam import Adam
+from .torch_compat import torch_spellings
 
 __all__ = ["AdamW"]
 
@@ -44,6 +45,7 @@ class AdamW(Adam):
 
     _kernel_name = "adamw_"  # its op in Paddle's operator statistics (eager)
 
+    @torch_spellings
     def __init__(
         self,
         learning_rate=0.001,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..backend.fused_optim import fused_sgd
 from .optimizer import Optimizer
+from .torch_compat import torch_spellings
 
 __all__ = ["SGD"]
 
@@ -34,6 +35,7 @@ class SGD(Optimizer):
 
     _kernel_name = "sgd_"  # its op in Paddle's operator statistics (eager)
 
+    @torch_spellings
     def __init__(
         self,
         learning_rate=0.001,
