@@ -246,3 +246,79 @@ def test_cuda_amp_autocast_and_namespaces():
         assert mt.matmul(mt.ones([2, 2]), mt.ones([2, 2])).dtype == F16
     with autocast(enabled=False):
         assert not mt.is_autocast_enabled()
+
+
+# ---- rows of porting.md's AMP-surface table ---------------------------------------------
+def test_operator_stats_show_a_linear_as_one_row_in_its_output_dtype():
+    model = nn.Linear(4, 2)
+    with debugging.collect_operator_stats() as stats, amp.auto_cast():
+        model(mt.randn([3, 4]))
+    # Paddle shows a matmul_v2 (fp16) row and an elementwise_add (fp32) row; ours is one op
+    assert stats.counts["linear"] == {"fp16": 0, "bf16": 0, "fp32": 1, "other": 0}
+    assert "matmul" not in stats.counts and "add" not in stats.counts
+    assert stats.counts["cast"]["fp16"] == 2  # x and the weight
+
+
+def test_a_step_skipped_on_the_host_counts_no_update():
+    model = nn.Linear(4, 2)
+    opt = optimizer.Adam(learning_rate=0.1, parameters=model.parameters())
+    scaler = amp.GradScaler(init_loss_scaling=2.0**16)
+    with debugging.collect_operator_stats() as stats:
+        with np.errstate(all="ignore"):
+            with amp.auto_cast():
+                loss = model(mt.full([2, 4], 6e4)).sum()  # float16 product overflows
+            scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    assert "adam_" not in stats.counts and stats.counts["check_finite_and_unscale"]["fp32"] == 1
+
+
+class _NanBackward(mt.autograd.PyLayer):
+    @staticmethod
+    def forward(ctx, a):
+        return a * 2.0
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * float("nan")
+
+
+def test_checker_sees_gradients_of_create_graph_and_of_a_py_layer(capsys):
+    x = mt.to_tensor([0.0, 1.0], stop_gradient=False)
+    debugging.enable_tensor_checker(
+        debugging.TensorCheckerConfig(True, checked_op_list=["elementwise_pow_grad"])
+    )
+    try:
+        with np.errstate(all="ignore"), pytest.raises(RuntimeError, match="op=pow_grad"):
+            mt.grad(mt.pow(x, mt.to_tensor([0.0, 2.0])).sum(), [x], create_graph=True)
+    finally:
+        debugging.disable_tensor_checker()
+    config = debugging.TensorCheckerConfig(True, debugging.DebugMode.CHECK_NAN_INF)
+    debugging.enable_tensor_checker(config)
+    try:
+        _NanBackward.apply(x).sum().backward()
+    finally:
+        debugging.disable_tensor_checker()
+    assert "op=py_layer_grad" in capsys.readouterr().out
+
+
+def test_check_layer_numerics_checks_the_forward_only():
+    class Root(nn.Layer):
+        @debugging.check_layer_numerics
+        def forward(self, x):
+            return mt.sqrt(x)
+
+    x = mt.to_tensor([0.0, 4.0], stop_gradient=False)
+    out = Root()(x)  # sqrt(0) = 0 is finite; its gradient 1 / (2 * 0) is not
+    with np.errstate(all="ignore"):
+        out.sum().backward()  # Paddle's decorator would report the backward's inf
+    assert np.isinf(x.grad.numpy()[0])
+
+
+def test_namespaces_hold_the_documented_names():
+    assert sorted(mt.cuda.__all__) == ["amp"] and sorted(mt.cuda.amp.__all__) == [
+        "GradScaler",
+        "autocast",
+    ]
+    assert sorted(mt.device.amp.__all__) == ["GradScaler", "auto_cast", "autocast"]
+    assert mt.device.amp.auto_cast is amp.auto_cast and mt.device.amp.autocast is amp.autocast
