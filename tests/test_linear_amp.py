@@ -180,3 +180,22 @@ def test_o1_loss_curve_matches_numpy_matmul_then_add():
     # The test can tell: the old rule (bias cast to float16, one rounding) is much farther.
     old = reference_curve(x, y, params, 20, 0.05, bias_in_float16=True)
     assert np.max(np.abs(old - expected) / np.abs(expected)) > 30 * 3e-6
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "f16_bias", "no_bias"),
+    [
+        (dict(level="O1"), F16, F16),
+        (dict(level="OD"), F32, F16),
+        (dict(level="O2"), F16, F16),
+        (dict(level="O2", use_promote=False), F16, F16),
+    ],
+)
+def test_levels_md_table_for_a_float16_bias_and_no_bias(kwargs, f16_bias, no_bias):
+    # docs/levels.md's table, rows two and three (row one is the float32-bias test above)
+    x = mt.randn([2, 4])
+    half_bias = amp.decorate(layer(), level="O2")  # weight and bias float16
+    assert half_bias.bias.dtype == F16
+    with amp.auto_cast(**kwargs):
+        assert half_bias(x).dtype == f16_bias
+        assert layer(bias=False)(x).dtype == no_bias
