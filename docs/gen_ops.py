@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from minitorch_amp import amp  # noqa: E402
+from minitorch_amp.amp import op_lists  # noqa: E402
 from minitorch_amp.autograd import OP_TABLE  # noqa: E402
 
 TARGET = ROOT / "docs" / "ops.md"
@@ -40,6 +40,8 @@ def render() -> str:
         casts = (
             "all floating" if op.amp_inputs is None else ", ".join(f"#{i}" for i in op.amp_inputs)
         )
+        if op.amp_bias is not None:
+            casts += f"; #{op.amp_bias} by the add's rule"
         lines.append(
             f"| `{name}` | `{op.__name__}` | `{module}` | {op.amp} | {casts} | {summary} |"
         )
@@ -51,7 +53,7 @@ def _names(ops) -> str:
 
 
 def render_amp_lists() -> str:
-    """The per-level lists, as a Markdown table, from amp.white_list/black_list/gray_list."""
+    """The per-level lists, as a Markdown table, from op_lists.white_ops/black_ops."""
     never = sorted(n for n, op in OP_TABLE.items() if op.amp == "none")
     lines = [
         BEGIN,
@@ -59,7 +61,7 @@ def render_amp_lists() -> str:
         "|---|---|---|---|",
     ]
     for level in ("OD", "O1", "O2"):
-        white, black = amp.white_list(level), amp.black_list(level)
+        white, black = op_lists.white_ops(level), op_lists.black_ops(level)
         if level == "OD":
             black_text, gray = "every other op", "(none)"
         else:

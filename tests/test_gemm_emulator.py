@@ -187,3 +187,18 @@ def test_emulator_catches_a_missing_barrier(tmp_path):
     out, _ = emulate(broken, tmp_path, a, b, False, False, float32)
     value = exact(a, b)
     assert not np.all(np.abs(out - value) <= error_bound(a, b, False, False, float32, value))
+
+
+def test_emulated_bias_is_added_to_the_rounded_product(emulator, tmp_path):
+    """The kernel's own epilogue, not only its twin, adds the bias to the product as stored:
+    Paddle's matmul-then-add. The product 1 + 2**-11 is stored as 1.0 (a tie), and
+    1.0 + 2**-11 rounds to 1.0 again; adding the bias first would give 1 + 2**-10."""
+    a = np.array([[1.0, 2.0**-11]], dtype=float16)
+    b = np.array([[1.0], [1.0]], dtype=float16)
+    bias = np.array([2.0**-11], dtype=float16)
+    out, _ = emulate(emulator, tmp_path, a, b, False, False, float16, bias=bias)
+    assert out[0, 0] == np.float16(1.0)
+    np.testing.assert_array_equal(out, gemm.twin(a, b, bias=bias))
+    # float32 output: rounding to float32 changes nothing, the sum is exact
+    out32, _ = emulate(emulator, tmp_path, a, b, False, False, float32, bias=bias.astype(float32))
+    assert out32[0, 0] == np.float32(1 + 2.0**-10)

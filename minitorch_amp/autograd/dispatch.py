@@ -30,10 +30,17 @@ class Hooks:
             only while ``autocast_state`` is set and for ops whose category is not NONE.
         observers: functions ``observe(op, out)`` run after every forward (operator statistics,
             the NaN/Inf checker). Empty unless a debugging tool is on.
+        grad_observers: functions ``observe(op, grads)`` run after every op's backward with
+            the gradients it returned, one per input (the NaN/Inf checker's ``*_grad`` ops).
+        counters: functions ``count(name, dtype)`` told of the kernels that run outside
+            ``apply`` (the optimizer's update ``adamw_``, the scaler's unscale), for operator
+            statistics.
     """
 
     autocast = None
     observers: tuple = ()
+    grad_observers: tuple = ()
+    counters: tuple = ()
 
 
 hooks = Hooks()

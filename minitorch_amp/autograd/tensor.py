@@ -247,6 +247,15 @@ class Tensor:
 
     cast = astype
 
+    def float(self) -> Tensor:
+        """float32, or ``self`` when it already is (Paddle 3's and PyTorch's ``Tensor.float()``:
+        the way back from an autocast region's float16). Recorded, as :meth:`to`."""
+        return self.to(_dtypes.float32)
+
+    def half(self) -> Tensor:
+        """float16, or ``self`` when it already is (PyTorch's ``Tensor.half()``). Recorded."""
+        return self.to(_dtypes.float16)
+
     def to(self, *args, **kwargs) -> Tensor:
         """A copy on a device and/or in a dtype (self when nothing changes). Recorded.
 

@@ -98,11 +98,14 @@ def matmul_float32(a, b, transpose_a: bool = False, transpose_b: bool = False):
 
 
 def linear(x, weight, bias=None):
-    """``x @ weight + bias`` (Paddle's layout: ``weight`` is ``[in, out]``).
+    """``x @ weight``, then ``+ bias`` in the bias's dtype (Paddle's layout: ``weight`` is
+    ``[in, out]``).
 
-    In float16 the bias is added in float32 before the single rounding, on both backends: one
-    launch of the GEMM kernel on the GPU (the bias in its epilogue), the kernel's twin on the
-    CPU. Other dtypes are a :func:`matmul` then an add.
+    What Paddle's ``F.linear`` computes with its two ops: the product in the inputs' dtype
+    (float16: float32 sums, rounded once, as :func:`matmul`), then an add in ``bias.dtype``,
+    to which the product is cast (float16 to float32 exactly). A float16 product with a
+    float16 bias is one launch of the GEMM kernel on the GPU, the bias in its epilogue added
+    to the rounded product (the same result as the two ops), and the kernel's twin on the CPU.
     """
     xp = get_array_module(x, weight)
     half = x.dtype == float16 and weight.dtype == float16
@@ -115,10 +118,11 @@ def linear(x, weight, bias=None):
     out = matmul(x, weight)
     if bias is None:
         return out
-    if out.dtype == bias.dtype:
-        out += bias  # in place: the product is a fresh array
-        return out
-    return out + bias
+    if out.dtype != bias.dtype:
+        with np.errstate(over="ignore"):  # a float32 product past 65504 is inf in float16
+            out = out.astype(bias.dtype)
+    out += bias  # in place: the product (or its cast) is a fresh array
+    return out
 
 
 def reduce_sum(x, axis=None, keepdims: bool = False, out=None):
