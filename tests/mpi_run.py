@@ -14,21 +14,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import needs
 import numpy as np
-import pytest
 
-from minitorch_amp.distributed.launch import find_mpiexec, mpiexec_env
+from minitorch_amp.distributed.launch import mpiexec_env
 
 WORKERS = Path(__file__).parent / "dist"
 
 
 def mpiexec_or_skip() -> str:
-    try:
-        return find_mpiexec()
-    except FileNotFoundError as exc:
-        if os.environ.get("CI"):
-            raise  # CI installs the test extra, which brings MPI: its absence is a failure
-        pytest.skip(str(exc))
+    """``mpiexec``; skip without MPI, fail under CI=true (the test extra brings it)."""
+    return needs.mpiexec()
 
 
 def run_mpi(script: str, nproc: int, *args, tmp_path: Path, timeout: float = 120,

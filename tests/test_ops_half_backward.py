@@ -102,4 +102,3 @@ def test_half_backward_matches_float64_of_the_same_rounded_inputs(entry, dtype, 
     allowed = ALLOWANCE_U.get(entry.name, DEFAULT_U)
     for i, (got, want) in enumerate(zip(half, oracle)):
         assert_within_roundoff(got, want, u, smallest_normal, allowed, f"input {i}")
-
