@@ -20,6 +20,7 @@ import numpy as np
 from minitorch_amp.distributed.launch import mpiexec_env
 
 WORKERS = Path(__file__).parent / "dist"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def mpiexec_or_skip() -> str:
@@ -42,6 +43,8 @@ def run_mpi(script: str, nproc: int, *args, tmp_path: Path, timeout: float = 120
         "MINITORCH_AMP_DEVICE": os.environ.get("MINITORCH_AMP_DEVICE", "cpu"),
         "OPENBLAS_NUM_THREADS": "1",
         "OMP_NUM_THREADS": "1",
+        # the ranks import this checkout, as the test does (not whatever pip installed)
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         **(env or {}),
     }
     command = [mpiexec, "-n", str(nproc), sys.executable, str(WORKERS / script), *map(str, args)]
