@@ -24,12 +24,13 @@ from minitorch_amp.backend.gemm import gemm as run_gemm
 EMULATOR = gemm.KERNELS.path.parents[1] / "tests" / "gemm_emulator.cpp"
 
 
-def build_emulator(directory, kernel_dir):
+def build_emulator(directory, kernel_dir, source=EMULATOR):
+    """Compile the emulator ``source`` against the kernel files in ``kernel_dir``."""
     compiler = needs.program("g++", "the kernel emulators are built with it")
     include = needs.cuda_headers()
-    binary = directory / "gemm_emulator"
+    binary = directory / source.stem
     command = [compiler, "-std=c++17", "-O2", "-ffp-contract=off", "-w", f"-I{include}"]
-    command += [f"-I{kernel_dir}", str(EMULATOR), "-o", str(binary)]
+    command += [f"-I{kernel_dir}", str(source), "-o", str(binary)]
     subprocess.run(command, check=True, capture_output=True, text=True)
     return binary
 

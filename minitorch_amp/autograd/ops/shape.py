@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...backend import get_array_module, sync
 from ...backend.dtypes import accumulation_dtype
-from ...backend.primitives import scatter_add
+from ...backend.primitives import scatter_add, unbroadcast
 from ..op import GRAY, Op
 
 
@@ -99,3 +99,30 @@ class GetItem(Op):
         full = xp.zeros(ctx.shape, dtype=accumulation_dtype(grad.dtype))
         scatter_add(full, ctx.index, grad.astype(full.dtype, copy=False))
         return full.astype(grad.dtype, copy=False)
+
+
+class Expand(Op):
+    """Broadcast ``x`` to ``shape`` (NumPy's rule, aligned on the right), as a new array.
+
+    Backward sums the gradient over the broadcast axes (in float32 for float16).
+    """
+
+    name = "expand"
+    amp = GRAY  # Paddle: expand_v2 and expand_as_v2 are on no AMP list
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        xp = get_array_module(x)
+        try:
+            out = xp.broadcast_to(x, tuple(shape))
+        except ValueError:
+            raise ValueError(
+                f"expand: a tensor of shape {list(x.shape)} cannot be expanded to {list(shape)}: "
+                "each dimension must be 1 or equal to the target's (aligned on the right)"
+            ) from None
+        ctx.shape = x.shape
+        return out.copy()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return unbroadcast(grad, ctx.shape) if tuple(grad.shape) != ctx.shape else grad
