@@ -66,8 +66,10 @@ def test_the_docs_site_builds_strictly(tmp_path):
 
 
 # A ```python block followed (after blank lines only) by a ```text block: the text block is
-# what the snippet prints, exactly. An HTML comment right before the text block may loosen the
-# comparison of floats (numbers written with a '.' or an exponent; integers stay exact):
+# what the snippet prints, exactly. A snippet that prints needs one (output written as a
+# comment beside the print is not checked, so it is not how a page shows output). An HTML
+# comment right before the text block may loosen the comparison of floats (numbers written
+# with a '.' or an exponent; integers stay exact):
 #   <!-- floats: N significant digits -->  within one unit of the N-th significant digit
 #   <!-- floats: within P% -->             within P percent of the shown value
 # Use it only where the printed value varies with the machine, and say by how much (measured:
@@ -130,7 +132,9 @@ def test_every_python_snippet_in_the_docs_runs_and_prints_what_the_page_shows(co
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(code, "<doc snippet>", "exec"), {"__name__": "__doc_snippet__"})
-    if shown is not None:
+    if shown is None:  # a page that shows no output must not hide some
+        assert out.getvalue() == "", "the snippet prints; show it in a ```text block after it"
+    else:
         assert_same_output(out.getvalue(), shown, loose)
 
 
