@@ -7,9 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import needs
 import pytest
 
-pytest.importorskip("sklearn")
+needs.module("sklearn", "scikit-learn comes with the test extra")
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))

@@ -9,15 +9,15 @@ and ``docs/kernels.md``). These tests hold its results to the specification in
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
+import needs
 import numpy as np
 import pytest
 from test_gemm import LAYOUTS, SOURCE, assert_within_bound, error_bound, exact, stored
 
-from minitorch_amp.backend import gemm, nvrtc
+from minitorch_amp.backend import gemm
 from minitorch_amp.backend.dtypes import float16, float32
 from minitorch_amp.backend.gemm import gemm as run_gemm
 
@@ -26,14 +26,10 @@ EMULATOR = gemm.KERNELS.path.parents[1] / "tests" / "gemm_emulator.cpp"
 
 def build_emulator(directory, kernel_dir, source=EMULATOR):
     """Compile the emulator ``source`` against the kernel files in ``kernel_dir``."""
-    if shutil.which("g++") is None:
-        pytest.skip("g++ is not installed")
-    try:
-        include = nvrtc.include_dir()
-    except nvrtc.NvrtcUnavailableError as exc:
-        pytest.skip(str(exc))
+    compiler = needs.program("g++", "the kernel emulators are built with it")
+    include = needs.cuda_headers()
     binary = directory / source.stem
-    command = ["g++", "-std=c++17", "-O2", "-ffp-contract=off", "-w", f"-I{include}"]
+    command = [compiler, "-std=c++17", "-O2", "-ffp-contract=off", "-w", f"-I{include}"]
     command += [f"-I{kernel_dir}", str(source), "-o", str(binary)]
     subprocess.run(command, check=True, capture_output=True, text=True)
     return binary

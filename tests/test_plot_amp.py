@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
+import needs
 import numpy as np
 import pytest
 
@@ -100,11 +100,8 @@ def test_unknown_mode_is_rejected():
         plot_amp.train_per_step("O3", plot_amp.QUICK, steps=1)
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("matplotlib") is None,
-    reason="matplotlib comes with the 'examples' extra",
-)
 def test_one_command_writes_the_three_pngs(tmp_path):
+    needs.module("matplotlib", "it comes with the test and examples extras")
     out = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "plot_amp.py"), "--quick", "--out", str(tmp_path)],
         capture_output=True,
