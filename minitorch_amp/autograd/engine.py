@@ -122,7 +122,10 @@ post_backward_hooks: list = []
 
 def backward(root: Tensor, grad_tensor=None, retain_graph: bool = False) -> None:
     """Accumulate d(root)/d(leaf) into ``leaf.grad`` for every leaf that needs a gradient."""
-    _backward(root, grad_tensor, retain_graph)
+    # NOTE: a gradient that overflows to inf (or NaN) is a value for the loss scaler to find,
+    # as on the GPU; NumPy would also warn about it from inside the library.
+    with np.errstate(over="ignore", invalid="ignore"):
+        _backward(root, grad_tensor, retain_graph)
     for hook in post_backward_hooks:
         hook()
 
