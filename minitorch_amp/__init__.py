@@ -1,6 +1,6 @@
 """minitorch_amp: a small, readable deep-learning engine built for Automatic Mixed Precision."""
 
-from . import amp, device, distributed, nn, optimizer
+from . import amp, device, distributed, nn, optimizer, utils
 from .autograd import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .autograd.creation import (
     arange,
