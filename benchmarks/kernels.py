@@ -102,8 +102,11 @@ def bench_adam(repeat: int):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=50)
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--repeat", type=int, default=50, help="timed calls per kernel")
     args = parser.parse_args()
     if device.cupy is None:
         print("benchmarks/kernels.py needs CuPy and a CUDA device; none is usable here.")
