@@ -15,6 +15,7 @@ import textwrap
 
 import numpy as np
 
+from ..backend import cuda_info as _cuda_info
 from ..backend import device as _device
 
 ENVIRONMENT_VARIABLES: dict[str, str] = {
@@ -43,59 +44,11 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
 }
 
 
-def _cupy_facts() -> dict:
-    """CuPy, CUDA and device facts; empty strings where there is no CuPy or no GPU."""
-    facts = {"cupy": "not installed", "cuda runtime": "", "cuda driver": "", "gpus": []}
-    try:
-        import cupy
-    except ImportError:
-        return facts
-    facts["cupy"] = cupy.__version__
-    try:
-        runtime = cupy.cuda.runtime
-        facts["cuda runtime"] = _cuda_version(runtime.runtimeGetVersion())
-        facts["cuda driver"] = _cuda_version(runtime.driverGetVersion())
-        for index in range(runtime.getDeviceCount()):
-            props = runtime.getDeviceProperties(index)
-            name = props["name"]
-            name = name.decode() if isinstance(name, bytes) else str(name)
-            capability = f"{props['major']}.{props['minor']}"
-            memory = props["totalGlobalMem"] / 2**30
-            facts["gpus"].append(
-                f"gpu:{index} {name}, compute capability {capability}, {memory:.1f} GiB"
-            )
-    except Exception as exc:  # no driver, no device: report it, do not fail
-        facts["cuda driver"] = facts["cuda driver"] or f"unavailable ({type(exc).__name__})"
-    return facts
-
-
-def _cuda_version(number: int) -> str:
-    """CUDA's integer version (12040) as text (12.4)."""
-    return f"{number // 1000}.{number % 1000 // 10}"
-
-
-def _nvrtc_facts() -> str:
-    """Which NVRTC the kernels compile with: CuPy's on a GPU, else the library the tests use."""
-    if _device.cupy is not None:
-        try:
-            major, minor = _device.cupy.cuda.nvrtc.getVersion()
-        except Exception as exc:
-            return f"not loadable ({type(exc).__name__}: {exc})"
-        return f"{major}.{minor} (CuPy's)"
-    from ..backend import nvrtc
-
-    try:
-        major, minor = nvrtc.version()
-    except Exception as exc:  # NvrtcUnavailableError, OSError
-        return f"not found ({exc})"
-    return f"{major}.{minor} (libnvrtc, no GPU: compile checks only)"
-
-
 def collect_env() -> dict:
     """Everything the report shows, as a dict of plain values (strings and lists)."""
     from .. import __version__
 
-    facts = _cupy_facts()
+    facts = _cuda_info.cupy_facts()
     place = _device.current_place()
     if place.kind == "gpu":
         backend = f"{place} (CuPy)"
@@ -114,7 +67,7 @@ def collect_env() -> dict:
         "cuda runtime": facts["cuda runtime"] or "-",
         "cuda driver": facts["cuda driver"] or "-",
         "gpus": facts["gpus"],
-        "nvrtc": _nvrtc_facts(),
+        "nvrtc": _cuda_info.nvrtc_facts(),
         "backend": backend,
         "environment": {k: os.environ[k] for k in ENVIRONMENT_VARIABLES if k in os.environ},
     }
