@@ -2,7 +2,8 @@
 
 Prints the environment report (:mod:`minitorch_amp.utils.environment`), checks each raw
 kernel (run against its twin on a GPU, compiled with NVRTC without one), then runs
-:func:`minitorch_amp.utils.run_check`. Exits 1 when a kernel or the training check fails.
+:func:`minitorch_amp.utils.run_check`. Exits 1 when a kernel or the training check fails, or
+when ``MINITORCH_AMP_GEMM_KERNEL`` asks for what cannot run.
 """
 
 from __future__ import annotations
@@ -28,9 +29,13 @@ def main(argv=None) -> int:
     from .utils.kernel_check import check_kernels
 
     kernels = check_kernels(compile_without_gpu=not args.no_compile)
-    print(format_report(collect_env(), kernels))
+    info = collect_env()
+    print(format_report(info, kernels))
     print()
     failed = [file for file, status in kernels if status.startswith(("FAILED", "MISMATCH"))]
+    if info["gemm kernel"].startswith("error: "):
+        print(info["gemm kernel"], file=sys.stderr)
+        return 1
     try:
         run_check()
     except RuntimeError as exc:

@@ -47,8 +47,9 @@ def test_python_dash_m_reports_the_backend_and_exits_0():
     for fact in ("minitorch_amp:", "python:", "numpy:", "cupy:", "nvrtc:", "gpus:"):
         assert f"\n{fact}" in out.stdout
     assert "  MINITORCH_AMP_DIST_TIMEOUT=42" in out.stdout  # the variables in effect
-    for file in ("cast.cu", "amp.cu", "gemm_fp16.cu", "optim.cu"):
+    for file in ("cast.cu", "amp.cu", "gemm_fp16.cu", "gemm_sm90.cu", "optim.cu"):
         assert f"  {file} " in out.stdout
+    assert "\ngemm kernel:" in out.stdout
     assert "minitorch_amp works well on 1 " in out.stdout
 
 
@@ -100,6 +101,89 @@ def test_kernel_checks_report_a_mismatch_and_a_failure():
 
     results = dict(kernel_check.run_checks(broken, np.asarray))
     assert all(s == "FAILED: OSError: CUDA_ERROR_NO_BINARY_FOR_GPU" for s in results.values())
+
+
+def test_the_hopper_gemm_check_is_not_run_on_another_gpu(monkeypatch):
+    # a GPU of compute capability 8.0, pretended: arrays "on the device" are not NumPy's
+    monkeypatch.setattr(kernel_check._device, "get_array_module", lambda *arrays: object())
+    monkeypatch.setattr(kernel_check._gemm_sm90, "device_is_hopper", lambda: False)
+    results = dict(kernel_check.run_checks(np.array, np.asarray))
+    assert results["gemm_sm90.cu"] == (
+        "not run: needs compute capability 9.0 (wgmma, TMA); gemm_fp16.cu runs here"
+    )
+
+
+def test_each_gemm_check_chooses_its_kernel_and_restores_the_variable(monkeypatch):
+    from minitorch_amp.backend import gemm_sm90
+
+    monkeypatch.setenv(gemm_sm90.KERNEL_ENV, "auto")
+    seen = []
+    real = kernel_check._gemm.gemm
+
+    def spy(*args, **kwargs):
+        seen.append(os.environ[gemm_sm90.KERNEL_ENV])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(kernel_check._gemm, "gemm", spy)
+    assert kernel_check.CHECKS["gemm_fp16.cu"](np.array, np.asarray)
+    assert kernel_check.CHECKS["gemm_sm90.cu"](np.array, np.asarray)
+    assert set(seen[:2]) == {"sm80"} and set(seen[2:]) == {"sm90"} and len(seen) == 8
+    assert os.environ[gemm_sm90.KERNEL_ENV] == "auto"
+
+
+def test_without_a_gpu_each_file_is_compiled_for_its_own_target(monkeypatch):
+    from minitorch_amp.backend import kernels, nvrtc
+
+    compiled = {}
+    monkeypatch.setattr(nvrtc, "version", lambda: (12, 8))
+    monkeypatch.setattr(nvrtc, "include_dir", lambda: "/cuda/include")
+    monkeypatch.setattr(
+        nvrtc,
+        "compile_source",
+        lambda source, file, options, names, arch: compiled.update({file: arch}),
+    )
+    results = dict(kernel_check.compile_checks())
+    assert compiled["gemm_sm90.cu"] == "sm_90a"  # it refuses (#error) any other target
+    assert compiled["gemm_fp16.cu"] == "compute_80"
+    assert set(compiled) == set(kernels.REGISTRY)
+    assert results["gemm_sm90.cu"] == "compiles for sm_90a with NVRTC 12.8; not run (no GPU)"
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_every_kernel_matches_its_twin():
+    from minitorch_amp.backend import gemm_sm90
+
+    results = dict(kernel_check.check_kernels())
+    if not gemm_sm90.device_is_hopper():
+        assert results.pop("gemm_sm90.cu").startswith("not run: needs compute capability 9.0")
+    assert set(results.values()) == {"compiles, matches its twin"}
+
+
+# ---- which GEMM kernel the report names ------------------------------------------------------
+def test_the_report_names_the_gemm_kernel_and_its_setting(monkeypatch):
+    from minitorch_amp.utils.environment import gemm_kernel
+
+    monkeypatch.delenv("MINITORCH_AMP_GEMM_KERNEL", raising=False)
+    if mt.get_device() == "cpu":
+        assert gemm_kernel() == "the NumPy twin (no GPU; MINITORCH_AMP_GEMM_KERNEL=auto)"
+    monkeypatch.setenv("MINITORCH_AMP_GEMM_KERNEL", "sm75")
+    assert gemm_kernel() == (
+        "error: MINITORCH_AMP_GEMM_KERNEL must be auto, sm80 or sm90, got 'sm75'"
+    )
+
+
+def test_python_dash_m_exits_1_when_the_gemm_setting_is_wrong():
+    out = subprocess.run(
+        [sys.executable, "-m", "minitorch_amp", "--no-compile"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "MINITORCH_AMP_GEMM_KERNEL": "hopper"},
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert out.returncode == 1
+    assert "MINITORCH_AMP_GEMM_KERNEL must be auto, sm80 or sm90, got 'hopper'" in out.stderr
+    assert "  MINITORCH_AMP_GEMM_KERNEL=hopper" in out.stdout  # among the variables in effect
 
 
 def test_every_registered_kernel_file_has_a_check():

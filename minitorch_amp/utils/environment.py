@@ -17,11 +17,14 @@ import numpy as np
 
 from ..backend import cuda_info as _cuda_info
 from ..backend import device as _device
+from ..backend import gemm_sm90 as _gemm_sm90
+from ..backend import kernels as _kernels
 
 ENVIRONMENT_VARIABLES: dict[str, str] = {
     # read by minitorch_amp itself
     "MINITORCH_AMP_DEVICE": "'cpu' or 'gpu': force the backend chosen at import",
     "MINITORCH_AMP_RAW_KERNELS": "'0': CuPy's own array code instead of the kernels of cuda/",
+    "MINITORCH_AMP_GEMM_KERNEL": "'auto', 'sm80' or 'sm90': which GEMM kernel runs on a GPU",
     "MINITORCH_AMP_DIST_BACKEND": "'mpi', 'nccl' or 'local': force the distributed backend",
     "MINITORCH_AMP_DIST_TIMEOUT": "seconds a collective waits for the other ranks (600)",
     "CUDA_PATH": "the CUDA toolkit whose headers the NVRTC compile check uses",
@@ -42,6 +45,34 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "HYPOTHESIS_PROFILE": "the tests' Hypothesis profile: 'ci' (default) or 'thorough'",
     "CI": "set by CI: the tests also check the kernels with nvcc",
 }
+
+
+def gemm_kernel() -> str:
+    """Which kernel a float16 matrix product runs here, as ``backend/gemm.py`` will choose it
+    (``MINITORCH_AMP_GEMM_KERNEL``, the compute capability, the raw-kernel switch)."""
+    try:
+        choice = _gemm_sm90.requested()
+    except ValueError as exc:
+        return f"error: {exc}"
+    setting = f"{_gemm_sm90.KERNEL_ENV}={choice}"
+    if _device.current_place().kind != "gpu":
+        return f"the NumPy twin (no GPU; {setting})"
+    if not _kernels.enabled():
+        return "CuPy's matmul (MINITORCH_AMP_RAW_KERNELS=0)"
+    if choice == "sm80":
+        return f"gemm_fp16.cu (mma.sync), chosen by {setting}"
+    if _gemm_sm90.device_is_hopper():
+        return (
+            f"gemm_sm90.cu (wgmma + TMA) where TMA can address the operands, else "
+            f"gemm_fp16.cu ({setting})"
+        )
+    if choice == "sm90":
+        capability = _device.cupy.cuda.Device().compute_capability
+        return (
+            f"error: {setting} asks for gemm_sm90.cu, which needs compute capability 9.0, "
+            f"and this GPU has {capability}; unset it"
+        )
+    return f"gemm_fp16.cu (mma.sync; gemm_sm90.cu needs compute capability 9.0; {setting})"
 
 
 def collect_env() -> dict:
@@ -69,6 +100,7 @@ def collect_env() -> dict:
         "gpus": facts["gpus"],
         "nvrtc": _cuda_info.nvrtc_facts(),
         "backend": backend,
+        "gemm kernel": gemm_kernel(),
         "environment": {k: os.environ[k] for k in ENVIRONMENT_VARIABLES if k in os.environ},
     }
 
@@ -87,6 +119,7 @@ def format_report(info: dict, kernels: list | None = None) -> str:
         "cuda driver",
         "nvrtc",
         "backend",
+        "gemm kernel",
     ):
         text = textwrap.wrap(str(info[key]), 88 - 15, break_on_hyphens=False) or [""]
         lines.append(f"{key + ':':<15}{text[0]}")

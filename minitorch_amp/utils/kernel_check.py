@@ -2,9 +2,12 @@
 
 On a GPU every file of ``cuda/`` is compiled by the loader and launched once on a small
 input, and the result is held to the twin run on the same input with NumPy: bit for bit
-where the kernel promises that (casts, unscaling, the loss-scale update, the optimizer), within
-two float16 ulps for the GEMM (it adds in another order). Without a GPU, each file is compiled
-with NVRTC when the library is here (``pip install nvidia-cuda-nvrtc``), and nothing runs.
+where the kernel promises that (casts, unscaling, the loss-scale update, the optimizer, the
+Hopper GEMM on integer data, whose float32 sums are exact in any order), within two float16
+ulps for ``gemm_fp16.cu`` (it adds in another order). Each GEMM check chooses its kernel with
+``MINITORCH_AMP_GEMM_KERNEL``; ``gemm_sm90.cu`` runs only on compute capability 9.0 and is
+reported "not run" elsewhere. Without a GPU, each file is compiled with NVRTC for its target
+when the library is here (``pip install nvidia-cuda-nvrtc``), and nothing runs.
 
 The checks take ``to_device`` and ``to_host`` so that the tests can run them with NumPy on
 both sides; :func:`check_kernels` uses CuPy.
@@ -12,6 +15,8 @@ both sides; :func:`check_kernels` uses CuPy.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable
 
 import numpy as np
@@ -20,10 +25,29 @@ from ..backend import cast as _cast
 from ..backend import device as _device
 from ..backend import fused_optim as _fused_optim
 from ..backend import gemm as _gemm
+from ..backend import gemm_sm90 as _gemm_sm90
 from ..backend import kernels as _kernels
 from ..backend import loss_scaling as _loss_scaling
 
 Move = Callable[[np.ndarray], object]
+
+
+class NotApplicableError(Exception):
+    """A check that does not apply to this device; its message says why."""
+
+
+@contextlib.contextmanager
+def _gemm_kernel(choice: str):
+    """``MINITORCH_AMP_GEMM_KERNEL=choice`` inside (read at every launch), then as before."""
+    previous = os.environ.get(_gemm_sm90.KERNEL_ENV)
+    os.environ[_gemm_sm90.KERNEL_ENV] = choice
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ[_gemm_sm90.KERNEL_ENV]
+        else:
+            os.environ[_gemm_sm90.KERNEL_ENV] = previous
 
 
 def _cast_matches(to_device: Move, to_host: Move) -> bool:
@@ -79,12 +103,45 @@ def _gemm_matches(to_device: Move, to_host: Move) -> bool:
     a = rng.standard_normal((19, 40)).astype(np.float16)  # not multiples of any tile
     b = rng.standard_normal((40, 23)).astype(np.float16)
     bias = rng.standard_normal(23).astype(np.float16)
-    out = to_host(_gemm.gemm(to_device(a), to_device(b), bias=to_device(bias), relu=True))
-    expected = _gemm.gemm(a, b, bias=bias, relu=True)
+    with _gemm_kernel("sm80"):  # gemm_fp16.cu itself, also where gemm_sm90.cu would run
+        out = to_host(_gemm.gemm(to_device(a), to_device(b), bias=to_device(bias), relu=True))
+        expected = _gemm.gemm(a, b, bias=bias, relu=True)
     two_ulps = 2.0 * np.spacing(np.abs(expected)).astype(np.float32)
     return out.dtype == expected.dtype and bool(
         np.all(np.abs(out.astype(np.float32) - expected.astype(np.float32)) <= two_ulps)
     )
+
+
+def _gemm_sm90_matches(to_device: Move, to_host: Move) -> bool:
+    on_gpu = _device.get_array_module(to_device(np.zeros(1, np.float16))) is not np
+    if on_gpu and not _gemm_sm90.device_is_hopper():
+        reason = "needs compute capability 9.0 (wgmma, TMA); gemm_fp16.cu runs here"
+        raise NotApplicableError(reason)
+    rng = np.random.default_rng(0)
+    # M = 40, N = 24: tails of a tile; K = 40 (one partial block of 64) and 1536 (24 blocks,
+    # split in 3). Each layout, both tile widths, both output types, the split-K reduction.
+    # Small integers: every float32 sum is exact, so the kernel must give the twin's bits.
+    cases = [  # (a's shape, b's shape, transpose_a, transpose_b, bias, relu, out, bn, splits)
+        ((40, 40), (40, 24), False, False, True, True, np.float16, 128, 1),
+        ((40, 1536), (24, 1536), False, True, True, False, np.float16, 128, 3),
+        ((1536, 40), (1536, 24), True, False, False, False, np.float32, 256, 1),
+    ]
+    same = True
+    for shape_a, shape_b, ta, tb, with_bias, relu, out_dtype, bn, splits in cases:
+        with _gemm_kernel("sm90"), _gemm_sm90.forced_plan(bn, splits):
+            a = rng.integers(-3, 4, shape_a).astype(np.float16)
+            b = rng.integers(-3, 4, shape_b).astype(np.float16)
+            bias = rng.integers(-8, 9, 24).astype(out_dtype) if with_bias else None
+            moved_a, moved_b = to_device(a), to_device(b)
+            k = shape_a[0] if ta else shape_a[1]
+            if on_gpu and not _gemm_sm90.usable(moved_a, moved_b, k):
+                raise RuntimeError("the check's operands are not TMA-addressable")
+            moved_bias = to_device(bias) if with_bias else None
+            args = dict(relu=relu, out_dtype=out_dtype)
+            out = _gemm.gemm(moved_a, moved_b, ta, tb, moved_bias, **args)
+            expected = _gemm.gemm(a, b, ta, tb, bias, **args)
+            same = same and np.array_equal(to_host(out), expected)
+    return same
 
 
 def _optim_matches(to_device: Move, to_host: Move) -> bool:
@@ -106,6 +163,7 @@ CHECKS: dict[str, Callable[[Move, Move], bool]] = {
     "cast.cu": _cast_matches,
     "amp.cu": _amp_matches,
     "gemm_fp16.cu": _gemm_matches,
+    "gemm_sm90.cu": _gemm_sm90_matches,
     "optim.cu": _optim_matches,
 }
 
@@ -116,6 +174,9 @@ def run_checks(to_device: Move, to_host: Move) -> list[tuple[str, str]]:
     for file, check in CHECKS.items():
         try:
             ok = check(to_device, to_host)
+        except NotApplicableError as reason:
+            results.append((file, f"not run: {reason}"))
+            continue
         except Exception as exc:
             results.append((file, f"FAILED: {type(exc).__name__}: {exc}".splitlines()[0]))
             continue
@@ -134,12 +195,13 @@ def compile_checks() -> list[tuple[str, str]]:
         return [(file, f"not checked: no GPU, and {exc}") for file in _kernels.REGISTRY]
     results = []
     for file, entry in _kernels.REGISTRY.items():
+        arch = entry.arch or "compute_80"  # a file built for one target only, else Ampere's
         try:
-            nvrtc.compile_source(entry.source(), file, entry.all_options(), entry.names)
+            nvrtc.compile_source(entry.source(), file, entry.all_options(), entry.names, arch)
         except Exception as exc:
             results.append((file, f"FAILED to compile: {str(exc).splitlines()[0]}"))
             continue
-        results.append((file, f"compiles with NVRTC {version}; not run (no GPU)"))
+        results.append((file, f"compiles for {arch} with NVRTC {version}; not run (no GPU)"))
     return results
 
 
