@@ -13,7 +13,13 @@ import pytest
 from minitorch_amp.utils.progress import progress
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ["simple_net.py", "digits_mlp.py", "distributed_simple_net.py", "plot_amp.py"]
+EXAMPLES = [
+    "simple_net.py",
+    "digits_mlp.py",
+    "digits_cnn.py",
+    "distributed_simple_net.py",
+    "plot_amp.py",
+]
 
 
 @pytest.mark.parametrize("script", EXAMPLES)
