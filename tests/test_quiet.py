@@ -95,3 +95,17 @@ def test_float32_outside_auto_cast_still_follows_numpy():
     # NumPy-level surprise, and NumPy's warning is left to tell them.
     with pytest.warns(RuntimeWarning, match="overflow"):
         mt.exp(mt.to_tensor([1000.0]))
+
+
+def test_with_the_tensor_checker_on_it_alone_reports_nan_and_inf(warnings_are_errors, capsys):
+    # Paddle's checker prints its report line; NumPy's warnings would say the same again.
+    config = amp.debugging.TensorCheckerConfig(True, amp.debugging.DebugMode.CHECK_NAN_INF)
+    amp.debugging.enable_tensor_checker(config)
+    try:
+        y = mt.to_tensor([1.0, 0.0]) / mt.to_tensor([0.0, 0.0])  # float32: inf, NaN
+    finally:
+        amp.debugging.disable_tensor_checker()
+    assert np.isinf(y.numpy()[0]) and np.isnan(y.numpy()[1])
+    assert "num_nan=1, num_inf=1" in capsys.readouterr().out
+    with pytest.warns(RuntimeWarning, match="divide by zero"):  # checker off: NumPy's again
+        mt.to_tensor([1.0]) / mt.to_tensor([0.0])

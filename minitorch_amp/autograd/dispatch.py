@@ -131,10 +131,12 @@ def apply(op: type[Op], *inputs, **attrs) -> Tensor:
                 break
     arrays = [x._data if isinstance(x, Tensor) else x for x in inputs]
     ctx = Context()
-    if state is not None or _has_half(arrays):
+    if state is not None or hooks.observers or _has_half(arrays):
         # NOTE: float16 overflows to inf, and in an auto_cast region float32 ops meet those
         # infs (inf - inf is NaN): values, as on the GPU, that the loss scaler and the tensor
         # checker look for. NumPy would also warn about each one, from inside the library.
+        # With a debugging tool on (the tensor checker reports every NaN/Inf) float32 is
+        # quiet too.
         with np.errstate(all="ignore"):
             out = Tensor._wrap(op.forward(ctx, *arrays, **attrs))
     else:
