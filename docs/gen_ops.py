@@ -24,8 +24,10 @@ def render() -> str:
     lines = [
         "# The op table",
         "",
-        "Generated from `minitorch_amp.autograd.OP_TABLE` by `python docs/gen_ops.py`; do not",
-        "edit by hand. Every op has its forward and backward side by side in the file named.",
+        "Generated from `minitorch_amp.autograd.OP_TABLE` by `python docs/gen_ops.py`; "
+        "do not",
+        "edit by hand. Every op has its forward and backward side by side in the file "
+        "named.",
         "",
         f"{len(OP_TABLE)} ops.",
         "",
@@ -38,12 +40,15 @@ def render() -> str:
         summary = (op.__doc__ or "").strip().splitlines()
         summary = summary[0].replace("|", "\\|") if summary else ""
         casts = (
-            "all floating" if op.amp_inputs is None else ", ".join(f"#{i}" for i in op.amp_inputs)
+            "all floating"
+            if op.amp_inputs is None
+            else ", ".join(f"#{i}" for i in op.amp_inputs)
         )
         if op.amp_bias is not None:
             casts += f"; #{op.amp_bias} by the add's rule"
         lines.append(
-            f"| `{name}` | `{op.__name__}` | `{module}` | {op.amp} | {casts} | {summary} |"
+            f"| `{name}` | `{op.__name__}` | `{module}` | {op.amp} | {casts} "
+            f"| {summary} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -65,9 +70,16 @@ def render_amp_lists() -> str:
         if level == "OD":
             black_text, gray = "every other op", "(none)"
         else:
-            black_text, gray = _names(black), _names(set(OP_TABLE) - white - black - set(never))
+            black_text, gray = (
+                _names(black),
+                _names(set(OP_TABLE) - white - black - set(never)),
+            )
         lines.append(f"| {level} | {_names(white)} | {black_text} | {gray} |")
-    lines += ["", f"Never cast (casts, comparisons, integer results): {_names(never)}.", END]
+    lines += [
+        "",
+        f"Never cast (casts, comparisons, integer results): {_names(never)}.",
+        END,
+    ]
     return "\n".join(lines)
 
 
@@ -81,7 +93,11 @@ def render_amp_doc(current: str) -> str:
 
 if __name__ == "__main__":
     outputs = {TARGET: render(), AMP_DOC: render_amp_doc(AMP_DOC.read_text())}
-    stale = [p for p, text in outputs.items() if (p.read_text() if p.exists() else "") != text]
+    stale = [
+        p
+        for p, text in outputs.items()
+        if (p.read_text() if p.exists() else "") != text
+    ]
     if "--check" in sys.argv:
         if stale:
             names = ", ".join(str(p.relative_to(ROOT)) for p in stale)
@@ -90,4 +106,6 @@ if __name__ == "__main__":
     else:
         for path, text in outputs.items():
             path.write_text(text)
-        print(f"wrote docs/ops.md ({len(OP_TABLE)} ops) and the lists in docs/levels.md")
+        print(
+            f"wrote docs/ops.md ({len(OP_TABLE)} ops) and the lists in docs/levels.md"
+        )

@@ -1,6 +1,6 @@
 """minitorch_amp: a small, readable deep-learning engine built for Automatic Mixed Precision."""
 
-from . import amp, device, distributed, nn, optimizer
+from . import amp, device, distributed, nn, optimizer, utils
 from .amp import (
     autocast,
     get_autocast_cpu_dtype,

@@ -108,6 +108,17 @@ def promote(op: type[Op], inputs: tuple) -> tuple:
     return tuple(promoted)
 
 
+_HALF = np.dtype(np.float16)
+
+
+def _has_half(arrays) -> bool:
+    """True when one of ``arrays`` is float16 (where overflow to inf is expected)."""
+    for a in arrays:  # noqa: SIM110 - any(generator) costs more, on every op
+        if getattr(a, "dtype", None) is _HALF:  # native float16 dtypes are one object
+            return True
+    return False
+
+
 def apply(op: type[Op], *inputs, **attrs) -> Tensor:
     """Run ``op`` on ``inputs`` (Tensors or plain constants) and record it for backward.
 
@@ -127,7 +138,16 @@ def apply(op: type[Op], *inputs, **attrs) -> Tensor:
                 break
     arrays = [x._data if isinstance(x, Tensor) else x for x in inputs]
     ctx = Context()
-    out = Tensor._wrap(op.forward(ctx, *arrays, **attrs))
+    if state is not None or hooks.observers or _has_half(arrays):
+        # NOTE: float16 overflows to inf, and in an auto_cast region float32 ops meet those
+        # infs (inf - inf is NaN): values, as on the GPU, that the loss scaler and the tensor
+        # checker look for. NumPy would also warn about each one, from inside the library.
+        # With a debugging tool on (the tensor checker reports every NaN/Inf) float32 is
+        # quiet too.
+        with np.errstate(all="ignore"):
+            out = Tensor._wrap(op.forward(ctx, *arrays, **attrs))
+    else:
+        out = Tensor._wrap(op.forward(ctx, *arrays, **attrs))
     if record and out._data.dtype.kind == "f":
         # keep the inputs that get a gradient: floating Tensors with stop_gradient=False
         wants = tuple(

@@ -171,6 +171,14 @@ class SlotGrads:
 
 
 def run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocked=frozenset()):
+    """The backward pass of ``backward()`` and ``grad()``; see :func:`_run_backward`."""
+    # NOTE: a gradient that overflows to inf (or NaN) is a value for the loss scaler to find,
+    # as on the GPU; NumPy would also warn about it from inside the library.
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _run_backward(roots, seeds, retain_graph, create_graph, targets, blocked)
+
+
+def _run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocked=frozenset()):
     """The backward pass: push ``seeds`` (d/d root) from ``roots`` to the leaves.
 
     Args:
