@@ -3,7 +3,9 @@
 // WHAT IT COMPUTES (exactly gemm_fp16.cu's specification; backend/gemm.py is the twin)
 //
 //     C = epilogue(alpha * op(A) @ op(B))        op(X) = X or X^T, chosen per operand
-//     epilogue(v) = relu?( v + beta * C_in + bias[n] ),  float32, then ONE rounding to OutT
+//     epilogue(v) = relu?( OutT(v + beta * C_in) + bias[n] ),  float32, then rounded to OutT
+//   (with a bias the product is rounded to OutT first, as a matmul then an add would give:
+//   Paddle's F.linear is those two ops; without one, a single rounding)
 //
 //   A and B are 16-bit floats (In = __half; __nv_bfloat16 is the same code with another
 //   instruction), row-major with leading dimensions lda / ldb; layouts NN, NT and TN.
@@ -325,12 +327,22 @@ __device__ __forceinline__ void store_out(T* p, float v) {
     else *p = __float2half_rn(v);
 }
 
+// v rounded to OutT and back: the product as a GEMM that stored it would hand an add.
+__device__ __forceinline__ float round_to(float v, const float*) { return v; }
+__device__ __forceinline__ float round_to(float v, const __half*) {
+    return __half2float(__float2half_rn(v));
+}
+
 // gemm_fp16.cu's epilogue, step by step: no FMA contraction, NaN kept by the ReLU.
+template <typename OutT>
 __device__ __forceinline__ float epilogue(float acc, float c_in, float alpha, float beta,
                                           float bias, int flags) {
     float v = __fmul_rn(alpha, acc);
     if (beta != 0.0f) v = __fadd_rn(v, __fmul_rn(beta, c_in));
-    if (flags & EPILOGUE_BIAS) v = __fadd_rn(v, bias);
+    if (flags & EPILOGUE_BIAS) {
+        v = round_to(v, static_cast<const OutT*>(nullptr));  // the product as stored
+        v = __fadd_rn(v, bias);
+    }
     if (flags & EPILOGUE_RELU) v = v < 0.0f ? 0.0f : v;
     return v;
 }
@@ -341,7 +353,7 @@ __device__ __forceinline__ void finish(OutT* C, const OutT* bias, int row, int c
     OutT* out = C + static_cast<long long>(row) * ldc + col;
     const float c_in = beta != 0.0f ? load_out(out) : 0.0f;
     const float b = (flags & EPILOGUE_BIAS) ? load_out(bias + col) : 0.0f;
-    store_out(out, epilogue(acc, c_in, alpha, beta, b, flags));
+    store_out(out, epilogue<OutT>(acc, c_in, alpha, beta, b, flags));
 }
 
 // Two adjacent columns of one row as a single 4-byte (half) or 8-byte (float) store: the
@@ -526,8 +538,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                             b1 = load_out(bias + col + 1);
                         }
                         const float* v = &acc[r][h][2 * p];
-                        const float v0 = epilogue(v[0], 0.0f, alpha, 0.0f, b0, flags);
-                        const float v1 = epilogue(v[1], 0.0f, alpha, 0.0f, b1, flags);
+                        const float v0 = epilogue<OutT>(v[0], 0.0f, alpha, 0.0f, b0, flags);
+                        const float v1 = epilogue<OutT>(v[1], 0.0f, alpha, 0.0f, b1, flags);
                         OutT* out = C + static_cast<long long>(row) * ldc + col;
                         *reinterpret_cast<typename Pair<OutT>::type*>(out) =
                             Pair<OutT>::make(v0, v1);
