@@ -51,8 +51,19 @@ def test_every_layout_shape_and_epilogue_meets_the_specification(hopper, ta, tb,
         gpu = {key: cp.asarray(v) if isinstance(v, np.ndarray) else v for key, v in options.items()}
         out = cp.asnumpy(run_gemm(cp.asarray(a), cp.asarray(b), ta, tb, out_dtype=out_dtype, **gpu))
         assert_within_bound(out, a, b, ta, tb, **options)
-        twin = run_gemm(a, b, ta, tb, out_dtype=out_dtype, **options)
-        np.testing.assert_allclose(out.astype(float32), twin.astype(float32), rtol=2e-3, atol=1e-3)
+        before = {key: v.copy() if isinstance(v, np.ndarray) else v for key, v in options.items()}
+        twin = run_gemm(a, b, ta, tb, out_dtype=out_dtype, **options)  # writes into c
+        # With a bias the product is rounded to out_dtype before the add (a matmul, then an
+        # add): a different float32 summation order can round it to the neighbouring value,
+        # one spacing of the product away (seen on the H100: 0.0018 at a product near 2).
+        slack = 0.0
+        if "bias" in options:
+            unbiased = {key: v for key, v in before.items() if key not in ("bias", "relu")}
+            product = run_gemm(a, b, ta, tb, out_dtype=out_dtype, **unbiased)
+            slack = np.spacing(np.abs(product)).astype(float32)
+        error = np.abs(out.astype(float32) - twin.astype(float32))
+        allowed = 1e-3 + 2e-3 * np.abs(twin.astype(float32)) + slack
+        assert np.all(error <= allowed), f"worst excess {np.max(error - allowed):.3g}"
 
 
 @pytest.mark.parametrize(
