@@ -56,6 +56,7 @@ from .autograd.functions import (
 )
 from .backend import Place, get_device, is_compiled_with_cuda, set_device
 from .backend.dtypes import (
+    bfloat16,
     bool_,
     float16,
     float32,

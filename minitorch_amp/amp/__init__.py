@@ -10,6 +10,7 @@ from ..backend.cast_counter import cast_counts, reset_cast_counts
 from . import apex, debugging
 from .apex import initialize, master_params, scale_loss
 from .auto_cast import AmpState, amp_state, auto_cast
+from .bf16 import is_bfloat16_supported
 from .decorate import decorate
 from .grad_scaler import GradScaler, OptimizerState
 from .op_lists import black_list, gray_list, white_list
@@ -18,11 +19,6 @@ from .op_lists import black_list, gray_list, white_list
 def is_float16_supported(device=None) -> bool:
     """True: float16 runs on the GPU natively and is emulated faithfully on the CPU."""
     return True
-
-
-def is_bfloat16_supported(device=None) -> bool:
-    """False for now: bfloat16 is not implemented yet."""
-    return False
 
 
 __all__ = [

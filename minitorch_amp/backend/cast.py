@@ -23,9 +23,9 @@ import numpy as np
 
 from . import kernels
 from .device import get_array_module
-from .dtypes import bool_, float16, float32
+from .dtypes import bfloat16, bool_, float16, float32
 
-__all__ = ["cast"]
+__all__ = ["cast", "to_bfloat16"]
 
 # name in cast.cu for (source dtype, target dtype, with found_inf check)
 _KERNELS = {
@@ -100,7 +100,43 @@ def cast(x, dtype, found_inf=None):
 def _cast_twin(xp, x, dtype, found_inf):
     """The specification: ``astype`` (round to nearest even), then OR the inf/NaN check."""
     with np.errstate(over="ignore", invalid="ignore"):  # overflow to inf is the point here
-        out = x.astype(dtype, order="C")  # a new C-contiguous array, as from the kernel
-    if found_inf is not None and out.dtype.kind in "fc":
+        if dtype == bfloat16 and x.dtype != float32 and x.dtype not in (float16, bfloat16):
+            out = to_bfloat16(x)
+        else:
+            out = x.astype(dtype, order="C")  # a new C-contiguous array, as from the kernel
+    if found_inf is not None and (out.dtype.kind in "fc" or out.dtype == bfloat16):
         xp.logical_or(found_inf, ~xp.isfinite(out).all(), out=found_inf)
     return out
+
+
+def to_bfloat16(x):
+    """``x`` (float64, an integer or any dtype) rounded ONCE to nearest-even bfloat16.
+
+    float32, float16 and bfloat16 sources convert with ``astype`` (float16 is exact in
+    float32, and ``ml_dtypes`` rounds float32 correctly). Wider sources need care.
+
+    NOTE: ``ml_dtypes`` converts float64 through float32, rounding twice: 1 + 2**-8 + 2**-30
+    becomes 1 + 2**-8 in float32 (a tie for bfloat16), then the even 1.0, where the correct
+    answer is 1 + 2**-7. Rounding to float32 *to odd* first (truncate, then set the last bit
+    if anything was cut off) keeps the information a tie needs, so the second, nearest-even
+    rounding is the one correct rounding. Overflow still becomes inf and NaN stays NaN.
+
+    Example:
+        >>> import numpy as np
+        >>> float(to_bfloat16(np.array(1 + 2**-8 + 2**-30)))
+        1.0078125
+    """
+    xp = get_array_module(x)
+    if x.dtype in (float32, float16, bfloat16):
+        return x.astype(bfloat16, order="C")
+    wide = x.astype(np.float64)  # integers: exact below 2**53
+    with np.errstate(over="ignore", invalid="ignore"):
+        narrow = wide.astype(float32)  # round to nearest (float32 overflow: inf)
+        back = narrow.astype(np.float64)
+        inexact = xp.isfinite(wide) & (back != wide)
+        # step one float32 towards zero where rounding went away from it: now truncated
+        outward = inexact & (xp.abs(back) > xp.abs(wide))
+        narrow = xp.where(outward, xp.nextafter(narrow, float32.type(0)), narrow).astype(float32)
+        bits = narrow.view(xp.uint32)  # (same item size: any layout can be viewed)
+        odd = xp.where(inexact, bits | xp.uint32(1), bits)  # round to odd: sticky last bit
+        return odd.view(float32).astype(bfloat16)

@@ -35,7 +35,7 @@ from . import device as _device
 from . import gemm as _gemm
 from . import graphs, kernels
 from .device import get_array_module
-from .dtypes import accumulation_dtype, float16, float32, float64
+from .dtypes import accumulation_dtype, bfloat16, float16, float32, float64
 
 
 def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False, out=None):
@@ -43,7 +43,8 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False, out=None)
 
     float16 inputs follow what a tensor core does: products are exact in float32 (a float16
     times a float16 always fits), sums are float32, and the result is rounded to nearest even
-    float16 once. Other dtypes use the library's matmul directly.
+    float16 once; bfloat16 inputs the same, rounded to bfloat16. Other dtypes use the
+    library's matmul directly.
 
     ``out`` (an array of the result's shape and dtype) receives the result: on the GPU in
     float16 the GEMM writes it there directly (a gradient into its buffer, no copy after).
@@ -64,6 +65,10 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False, out=None)
             return _gemm.gemm(a, b, transpose_a, transpose_b)
         if xp is np:  # the GEMM's twin: fp32 products and sums, one rounding
             return _gemm.twin(a, b, transpose_a, transpose_b)
+    if a.dtype == bfloat16 and b.dtype == bfloat16 and get_array_module(a, b) is np:
+        # bfloat16 tensor cores compute the same way: a product of two 8-bit significands
+        # is exact in float32, the sums are float32, one rounding to bfloat16 at the end.
+        return _gemm.twin(a, b, transpose_a, transpose_b, out_dtype=bfloat16)
     if transpose_a and a.ndim >= 2:
         a = a.swapaxes(-1, -2)
     if transpose_b and b.ndim >= 2:
