@@ -42,6 +42,17 @@ class AmpState:
     use_promote: bool
 
 
+# Paddle's amp_global_state().amp_dtype: the dtype of the last auto_cast entered in this
+# thread or task ('float32' before any). Set on entry and NOT restored on exit, as in Paddle:
+# GradScaler.scale(), called after the region, reads it to turn itself off for bfloat16.
+_last_amp_dtype = contextvars.ContextVar("minitorch_amp_last_amp_dtype", default="float32")
+
+
+def last_amp_dtype() -> str:
+    """``'float16'`` or ``'bfloat16'``: the dtype of the last ``auto_cast`` entered here."""
+    return _last_amp_dtype.get()
+
+
 # id(param), dtype -> (param, cast copy); one dict per outermost auto_cast region.
 _cast_cache = contextvars.ContextVar("minitorch_amp_cast_cache", default=None)
 
@@ -105,7 +116,8 @@ class auto_cast(ReentrantContext):  # noqa: N801 - Paddle's name; a context and 
         use_promote: bool = True,
     ):
         level = _validate(level, dtype, use_promote)
-        bf16 = dtype.lower() == "bfloat16"
+        self._dtype_name = dtype.lower()
+        bf16 = self._dtype_name == "bfloat16"
         resolve = resolve_bf16_lists if bf16 else resolve_lists
         white, black = resolve(level, custom_white_list, custom_black_list)
         if bf16 and enable and level != "O0":
@@ -122,6 +134,7 @@ class auto_cast(ReentrantContext):  # noqa: N801 - Paddle's name; a context and 
             self._state = AmpState(level, bfloat16 if bf16 else float16, white, black, promote)
 
     def _enter(self):
+        _last_amp_dtype.set(self._dtype_name)  # sticky, never reset (Paddle's global state)
         cache_token = _cast_cache.set({}) if _cast_cache.get() is None else None
         return dispatch.autocast_state.set(self._state), cache_token
 

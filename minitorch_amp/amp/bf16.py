@@ -16,6 +16,8 @@ is ``matmul_v2`` followed by an add: its product is white in bfloat16 too).
 
 from __future__ import annotations
 
+import warnings
+
 from ..autograd.op import EXTRA_BLACK, OP_TABLE
 from ..backend import device as _device
 from .op_lists import PADDLE_NAMES, _canonical_names
@@ -79,3 +81,30 @@ def bfloat16_unsupported_reason(device=None) -> str | None:
     answers False for)."""
     place = _device.current_place() if device is None else _device.parse_device(device)
     return _device.bfloat16_unsupported(place)
+
+
+def disable_for_bfloat16(scaler) -> None:
+    """Paddle's ``GradScaler.scale`` rule: after ``auto_cast(dtype='bfloat16')``, a scaler with
+    dynamic loss scaling turns itself off for good (scale 1, static), with Paddle's warning.
+
+    Why: bfloat16 has float32's exponent range. A gradient that float16 flushes to zero
+    (below 2**-24) is still a normal bfloat16 down to 2**-126, so there is nothing for a
+    loss scale to rescue, and an overflow of a bfloat16 gradient is an overflow in float32
+    too. A *static* scale (``use_dynamic_loss_scaling=False``) is kept: the user asked for it.
+
+    NOTE: Paddle's check is ``amp_dtype != 'float16'``, which also fires when no auto_cast was
+    ever entered (its global starts as 'float32'); here only bfloat16 turns the scaler off,
+    so fp32 code that uses a scaler (and this project's tests) keeps its scaling.
+    """
+    from .auto_cast import last_amp_dtype
+
+    if last_amp_dtype() != "bfloat16":
+        return
+    scaler._enable = False
+    scaler._use_dynamic_loss_scaling = False
+    scaler._init_loss_scaling = 1.0
+    warnings.warn(
+        "It is not recommended to use dynamic loss scaling for bfloat16, so GradScaler is "
+        "disable by default.",
+        stacklevel=3,
+    )

@@ -42,6 +42,7 @@ from ..backend.loss_scaling import (
     unscale_and_check,
     update_loss_scaling,
 )
+from .bf16 import disable_for_bfloat16
 
 __all__ = ["GradScaler", "OptimizerState"]
 
@@ -147,6 +148,8 @@ class GradScaler:
         """``var * scale`` as a recorded op (float32 for a float16 loss), or ``var`` if disabled."""
         if not isinstance(var, Tensor):
             raise TypeError(f"GradScaler.scale() needs the loss as a Tensor, not {type(var)}")
+        if self._enable and self._use_dynamic_loss_scaling:
+            disable_for_bfloat16(self)  # Paddle: dynamic scaling is off for bfloat16
         if not self._enable:
             return var
         self._follow(var.place)
