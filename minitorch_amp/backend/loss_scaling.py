@@ -30,6 +30,7 @@ import functools
 import math
 import numbers
 
+import ml_dtypes
 import numpy as np
 
 from . import device as _device
@@ -175,10 +176,13 @@ def chunk_table(pointers, sizes, chunk: int) -> np.ndarray:
 
 
 def _overflow_threshold(dtype) -> float:
-    """The smallest magnitude that rounds to infinity in ``dtype`` (65520 for float16)."""
-    largest = np.finfo(dtype).max
-    ulp = float(largest) - float(np.nextafter(largest, np.zeros((), dtype)))  # 32 for float16
-    return float(largest) + ulp / 2
+    """The smallest magnitude that rounds to infinity in ``dtype`` (65520 for float16).
+
+    The largest value plus half its spacing, ``eps * 2**(maxexp - 1)``: 65504 + 16 for
+    float16, ``(2 - 2**-8) * 2**127`` for bfloat16 (``ml_dtypes.finfo`` knows both).
+    """
+    info = ml_dtypes.finfo(dtype)
+    return float(info.max) + float(info.eps) * 2.0 ** (info.maxexp - 2)
 
 
 def update_loss_scaling(
