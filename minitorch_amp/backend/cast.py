@@ -1,12 +1,13 @@
-"""Dtype casts: the raw float32 <-> float16 kernels (``cuda/cast.cu``) and their NumPy twin.
+"""Dtype casts: the raw float32 <-> float16/bfloat16 kernels (``cuda/cast.cu``) and their twin.
 
 :func:`cast` is ``x.astype(dtype)`` with the rounding spelled out, plus an optional device
 flag that records whether the result holds an inf or a NaN (a float32 activation above
 65504 becomes inf in float16: that is exactly the overflow AMP watches for).
 
 * NumPy arrays: ``astype``, which rounds to nearest even. This is the specification.
-* CuPy float32 -> float16 and float16 -> float32: the raw kernels, 16 bytes per load and
-  store, with the flag set on the device (no host sync).
+* CuPy float32 <-> float16 and float32 <-> bfloat16: the raw kernels, 16 bytes per load
+  and store, with the flag set on the device (no host sync). (CuPy's own ``astype`` to
+  bfloat16 exists only from CuPy 14; these kernels use ``__nv_bfloat16`` on its bytes.)
 * Any other pair, or ``MINITORCH_AMP_RAW_KERNELS=0``: CuPy's ``astype``, same rounding.
 
 Example:
@@ -33,6 +34,10 @@ _KERNELS = {
     (float32, float16, True): "cast_f32_to_f16_check",
     (float16, float32, False): "cast_f16_to_f32",
     (float16, float32, True): "cast_f16_to_f32_check",
+    (float32, bfloat16, False): "cast_f32_to_bf16",
+    (float32, bfloat16, True): "cast_f32_to_bf16_check",
+    (bfloat16, float32, False): "cast_bf16_to_f32",
+    (bfloat16, float32, True): "cast_bf16_to_f32_check",
 }
 CAST = kernels.register("cast.cu", names=tuple(_KERNELS.values()))
 
