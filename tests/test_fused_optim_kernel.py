@@ -36,7 +36,10 @@ KINDS = {  # name -> (kernel family, options)
     "adam": ("adam", {}),
     "adamw_l2": ("adam", {"decay": 0.1, "l2": 0.02}),
 }
-DTYPES = [("float16", "float16"), ("float16", "float32"), ("float32", "float32")]
+DTYPES = [
+    ("float16", "float16"), ("float16", "float32"), ("bfloat16", "bfloat16"),
+    ("bfloat16", "float32"), ("float32", "float32"),
+]  # fmt: skip
 SIZES = [0, 1, 3, 4, 5, 17, 1023, fused_optim.CHUNK - 1, fused_optim.CHUNK + 5, 140_003]
 MISALIGNED = (3, 6)  # these tensors start one element into their buffer: the scalar path
 
@@ -141,6 +144,7 @@ class HostArray(np.ndarray):
 
 class _NoDevice:
     id = 0
+    compute_capability = "90"  # (what bfloat16's device check asks)
 
     def __enter__(self):
         return self
@@ -196,6 +200,7 @@ def on_emulator(emulator, monkeypatch):
         assert emulator.launch(name.encode(), grid[0], block[0], argv) == 0, emulator.last_error()
 
     fake_cupy = SimpleNamespace(
+        __version__="14.0.0",  # a CuPy with a bfloat16 dtype
         ndarray=HostArray,
         asarray=lambda a: np.array(a).view(HostArray),
         zeros=lambda n, dtype: np.zeros(n, dtype).view(HostArray),

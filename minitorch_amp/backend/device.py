@@ -234,10 +234,10 @@ def bfloat16_unsupported(place: Place) -> str | None:
     """
     if place.kind == "cpu":
         return None
-    major = int(str(getattr(cupy, "__version__", "0")).split(".")[0] or 0)
-    if major < 14:
+    version = str(getattr(cupy, "__version__", "0"))
+    if int(version.split(".")[0] or 0) < 14:
         return (
-            f"CuPy {cupy.__version__} has no bfloat16 dtype (CuPy 14 added it through "
+            f"CuPy {version} has no bfloat16 dtype (CuPy 14 added it through "
             "ml_dtypes); upgrade CuPy, or keep bfloat16 tensors on the CPU"
         )
     capability = int(cupy.cuda.Device(place.index).compute_capability)

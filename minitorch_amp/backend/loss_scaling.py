@@ -36,7 +36,7 @@ import numpy as np
 from . import device as _device
 from . import kernels
 from .device import get_array_module
-from .dtypes import accumulation_dtype, bool_, float16, float32, float64, int32
+from .dtypes import accumulation_dtype, bfloat16, bool_, float16, float32, float64, int32
 
 __all__ = [
     "check_attr",
@@ -49,6 +49,7 @@ __all__ = [
 
 _UNSCALE_KERNELS = {
     float16: "unscale_and_check<__half>",
+    bfloat16: "unscale_and_check<__nv_bfloat16>",
     float32: "unscale_and_check<float>",
     float64: "unscale_and_check<double>",
 }
