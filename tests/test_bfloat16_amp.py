@@ -6,6 +6,7 @@ Each expectation is Paddle's (``python/paddle/amp/amp_lists.py``, ``auto_cast.py
 
 from __future__ import annotations
 
+import importlib
 import sys
 import warnings
 from pathlib import Path
@@ -20,12 +21,14 @@ from minitorch_amp import distributed as dist
 from minitorch_amp.amp import bf16 as amp_bf16
 from minitorch_amp.amp import debugging
 from minitorch_amp.amp.op_lists import black_list, white_list
+from minitorch_amp.autograd import engine
 from minitorch_amp.backend import comm as _comm
 from minitorch_amp.backend import device as _device
 from minitorch_amp.distributed.sharding import ShardedOptimizer, group_sharded_parallel
 from minitorch_amp.nn.param_attr import ParamAttr
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+decorate_module = importlib.import_module("minitorch_amp.amp.decorate")
 
 
 # ---- the op lists -------------------------------------------------------------------------
@@ -223,7 +226,12 @@ def test_small_updates_add_up_on_the_master_but_vanish_in_bf16():
         assert abs(float(w.numpy()[0]) - expected) < 2**-8, (multi_precision, w.numpy())
 
 
-def test_master_grad_makes_bf16_grads_float32():
+def test_master_grad_makes_bf16_grads_float32(monkeypatch):
+    # the hook is process-wide: restore the engine's list and the registry afterwards
+    monkeypatch.setattr(engine, "post_backward_hooks", list(engine.post_backward_hooks))
+    monkeypatch.setattr(
+        decorate_module, "_master_grad_params", type(decorate_module._master_grad_params)()
+    )
     model = amp.decorate(nn.Linear(3, 2), level="O2", dtype="bfloat16", master_grad=True)
     with amp.auto_cast(level="O2", dtype="bfloat16"):
         out = model(mt.randn([2, 3]))
@@ -295,6 +303,8 @@ def _bf16_train(model, opt, steps=3):
 
 @pytest.fixture
 def world_of_one(monkeypatch):
+    # sharding registers a post-backward hook: it goes into a copy, dropped afterwards
+    monkeypatch.setattr(engine, "post_backward_hooks", list(engine.post_backward_hooks))
     for key in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.delenv(_comm.BACKEND_ENV, raising=False)
