@@ -75,7 +75,14 @@ def kernel_name(transpose_a: bool, transpose_b: bool, out_dtype) -> str:
 
 
 NAMES = tuple(kernel_name(ta, tb, out) for out in _OUT_TYPES for ta, tb in _LAYOUTS)
-KERNELS = register(FILE, names=NAMES, options=(f"-DGEMM_STAGES={STAGES}",))
+# The bfloat16 instantiations (the same body, the bf16 mma): compiled and checked with the
+# rest. NOTE: gemm() launches only the float16 ones; bfloat16 matmuls on a GPU go to CuPy's.
+BF16_NAMES = tuple(
+    f"gemm_bf16<{_LAYOUTS[(ta, tb)]},{out}>"
+    for out in ("__nv_bfloat16", "float")
+    for ta, tb in _LAYOUTS
+)
+KERNELS = register(FILE, names=NAMES + BF16_NAMES, options=(f"-DGEMM_STAGES={STAGES}",))
 
 
 def gemm(
