@@ -22,12 +22,15 @@ from .autograd.functions import (
     abs,  # noqa: A004 - Paddle's name (paddle.abs)
     add,
     argmax,
+    broadcast_to,
     cast,
     clip,
     concat,
     divide,
     equal,
     exp,
+    expand,
+    expand_as,
     flatten,
     greater_equal,
     greater_than,
@@ -37,6 +40,7 @@ from .autograd.functions import (
     matmul,
     max,  # noqa: A004 - Paddle's name (paddle.max)
     mean,
+    mm,
     multiply,
     neg,
     not_equal,
@@ -54,7 +58,9 @@ from .autograd.functions import (
     unsqueeze,
     where,
 )
+from .autograd.gradients import grad
 from .backend import Place, get_device, is_compiled_with_cuda, set_device
+from .backend.device import CPUPlace, CUDAPlace
 from .backend.dtypes import (
     bfloat16,
     bool_,
@@ -66,7 +72,9 @@ from .backend.dtypes import (
     int64,
     set_default_dtype,
 )
+from .distributed import DataParallel
 from .io import load, save
+from .nn import ParamAttr
 
 bool = bool_  # noqa: A001 - Paddle exposes paddle.bool
 

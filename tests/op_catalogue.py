@@ -69,6 +69,17 @@ from op_cases import (
     shape,
     uniform,
 )
+from op_cases_conv import (
+    call_conv,
+    conv_spec,
+    make_conv,
+    make_expand,
+    make_pool,
+    pool_spec,
+    ref_adaptive_avg,
+    ref_conv,
+    ref_pool,
+)
 
 import minitorch_amp as mt
 import minitorch_amp.nn.functional as F
@@ -285,6 +296,39 @@ CATALOGUE: list[Entry] = [
         st.tuples(shape(0, 2), SIDE, SIDE, st.booleans()),
         make_linear,
         LOOSE16,
+    ),
+    Entry(
+        "expand",
+        ("expand",),
+        mt.expand,
+        lambda x, shape: np.broadcast_to(x, shape),
+        st.tuples(shape()),
+        make_expand,
+    ),
+    # convolution and pooling
+    Entry("conv2d", ("conv2d",), call_conv, ref_conv, conv_spec(False), make_conv, LOOSE16),
+    Entry(
+        "depthwise_conv2d",
+        ("depthwise_conv2d",),
+        call_conv,
+        ref_conv,
+        conv_spec(True),
+        make_conv,
+        LOOSE16,
+    ),
+    Entry(
+        "max_pool2d", ("pool2d",), F.max_pool2d, ref_pool("max"), pool_spec("max"), make_pool("max")
+    ),
+    Entry(
+        "avg_pool2d", ("pool2d",), F.avg_pool2d, ref_pool("avg"), pool_spec("avg"), make_pool("avg")
+    ),
+    Entry(
+        "adaptive_avg_pool2d",
+        ("pool2d",),
+        F.adaptive_avg_pool2d,
+        ref_adaptive_avg,
+        pool_spec("adaptive"),
+        make_pool("adaptive"),
     ),
     # neural-network ops
     Entry("dropout", ("dropout",), call_dropout, ref_dropout, ANY, make_dropout),

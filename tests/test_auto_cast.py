@@ -207,7 +207,7 @@ def test_gradients_come_back_in_the_dtype_of_each_input():
 
 
 def test_listing_functions_follow_the_op_table():
-    assert amp.white_list("O1") == {"matmul", "linear"}
+    assert amp.white_list("O1") == {"matmul", "linear", "conv2d"}  # Paddle: conv2d is white too
     assert {"exp", "log", "softmax", "cross_entropy", "embedding", "layer_norm"} <= amp.black_list(
         "O1"
     )

@@ -25,16 +25,17 @@ from minitorch_amp.testing import ulp_distance
 EMULATOR = gemm.KERNELS.path.parents[1] / "tests" / "gemm_emulator.cpp"
 
 
-def build_emulator(directory, kernel_dir):
+def build_emulator(directory, kernel_dir, source=EMULATOR):
+    """Compile the emulator ``source`` against the kernel files in ``kernel_dir``."""
     if shutil.which("g++") is None:
         pytest.skip("g++ is not installed")
     try:
         include = nvrtc.include_dir()
     except nvrtc.NvrtcUnavailableError as exc:
         pytest.skip(str(exc))
-    binary = directory / "gemm_emulator"
+    binary = directory / source.stem
     command = ["g++", "-std=c++17", "-O2", "-ffp-contract=off", "-w", f"-I{include}"]
-    command += [f"-I{kernel_dir}", str(EMULATOR), "-o", str(binary)]
+    command += [f"-I{kernel_dir}", str(source), "-o", str(binary)]
     subprocess.run(command, check=True, capture_output=True, text=True)
     return binary
 

@@ -44,12 +44,12 @@ from ..nn.layer.convert import (
     parse_dtype,
 )
 from ..nn.layer.layers import Layer
-from ..nn.layer.norm import BatchNorm1D, LayerNorm
+from ..nn.layer.norm import BatchNorm, BatchNorm1D, BatchNorm2D, BatchNorm3D, LayerNorm
 from ..optimizer.optimizer import Optimizer
 
 __all__ = ["decorate"]
 
-_ALWAYS_FP32 = (BatchNorm1D,)  # Paddle: BatchNorm, BatchNorm1D/2D/3D, SyncBatchNorm
+_ALWAYS_FP32 = (BatchNorm, BatchNorm1D, BatchNorm2D, BatchNorm3D)  # Paddle: and SyncBatchNorm
 _FP32_FOR_FLOAT16 = (LayerNorm,)  # Paddle: LayerNorm, InstanceNorm1D/2D/3D
 _SAVE_DTYPES = ("float16", "bfloat16", "float32", "float64")
 

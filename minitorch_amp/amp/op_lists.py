@@ -45,6 +45,8 @@ PADDLE_NAMES = {
     "transpose2": "transpose",
     "transfer_dtype": "cast",
     "slice": "getitem",
+    "expand_v2": "expand",
+    "expand_as_v2": "expand",
 }
 
 

@@ -1,19 +1,29 @@
-"""Tensor, the op table, the single dispatch point and the backward engine."""
+"""Tensor, the op table, the single dispatch point and the backward engine.
+
+Also Paddle's ``paddle.autograd`` namespace: ``PyLayer``, ``PyLayerContext``, ``grad`` and
+``backward`` (several tensors at once).
+"""
 
 # tensor first: it imports dispatch and the ops once the Tensor class exists.
 from .tensor import Tensor  # isort: skip
 from .dispatch import Node, apply
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .gradients import backward, grad
 from .op import OP_TABLE, Context, Op
+from .py_layer import PyLayer, PyLayerContext
 
 __all__ = [
     "OP_TABLE",
     "Context",
     "Node",
     "Op",
+    "PyLayer",
+    "PyLayerContext",
     "Tensor",
     "apply",
+    "backward",
     "enable_grad",
+    "grad",
     "is_grad_enabled",
     "no_grad",
     "set_grad_enabled",

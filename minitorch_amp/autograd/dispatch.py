@@ -44,16 +44,18 @@ class Node:
 
     ``inputs`` holds, per positional input, the Tensor when it needs a gradient, else None.
     After a backward without ``retain_graph`` the node is freed: ``ctx`` and ``inputs`` are
-    dropped so the saved arrays can be reclaimed at once.
+    dropped so the saved arrays can be reclaimed at once. ``hooks`` holds the hooks
+    registered on the node's result with ``Tensor.register_hook`` (None when there are none).
     """
 
-    __slots__ = ("op", "ctx", "inputs", "freed")
+    __slots__ = ("op", "ctx", "inputs", "freed", "hooks")
 
     def __init__(self, op: type[Op], ctx: Context, inputs: tuple):
         self.op = op
         self.ctx = ctx
         self.inputs = inputs
         self.freed = False
+        self.hooks = None
 
     def free(self) -> None:
         self.ctx = None

@@ -3,6 +3,12 @@
 Paddle semantics: gradients accumulate into each leaf's ``.grad`` across ``backward()`` calls
 until ``clear_grad()``; intermediate results keep no ``.grad``; the graph is freed after
 backward unless ``retain_graph=True``.
+
+One loop (:func:`run_backward`) serves ``backward()`` and ``grad()``: the latter returns the
+gradients of chosen tensors instead of accumulating, and skips nodes that lead to none of
+them. Gradient hooks (``hooks.py``) run on a node's summed gradient, and on a leaf's once,
+before it is accumulated. With ``create_graph`` each node runs its recorded backward
+(``higher_order.py``) on Tensors instead of its array backward.
 """
 
 from __future__ import annotations
@@ -15,13 +21,14 @@ from ..backend.primitives import unbroadcast
 from .tensor import Tensor
 
 
-def _topological_order(root) -> list:
-    """Nodes reachable from ``root``, each before every node that feeds it (no recursion).
+def _topological_order(roots, blocked=frozenset()) -> list:
+    """Nodes reachable from ``roots``, each before every node that feeds it (no recursion).
 
+    The walk does not enter a tensor whose id is in ``blocked`` (``grad``'s no_grad_vars).
     Raises before any gradient is touched if a node was freed by an earlier backward.
     """
     order, visited = [], set()
-    stack = [(root, False)]
+    stack = [(root, False) for root in reversed(roots)]
     while stack:
         node, finished = stack.pop()
         if finished:
@@ -38,8 +45,9 @@ def _topological_order(root) -> list:
         visited.add(node)
         stack.append((node, True))
         for t in node.inputs:
-            if t is not None and t._node is not None and t._node not in visited:
-                stack.append((t._node, False))
+            parent = None if t is None else t._node
+            if parent is not None and parent not in visited and id(t) not in blocked:
+                stack.append((parent, False))
     order.reverse()
     return order
 
@@ -72,6 +80,8 @@ def _accumulate_leaf(leaf: Tensor, grad, owned: bool) -> None:
     ):
         Tensor._xp_of(grad).copyto(store._data, grad)
         leaf._grad_stale = False
+    elif store._node is not None:  # a recorded gradient: its array belongs to that graph
+        leaf._grad = Tensor._wrap(store._data + grad)
     else:
         leaf._grad._data += grad
 
@@ -87,7 +97,7 @@ def _destinations(inputs) -> tuple | None:
     """
     dests, seen = None, set()
     for i, t in enumerate(inputs):
-        if t is None or t._node is not None or not t._grad_stale or id(t) in seen:
+        if t is None or t._node is not None or not t._grad_stale or id(t) in seen or t._hooks:
             continue
         seen.add(id(t))
         store = t._grad_value._data
@@ -121,14 +131,10 @@ def _initial_grad(root: Tensor, grad_tensor):
 post_backward_hooks: list = []
 
 
-def backward(root: Tensor, grad_tensor=None, retain_graph: bool = False) -> None:
+def backward(
+    root: Tensor, grad_tensor=None, retain_graph: bool = False, create_graph: bool = False
+) -> None:
     """Accumulate d(root)/d(leaf) into ``leaf.grad`` for every leaf that needs a gradient."""
-    _backward(root, grad_tensor, retain_graph)
-    for hook in post_backward_hooks:
-        hook()
-
-
-def _backward(root: Tensor, grad_tensor, retain_graph: bool) -> None:
     if root.stop_gradient:
         raise RuntimeError(
             "backward() on a tensor with stop_gradient=True: nothing it depends on needs a "
@@ -140,30 +146,139 @@ def _backward(root: Tensor, grad_tensor, retain_graph: bool) -> None:
             f"backward() on a {root.dtype} tensor: only floating tensors have gradients"
         )
     seed = _initial_grad(root, grad_tensor)
-    if root._node is None:  # a leaf: d(root)/d(root) = seed
-        _accumulate_leaf(root, seed, owned=False)
-        return
-    order = _topological_order(root._node)
-    grads = {root._node: seed}
-    for node in order:
-        grad = grads.pop(node, None)
-        if grad is not None:
-            node.ctx.grad_out = _destinations(node.inputs)
-            in_grads = node.op.backward(node.ctx, grad)
-            if not isinstance(in_grads, tuple):
-                in_grads = (in_grads,)
-            for t, g in zip(node.inputs, in_grads):
-                if t is None or g is None:
-                    continue
-                g = _conform(g, t)
-                parent = t._node
-                if parent is None:
-                    if t._grad_stale and g is t._grad_value._data:  # written in place
-                        t._grad_stale = False
-                        continue
-                    _accumulate_leaf(t, g, owned=g is not grad and g.base is None)
-                else:
-                    previous = grads.get(parent)
-                    grads[parent] = g if previous is None else previous + g
-        if not retain_graph:
-            node.free()
+    if create_graph:
+        seed = higher_order.as_seed(seed, grad_tensor)
+    # NOTE: the graph built by create_graph refers to this one's tensors: keep it.
+    run_backward([root], [seed], retain_graph or create_graph, create_graph)
+    for hook in post_backward_hooks:
+        hook()
+
+
+class SlotGrads:
+    """The gradient of a node with several results (a PyLayer's): one entry per result, None
+    where none arrived. ``+`` merges two of them entry by entry."""
+
+    __slots__ = ("grads",)
+
+    def __init__(self, grads: list):
+        self.grads = grads
+
+    def __add__(self, other: SlotGrads) -> SlotGrads:
+        merged = [
+            a if b is None else b if a is None else a + b for a, b in zip(self.grads, other.grads)
+        ]
+        return SlotGrads(merged)
+
+
+def run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocked=frozenset()):
+    """The backward pass: push ``seeds`` (d/d root) from ``roots`` to the leaves.
+
+    Args:
+        roots, seeds: the tensors to differentiate and their incoming gradients (arrays; with
+            ``create_graph``, Tensors).
+        retain_graph: keep the nodes (else each is freed once passed).
+        create_graph: run the ops' differentiable backward (``higher_order``), recording it.
+        targets: None to accumulate into every leaf's ``.grad`` (``backward()``); else the
+            tensors whose gradients are wanted (``grad()``): nothing is accumulated, and
+            ``{id(target): gradient}`` is returned for those reached.
+        blocked: ids of tensors no gradient flows into (``grad``'s no_grad_vars).
+    """
+    order = _topological_order([r._node for r in roots if r._node is not None], blocked)
+    capture = targets is not None
+    wanted = {id(t) for t in targets} if capture else ()
+    at_node = {t._node: t for t in targets if t._node is not None} if capture else {}
+    needed = _needed(order, wanted, blocked) if capture else None
+    if create_graph:
+        higher_order.check_supported(order if needed is None else needed)
+    grads, found, leaves = {}, {}, {}  # per node; per target; per leaf summed before use
+
+    def arrive(t: Tensor, g, owned: bool) -> None:  # ``g`` (conformed) reaches tensor ``t``
+        if t._node is not None:
+            previous = grads.get(t._node)
+            grads[t._node] = g if previous is None else previous + g
+        elif capture or create_graph or t._hooks:
+            if not capture or id(t) in wanted:
+                entry = leaves.get(id(t))
+                leaves[id(t)] = (t, g if entry is None else entry[1] + g)
+        elif t._grad_stale and g is t._grad_value._data:  # written in place by the op
+            t._grad_stale = False
+        else:
+            _accumulate_leaf(t, g, owned=owned)
+
+    for root, seed in zip(roots, seeds):
+        arrive(root, seed, owned=False)
+    with higher_order.recording(create_graph):
+        for node in order:
+            grad = grads.pop(node, None)
+            if grad is not None:
+                if node.hooks:
+                    grad = run_hooks(node.hooks, grad, *_meta(grad), create_graph)
+                if node in at_node:
+                    found[id(at_node[node])] = grad
+                if needed is None or node in needed:
+                    _propagate(node, grad, create_graph, capture, blocked, arrive)
+            if not retain_graph:
+                node.free()
+        for t, g in leaves.values():
+            if t._hooks:
+                g = run_hooks(t._hooks, g, t._data.shape, t._data.dtype, create_graph)
+            if capture:
+                found[id(t)] = g
+            elif create_graph:
+                _accumulate_graph_leaf(t, g)
+            else:
+                _accumulate_leaf(t, g, owned=False)
+    return found
+
+
+def _propagate(node, grad, create_graph: bool, capture: bool, blocked, arrive) -> None:
+    """Run ``node``'s backward on ``grad`` and hand each input its gradient."""
+    if create_graph:
+        node.ctx.grad_out = None
+        in_grads = higher_order.backward_graph(node, grad)
+    else:
+        node.ctx.grad_out = None if capture else _destinations(node.inputs)
+        in_grads = node.op.backward(node.ctx, grad)
+    if not isinstance(in_grads, tuple):
+        in_grads = (in_grads,)
+    for t, g in zip(node.inputs, in_grads):
+        if t is None or g is None or id(t) in blocked:
+            continue
+        if not isinstance(g, SlotGrads):
+            g = higher_order.conform(g, t) if create_graph else _conform(g, t)
+        # a fresh array may be adopted as a leaf's .grad; the incoming one or a view may not
+        arrive(t, g, owned=not create_graph and g is not grad and getattr(g, "base", 0) is None)
+
+
+def _meta(grad) -> tuple:
+    """(shape, dtype) of a node's gradient: its result's, which the gradient has."""
+    data = grad._data if isinstance(grad, Tensor) else grad
+    return data.shape, data.dtype
+
+
+def _needed(order: list, wanted, blocked) -> set:
+    """The nodes whose backward leads to a wanted tensor (the rest are skipped)."""
+    needed = set()
+    for node in reversed(order):  # inputs before the nodes they feed
+        for t in node.inputs:
+            if t is None or id(t) in blocked:
+                continue
+            if id(t) in wanted or (t._node is not None and t._node in needed):
+                needed.add(node)
+                break
+    return needed
+
+
+def _accumulate_graph_leaf(leaf: Tensor, grad: Tensor) -> None:
+    """``backward(create_graph=True)``: ``leaf.grad`` becomes a recorded sum (out of place,
+    so it can be differentiated); a stale buffer is replaced."""
+    store = leaf._grad_value
+    if store is None or leaf._grad_stale:
+        leaf._grad = grad
+    else:
+        leaf._grad = store + grad
+
+
+# (imported last: both use Tensor and this module's SlotGrads)
+from . import higher_order  # noqa: E402
+from .hooks import run_hooks  # noqa: E402

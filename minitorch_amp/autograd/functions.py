@@ -207,16 +207,62 @@ def cast(x, dtype) -> Tensor:
     return _tensor(x, "cast").astype(dtype)
 
 
+def mm(input, mat2) -> Tensor:  # noqa: A002 - Paddle's argument name
+    """``input @ mat2``: Paddle's ``mm`` is :func:`matmul` without transposes (batched too)."""
+    return matmul(input, mat2)
+
+
+def expand(x, shape) -> Tensor:
+    """``x`` broadcast to ``shape``; ``-1`` keeps the input's size on that axis.
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> mt.expand(mt.to_tensor([1.0, 2.0]), [2, -1]).numpy()
+        array([[1., 2.],
+               [1., 2.]], dtype=float32)
+    """
+    x = _tensor(x, "expand")
+    shape = [int(n) for n in shape]
+    lead = len(shape) - x.ndim
+    if lead < 0:
+        raise ValueError(f"expand: shape {shape} has fewer dimensions than x's {x.shape}")
+    for i, n in enumerate(shape):
+        if n == -1:
+            if i < lead:
+                raise ValueError(f"expand: -1 in shape {shape} is on a new axis; give its size")
+            shape[i] = x.shape[i - lead]
+    return apply(_ops.Expand, x, shape=tuple(shape))
+
+
+def broadcast_to(x, shape) -> Tensor:
+    """Paddle's alias of :func:`expand`."""
+    return expand(x, shape)
+
+
+def expand_as(x, y) -> Tensor:
+    """``x`` broadcast to ``y``'s shape (only the shape of ``y`` is used; it gets no gradient).
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> mt.expand_as(mt.to_tensor([[1.0], [2.0]]), mt.zeros([2, 3])).shape
+        [2, 3]
+    """
+    return apply(_ops.Expand, _tensor(x, "expand_as"), shape=tuple(_tensor(y, "expand_as").shape))
+
+
 __all__ = [
     "abs",
     "add",
     "argmax",
+    "broadcast_to",
     "cast",
     "clip",
     "concat",
     "divide",
     "equal",
     "exp",
+    "expand",
+    "expand_as",
     "flatten",
     "greater_equal",
     "greater_than",
@@ -226,6 +272,7 @@ __all__ = [
     "matmul",
     "max",
     "mean",
+    "mm",
     "multiply",
     "neg",
     "not_equal",

@@ -64,11 +64,15 @@ class Op:
     # promotion, ``dispatch.promote``); None means every input (concat, stack); () none.
     promote: ClassVar[tuple[int, ...] | None] = ()
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, register: bool = True, **kwargs):
+        # register=False: an op used only inside the autograd machinery (a PyLayer's node, a
+        # double-backward helper), never called by users: it stays out of the op table.
         super().__init_subclass__(**kwargs)
         name = cls.__dict__.get("name")
         if name is None:
             raise TypeError(f"op class {cls.__name__} must set a `name`")
+        if not register:
+            return
         if name in OP_TABLE:
             raise TypeError(
                 f"op {name!r} is declared twice ({OP_TABLE[name].__name__}, {cls.__name__})"

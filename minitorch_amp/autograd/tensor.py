@@ -36,7 +36,7 @@ class Tensor:
 
     __slots__ = (
         "_data", "_node", "_grad_value", "_grad_stale", "_version", "stop_gradient", "name",
-        "persistable", "__weakref__",
+        "persistable", "_hooks", "__weakref__",
     )  # fmt: skip
 
     def __init__(self, data, dtype=None, place=None, stop_gradient: bool = True):
@@ -50,6 +50,7 @@ class Tensor:
         self.stop_gradient = bool(stop_gradient)
         self.name = None
         self.persistable = False
+        self._hooks = None  # a leaf's gradient hooks (an intermediate's live on its Node)
 
     @classmethod
     def _wrap(cls, array) -> Tensor:
@@ -67,6 +68,7 @@ class Tensor:
         t.stop_gradient = True
         t.name = None
         t.persistable = False
+        t._hooks = None
         return t
 
     _xp_of = staticmethod(_device.get_array_module)
@@ -152,16 +154,28 @@ class Tensor:
         return id(self)
 
     # ---- autodiff ---------------------------------------------------------------------------
-    def backward(self, grad_tensor=None, retain_graph: bool = False) -> None:
+    def backward(
+        self, grad_tensor=None, retain_graph: bool = False, create_graph: bool = False
+    ) -> None:
         """Accumulate the gradient of this tensor into ``.grad`` of every leaf it depends on.
 
         Args:
             grad_tensor: d(output)/d(self), required unless this tensor has one element.
             retain_graph: keep the graph so backward can run through it again.
+            create_graph: record the backward itself, so each ``.grad`` can be differentiated
+                again (PyTorch's argument; implies ``retain_graph``). See docs/autograd.md.
         """
         from .engine import backward
 
-        backward(self, grad_tensor, retain_graph)
+        backward(self, grad_tensor, retain_graph, create_graph)
+
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` whenever this tensor's gradient is computed; a Tensor it
+        returns replaces the gradient. Returns a handle whose ``remove()`` unregisters it.
+        See :func:`minitorch_amp.autograd.hooks.register_hook`."""
+        from .hooks import register_hook
+
+        return register_hook(self, hook)
 
     def clear_grad(self, set_to_zero: bool = True) -> None:
         """Zero ``.grad`` in place (or drop it with ``set_to_zero=False``).
@@ -171,7 +185,10 @@ class Tensor:
         """
         if self._grad_value is None:
             return
-        if set_to_zero:
+        if set_to_zero and self._grad_value._node is not None:
+            # a recorded gradient (backward(create_graph=True)): its array belongs to the graph
+            self._grad = Tensor._wrap(self._xp_of(self._data).zeros_like(self._grad_value._data))
+        elif set_to_zero:
             self._grad_stale = True
         else:
             self._grad = None
@@ -231,18 +248,16 @@ class Tensor:
 
     cast = astype
 
-    def to(self, device=None, dtype=None, blocking=None) -> Tensor:
-        """A copy on ``device`` and/or in ``dtype`` (self when nothing changes). Recorded."""
-        out = self
-        if device is not None:
-            place = _device.parse_device(device)
-            if place != self.place:
-                out = apply(_ops.CopyTo, out, place=place)
-        if dtype is not None:
-            dt = _dtypes.convert_dtype(dtype)
-            if dt != out.dtype:
-                out = out.astype(dt)
-        return out
+    def to(self, *args, **kwargs) -> Tensor:
+        """A copy on a device and/or in a dtype (self when nothing changes). Recorded.
+
+        Paddle's three forms: ``to(dtype)``, ``to(device, dtype=None)``, ``to(other)``
+        (``other``'s device and dtype), each with an optional ``blocking``; see
+        :func:`minitorch_amp.autograd.tensor_to.parse_to_args`.
+        """
+        from .tensor_to import tensor_to
+
+        return tensor_to(self, args, kwargs)
 
     def set_value(self, value) -> None:
         """Overwrite the values in place with ``value`` (same shape and dtype; Paddle's method).

@@ -94,6 +94,27 @@ class Place:
         return f"Place({self})"
 
 
+class CPUPlace(Place):
+    """Paddle's ``paddle.CPUPlace()``: the host. Equal to ``Place('cpu')`` and to ``'cpu'``."""
+
+    __slots__ = ()
+
+    def __init__(self):
+        super().__init__("cpu")
+
+
+class CUDAPlace(Place):
+    """Paddle's ``paddle.CUDAPlace(id)``: GPU ``id``. Whether that GPU exists is checked
+    where the place is used (``to_tensor(..., place=)``, ``Tensor.to``), as for ``'gpu:N'``."""
+
+    __slots__ = ()
+
+    def __init__(self, id: int):  # noqa: A002 - Paddle's argument name
+        if isinstance(id, bool) or not isinstance(id, int) or id < 0:
+            raise TypeError(f"CUDAPlace(id) needs a device number >= 0, got {id!r}")
+        super().__init__("gpu", id)
+
+
 CPU = Place("cpu")
 
 

@@ -48,6 +48,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import device as _device
+from . import gemm_sm90 as _sm90
 from .device import get_array_module
 from .dtypes import float16, float32
 from .kernels import check_array, get_function, register
@@ -276,7 +277,12 @@ def _batch_item(x, index):
 
 
 def _launch_2d(a, b, transpose_a, transpose_b, epilogue: _Epilogue, out) -> None:
-    """One launch on 2-D contiguous arrays; ``out`` already holds ``c`` when ``beta != 0``."""
+    """One launch on 2-D contiguous arrays; ``out`` already holds ``c`` when ``beta != 0``.
+
+    The one place that picks the kernel: ``gemm_sm90.cu`` (wgmma + TMA) on compute
+    capability 9.0 when TMA can address the operands, else this file's ``gemm_fp16.cu``
+    (``mma.sync``, sm_80 and later). Both compute the same specification.
+    """
     m, n = out.shape
     k = _rows_cols(a.shape, transpose_a)[1]
     if m == 0 or n == 0:
@@ -287,6 +293,9 @@ def _launch_2d(a, b, transpose_a, transpose_b, epilogue: _Epilogue, out) -> None
         raise ValueError(f"gemm dimensions must fit in int32, got M={m}, N={n}, K={k}")
     bias = epilogue.bias
     flags = (EPILOGUE_BIAS if bias is not None else 0) | (EPILOGUE_RELU if epilogue.relu else 0)
+    if _sm90.usable(a, b, k):
+        _sm90.launch(a, b, transpose_a, transpose_b, epilogue, out, flags)
+        return
     args = (
         a,
         b,

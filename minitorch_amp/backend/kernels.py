@@ -4,6 +4,9 @@ Each Python launcher module registers the kernels it needs from one ``.cu`` file
 
     GEMM = register("gemm_fp16.cu", names=("gemm_f16<false,false>",), options=("-DTILE=128",))
 
+A file whose instructions exist on one architecture only names it (``arch="sm_90a"`` for
+``wgmma``): it is compiled for that target, and only launched on devices that have it.
+
 and launches them with :func:`launch`. Registration is the single source of truth for what
 is compiled and how: the loader uses it on the GPU, and the tests compile every registered
 file with the same options and name expressions through NVRTC (``backend/nvrtc.py``) on
@@ -46,11 +49,16 @@ def cuda_dir() -> Path:
 
 @dataclass(frozen=True)
 class KernelFile:
-    """One ``.cu`` file, the name expressions compiled from it, and its compile options."""
+    """One ``.cu`` file, the name expressions compiled from it, and its compile options.
+
+    ``arch`` is the one target a file is built for (``"sm_90a"``), or None for files that
+    compile for any device from sm_80 on (CuPy then picks the device's own target).
+    """
 
     file: str
     names: tuple[str, ...]
     options: tuple[str, ...] = ()
+    arch: str | None = None
 
     @property
     def path(self) -> Path:
@@ -60,15 +68,20 @@ class KernelFile:
         return self.path.read_text()
 
     def all_options(self) -> tuple[str, ...]:
+        """The options besides the target (the NVRTC tests add the target themselves)."""
         return BASE_OPTIONS + self.options
+
+    def loader_options(self) -> tuple[str, ...]:
+        """What the loader passes to CuPy: the options, and the target when the file has one."""
+        return self.all_options() + ((f"-arch={self.arch}",) if self.arch else ())
 
 
 REGISTRY: dict[str, KernelFile] = {}
 
 
-def register(file: str, names, options=()) -> KernelFile:
+def register(file: str, names, options=(), arch: str | None = None) -> KernelFile:
     """Declare the kernels ``file`` provides (called at import by each launcher module)."""
-    entry = KernelFile(file, tuple(names), tuple(options))
+    entry = KernelFile(file, tuple(names), tuple(options), arch)
     if file in REGISTRY and REGISTRY[file] != entry:
         raise ValueError(f"{file} is registered twice with different names or options")
     REGISTRY[file] = entry
@@ -85,7 +98,7 @@ def _module(file: str, device_id: int):
     entry = REGISTRY[file]
     with _device.cupy.cuda.Device(device_id):
         module = _device.cupy.RawModule(
-            code=entry.source(), options=entry.all_options(), name_expressions=entry.names
+            code=entry.source(), options=entry.loader_options(), name_expressions=entry.names
         )
         module.compile()
     return module

@@ -83,6 +83,25 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False, out=None)
     return a @ b  # cuBLAS computes half GEMMs with float32 accumulation too
 
 
+def matmul_float32(a, b, transpose_a: bool = False, transpose_b: bool = False):
+    """``op(a) @ op(b)`` for float16 inputs, returned in float32: the GEMM's accumulator,
+    not yet rounded to float16 (other dtypes: :func:`matmul`).
+
+    For sums that go on after the product, so the result is rounded once at the very end: a
+    convolution's input gradient adds up overlapping windows (col2im) after its GEMM. The GPU
+    runs ``gemm_fp16.cu`` with a float32 output, the CPU its twin.
+    """
+    if a.dtype is not float16 or b.dtype is not float16:
+        return matmul(a, b, transpose_a, transpose_b)
+    xp = get_array_module(a, b)
+    if xp is np:
+        return _gemm.twin(a, b, transpose_a, transpose_b, out_dtype=float32)
+    if kernels.enabled() and a.ndim >= 2 and b.ndim >= 2:
+        a, b = xp.ascontiguousarray(a), xp.ascontiguousarray(b)
+        return _gemm.gemm(a, b, transpose_a, transpose_b, out_dtype=float32)
+    return matmul(a.astype(float32), b.astype(float32), transpose_a, transpose_b)
+
+
 def linear(x, weight, bias=None):
     """``x @ weight + bias`` (Paddle's layout: ``weight`` is ``[in, out]``).
 

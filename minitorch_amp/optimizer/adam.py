@@ -7,6 +7,7 @@ import numbers
 from ..backend import get_array_module
 from ..backend.fused_optim import fused_adam
 from .optimizer import Optimizer
+from .torch_compat import torch_spellings
 
 __all__ = ["Adam"]
 
@@ -54,6 +55,7 @@ class Adam(Optimizer):
 
     _group_keys = ("beta1", "beta2", "epsilon", "lazy_mode")
 
+    @torch_spellings
     def __init__(
         self,
         learning_rate=0.001,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numbers
 
 from .adam import Adam
+from .torch_compat import torch_spellings
 
 __all__ = ["AdamW"]
 
@@ -42,6 +43,7 @@ class AdamW(Adam):
         array([1.9], dtype=float32)
     """
 
+    @torch_spellings
     def __init__(
         self,
         learning_rate=0.001,

@@ -6,6 +6,7 @@ import numbers
 
 from ..backend.fused_optim import fused_momentum
 from .optimizer import Optimizer
+from .torch_compat import torch_spellings
 
 __all__ = ["Momentum"]
 
@@ -46,6 +47,7 @@ class Momentum(Optimizer):
 
     _group_keys = ("momentum", "use_nesterov", "rescale_grad")
 
+    @torch_spellings
     def __init__(
         self,
         learning_rate=0.001,

@@ -54,6 +54,7 @@ from .mixed_precision import (
 )
 from .param_groups import as_groups, as_regularizer, check_learning_rate
 from .state_dict import load_optimizer_state, optimizer_state_dict
+from .torch_compat import TorchOptimizerMethods
 
 __all__ = ["Optimizer"]
 
@@ -61,7 +62,7 @@ __all__ = ["Optimizer"]
 _BASE_GROUP_KEYS = ("params", "learning_rate", "weight_decay", "grad_clip")
 
 
-class Optimizer:
+class Optimizer(TorchOptimizerMethods):
     """Base class of the optimizers; holds parameters, groups, accumulators and the lr.
 
     Args:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..backend.fused_optim import fused_sgd
 from .optimizer import Optimizer
+from .torch_compat import torch_spellings
 
 __all__ = ["SGD"]
 
@@ -32,6 +33,7 @@ class SGD(Optimizer):
         array([0.95, 2.1 ], dtype=float32)
     """
 
+    @torch_spellings
     def __init__(
         self,
         learning_rate=0.001,

@@ -3,6 +3,7 @@
 from .activation import Gelu, LogSoftmax, Relu, Softmax
 from .cast import Cast, CopyTo
 from .combine import Concat, Stack, Where
+from .conv import Conv2D, DepthwiseConv2D
 from .elementwise import (
     Abs,
     Add,
@@ -23,5 +24,6 @@ from .elementwise import (
 from .linalg import Linear, Matmul
 from .loss import CrossEntropy, MseLoss
 from .nn_ops import BatchNorm, Dropout, Embedding, LayerNorm
+from .pool import Pool2D
 from .reduce import ArgMax, Max, Mean, Sum
-from .shape import GetItem, Reshape, Transpose
+from .shape import Expand, GetItem, Reshape, Transpose

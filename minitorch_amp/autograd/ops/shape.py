@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...backend import get_array_module, sync
-from ...backend.primitives import scatter_add
+from ...backend.primitives import scatter_add, unbroadcast
 from ..op import GRAY, Op
 
 
@@ -95,3 +95,30 @@ class GetItem(Op):
         else:  # repeated indices must add up
             scatter_add(full, ctx.index, grad)
         return full
+
+
+class Expand(Op):
+    """Broadcast ``x`` to ``shape`` (NumPy's rule, aligned on the right), as a new array.
+
+    Backward sums the gradient over the broadcast axes (in float32 for float16).
+    """
+
+    name = "expand"
+    amp = GRAY  # Paddle: expand_v2 and expand_as_v2 are on no AMP list
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        xp = get_array_module(x)
+        try:
+            out = xp.broadcast_to(x, tuple(shape))
+        except ValueError:
+            raise ValueError(
+                f"expand: a tensor of shape {list(x.shape)} cannot be expanded to {list(shape)}: "
+                "each dimension must be 1 or equal to the target's (aligned on the right)"
+            ) from None
+        ctx.shape = x.shape
+        return out.copy()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return unbroadcast(grad, ctx.shape) if tuple(grad.shape) != ctx.shape else grad

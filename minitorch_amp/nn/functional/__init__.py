@@ -12,18 +12,26 @@ Example:
 
 from .activation import gelu, log_softmax, relu, sigmoid, softmax, tanh
 from .common import dropout, embedding, linear
-from .loss import cross_entropy, mse_loss
+from .conv import conv1d, conv2d
+from .loss import cross_entropy, l1_loss, mse_loss
 from .norm import batch_norm, layer_norm
+from .pooling import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 
 __all__ = [
+    "adaptive_avg_pool2d",
+    "avg_pool2d",
     "batch_norm",
+    "conv1d",
+    "conv2d",
     "cross_entropy",
     "dropout",
     "embedding",
     "gelu",
+    "l1_loss",
     "layer_norm",
     "linear",
     "log_softmax",
+    "max_pool2d",
     "mse_loss",
     "relu",
     "sigmoid",

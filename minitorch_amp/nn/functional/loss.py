@@ -1,4 +1,4 @@
-"""Loss functions: cross_entropy and mse_loss."""
+"""Loss functions: cross_entropy, mse_loss and l1_loss."""
 
 from __future__ import annotations
 
@@ -71,3 +71,27 @@ def mse_loss(input: Tensor, label: Tensor, reduction: str = "mean") -> Tensor:  
     """
     check_reduction("mse_loss", reduction)
     return apply(_ops.MseLoss, input, label, reduction=reduction)
+
+
+def l1_loss(input: Tensor, label: Tensor, reduction: str = "mean", name=None) -> Tensor:  # noqa: A002
+    """Mean absolute error: ``|input - label|``, averaged (``'mean'``), summed (``'sum'``) or
+    kept per element (``'none'``).
+
+    Composed as Paddle composes it (``subtract``, ``abs``, then ``mean`` or ``sum``), so AMP
+    treats each step by its own category: under O1 the reduction runs in float32 (black).
+    The gradient of ``|d|`` at ``d = 0`` is 0.
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> import minitorch_amp.nn.functional as F
+        >>> x, y = mt.to_tensor([1.0, -2.0, 3.0]), mt.to_tensor([0.0, 0.0, 0.0])
+        >>> F.l1_loss(x, y).item(), F.l1_loss(x, y, reduction="sum").item()
+        (2.0, 6.0)
+    """
+    check_reduction("l1_loss", reduction)
+    unreduced = apply(_ops.Abs, apply(_ops.Subtract, input, label))
+    if reduction == "mean":
+        return apply(_ops.Mean, unreduced)
+    if reduction == "sum":
+        return apply(_ops.Sum, unreduced)
+    return unreduced

@@ -3,20 +3,30 @@
 from .activation import GELU, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
 from .common import Dropout, Embedding, Flatten, Identity, Linear
 from .container import LayerDict, LayerList, Sequential
+from .conv import Conv1D, Conv2D
 from .hooks import HookRemoveHelper
 from .layers import Layer
-from .loss import CrossEntropyLoss, MSELoss
-from .norm import BatchNorm1D, LayerNorm
+from .loss import CrossEntropyLoss, L1Loss, MSELoss
+from .norm import BatchNorm, BatchNorm1D, BatchNorm2D, BatchNorm3D, LayerNorm
+from .pooling import AdaptiveAvgPool2D, AvgPool2D, MaxPool2D
 
 __all__ = [
     "GELU",
+    "AdaptiveAvgPool2D",
+    "AvgPool2D",
+    "BatchNorm",
     "BatchNorm1D",
+    "BatchNorm2D",
+    "BatchNorm3D",
+    "Conv1D",
+    "Conv2D",
     "CrossEntropyLoss",
     "Dropout",
     "Embedding",
     "Flatten",
     "HookRemoveHelper",
     "Identity",
+    "L1Loss",
     "Layer",
     "LayerDict",
     "LayerList",
@@ -24,6 +34,7 @@ __all__ = [
     "Linear",
     "LogSoftmax",
     "MSELoss",
+    "MaxPool2D",
     "ReLU",
     "Sequential",
     "Sigmoid",

@@ -19,6 +19,7 @@ tensors alone; ``Layer.to`` converts them too, as Paddle does (unlike PyTorch).
 from __future__ import annotations
 
 from ...autograd.tensor import Tensor
+from ...autograd.tensor_to import is_dtype
 from ...backend import device as _device
 from ...backend import dtypes as _dtypes
 from .tensor_convert import convert_all_
@@ -53,7 +54,17 @@ class ConvertMixin:
             >>> w = fc.weight
             >>> fc.to(dtype="float16") is fc, fc.weight is w, w.dtype
             (True, True, dtype('float16'))
+
+        PyTorch's ``layer.to(dtype)`` works too: a dtype in the first slot (``'float16'``,
+        ``mt.float16``) is taken as ``dtype``, since no dtype is a device.
         """
+        if is_dtype(device):
+            if dtype is not None:
+                raise TypeError(
+                    f"Layer.to(): the first argument {device!r} is a dtype and dtype={dtype!r} "
+                    "was given too; use to(device, dtype) or to(dtype)"
+                )
+            device, dtype = None, device
         return self._to_impl(device, dtype, blocking, include_sublayers=True, floating_only=False)
 
     def _to_impl(
@@ -211,6 +222,6 @@ def cast_floating_layers(model, dtype, excluded_layers):
 
 def default_half_excluded() -> list:
     """The layers ``float16()`` keeps in float32 by default: batch norm (as Paddle)."""
-    from .norm import BatchNorm1D
+    from .norm import BatchNorm, BatchNorm1D, BatchNorm2D, BatchNorm3D
 
-    return [BatchNorm1D]
+    return [BatchNorm, BatchNorm1D, BatchNorm2D, BatchNorm3D]

@@ -32,6 +32,7 @@ from .convert import ConvertMixin
 from .hooks import HookRemoveHelper
 from .printing import layer_repr
 from .state_dict import collect_state_dict, load_state_dict
+from .torch_compat import TorchLayerMethods
 
 
 def _camel_to_snake(name: str) -> str:
@@ -40,7 +41,7 @@ def _camel_to_snake(name: str) -> str:
     return re.sub(r"([a-z])([A-Z])", r"\1_\2", s).lower()
 
 
-class Layer(ConvertMixin):
+class Layer(ConvertMixin, TorchLayerMethods):
     """Base class for all layers: subclass it, create state in ``__init__``, write ``forward``.
 
     ``to``, ``float`` and ``float16`` come from :class:`~.convert.ConvertMixin`.

@@ -1,4 +1,4 @@
-"""Loss layers: MSELoss and CrossEntropyLoss (Paddle signatures).
+"""Loss layers: MSELoss, L1Loss and CrossEntropyLoss (Paddle signatures).
 
 ``reduction`` is ``'mean'`` (average over elements, or over non-ignored samples weighted by
 class weight for cross entropy), ``'sum'`` or ``'none'`` (one loss per element/sample).
@@ -36,6 +36,27 @@ class MSELoss(Layer):
 
     def forward(self, input: Tensor, label: Tensor) -> Tensor:  # noqa: A002 - Paddle's name
         return F.mse_loss(input, label, reduction=self.reduction)
+
+    def extra_repr(self) -> str:
+        return f"reduction={self.reduction}"
+
+
+class L1Loss(Layer):
+    """Mean absolute error ``|input - label|``, reduced by ``reduction``.
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> from minitorch_amp import nn
+        >>> float(nn.L1Loss()(mt.to_tensor([1.0, -3.0]), mt.to_tensor([0.0, 0.0])))
+        2.0
+    """
+
+    def __init__(self, reduction: str = "mean", name=None):
+        super().__init__()
+        self.reduction, self.name = _check_reduction("L1Loss", reduction), name
+
+    def forward(self, input: Tensor, label: Tensor) -> Tensor:  # noqa: A002 - Paddle's name
+        return F.l1_loss(input, label, reduction=self.reduction)
 
     def extra_repr(self) -> str:
         return f"reduction={self.reduction}"

@@ -1,4 +1,5 @@
-"""Normalisation layers: LayerNorm and BatchNorm1D (Paddle signatures and state names)."""
+"""Normalisation layers: LayerNorm, BatchNorm1D/2D/3D and BatchNorm (Paddle signatures and
+state names)."""
 
 from __future__ import annotations
 
@@ -71,8 +72,8 @@ class LayerNorm(Layer):
         return f"normalized_shape={self._normalized_shape}, epsilon={self._epsilon}"
 
 
-class BatchNorm1D(Layer):
-    """Normalise each feature over the batch (and length) axes, for ``[N, C]`` or ``[N, C, L]``.
+class _BatchNormBase(Layer):
+    """Normalise each channel over the batch (and spatial) axes; what every BatchNorm shares.
 
     Training uses the batch's mean and biased variance and updates the running statistics::
 
@@ -82,25 +83,14 @@ class BatchNorm1D(Layer):
     Evaluation normalises with the running statistics instead. ``momentum=0.9`` is Paddle's
     convention (the weight of the *old* value), the opposite of PyTorch's ``momentum=0.1``.
 
-    Args:
-        num_features: the channel count C.
-        momentum: weight of the old running value, in ``[0, 1]``.
-        epsilon: added to the variance for stability.
-        weight_attr: ParamAttr/initializer for the scale (default ones); False keeps the scale
-            fixed at 1 (still created, with ``stop_gradient=True``).
-        bias_attr: same for the shift (default zeros).
-        data_format: ``'NC'``/``'NCL'`` (channels on axis 1) or ``'NLC'`` (channels last).
-        use_global_stats: True always uses the running statistics, False always the batch
-            statistics; None (default) follows ``self.training``.
-
     NOTE: ``_mean`` and ``_variance`` are buffers here (Paddle makes them frozen parameters),
     so ``parameters()`` holds only ``weight`` and ``bias``; the state-dict keys are Paddle's.
-
-    Example:
-        >>> from minitorch_amp import nn
-        >>> list(nn.BatchNorm1D(3).state_dict())
-        ['weight', 'bias', '_mean', '_variance']
     """
+
+    _ndims: tuple[int, ...]  # the input ranks the layer accepts
+    _formats: tuple[str, ...]  # the data formats it accepts, the default first
+    _last: str  # the channels-last one
+    _expects: str  # how the error message names the accepted input
 
     def __init__(
         self,
@@ -109,20 +99,23 @@ class BatchNorm1D(Layer):
         epsilon: float = 1e-05,
         weight_attr=None,
         bias_attr=None,
-        data_format: str = "NCL",
+        data_format: str = "NCHW",
         use_global_stats: bool | None = None,
         name=None,
+        dtype=None,
     ):
-        super().__init__(dtype=_dtypes.get_default_dtype())
-        num_features = _check_size("BatchNorm1D", "num_features", num_features)
+        if dtype is None:  # Paddle: float32 parameters when the default dtype is float16
+            dtype = _dtypes.get_default_dtype()
+        super().__init__(dtype="float32" if _dtypes.convert_dtype(dtype) == "float16" else dtype)
+        kind = type(self).__name__
+        num_features = _check_size(kind, "num_features", num_features)
         if not 0.0 <= momentum <= 1.0:
-            raise ValueError(f"BatchNorm1D: momentum must be in [0, 1], got {momentum}")
+            raise ValueError(f"{kind}: momentum must be in [0, 1], got {momentum}")
         if epsilon <= 0:
-            raise ValueError(f"BatchNorm1D: epsilon must be positive, got {epsilon}")
-        if data_format not in ("NC", "NCL", "NLC"):
-            raise ValueError(
-                f"BatchNorm1D: data_format must be 'NC', 'NCL' or 'NLC', got {data_format!r}"
-            )
+            raise ValueError(f"{kind}: epsilon must be positive, got {epsilon}")
+        if data_format not in self._formats:
+            names = ", ".join(f"'{f}'" for f in self._formats)
+            raise ValueError(f"{kind}: data_format must be one of {names}, got {data_format!r}")
         self._num_features, self._momentum, self._epsilon = num_features, momentum, epsilon
         self._data_format, self._use_global_stats, self._name = data_format, use_global_stats, name
         self._weight_attr, self._bias_attr = weight_attr, bias_attr
@@ -147,37 +140,219 @@ class BatchNorm1D(Layer):
             param.stop_gradient = True
         return param
 
+    def _uses_batch_statistics(self) -> bool:
+        if self._use_global_stats is None:
+            return self.training
+        return not self._use_global_stats
+
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002 - Paddle's argument name
-        if input.ndim not in (2, 3):
-            raise ValueError(
-                f"BatchNorm1D expects a 2-D [N, C] or 3-D [N, C, L] input, got shape {input.shape}"
-            )
-        channel_axis = -1 if self._data_format == "NLC" and input.ndim == 3 else 1
+        kind = type(self).__name__
+        if input.ndim not in self._ndims:
+            raise ValueError(f"{kind} expects {self._expects} input, got shape {input.shape}")
+        channel_axis = -1 if self._data_format == self._last and input.ndim > 2 else 1
         if input.shape[channel_axis] != self._num_features:
             raise ValueError(
-                f"BatchNorm1D({self._num_features}) got {input.shape[channel_axis]} channels "
+                f"{kind}({self._num_features}) got {input.shape[channel_axis]} channels "
                 f"(input shape {input.shape}, data_format={self._data_format!r})"
             )
-        if self._use_global_stats is None:
-            training = self.training
-        else:
-            training = not self._use_global_stats
         return F.batch_norm(
             input,
             self._mean,
             self._variance,
             weight=self.weight,
             bias=self.bias,
-            training=training,
+            training=self._uses_batch_statistics(),
             momentum=self._momentum,
             epsilon=self._epsilon,
-            data_format="NLC" if channel_axis == -1 else "NCL",
+            data_format="NHWC" if channel_axis == -1 else "NCHW",
         )
 
     def extra_repr(self) -> str:
         text = (
             f"num_features={self._num_features}, momentum={self._momentum}, epsilon={self._epsilon}"
         )
-        if self._data_format != "NCL":
+        if self._data_format != self._formats[0]:
             text += f", data_format={self._data_format}"
         return text + (f", name={self._name}" if self._name else "")
+
+
+class BatchNorm1D(_BatchNormBase):
+    """Batch normalisation of ``[N, C]`` or ``[N, C, L]`` (``'NLC'``: ``[N, L, C]``).
+
+    See :class:`BatchNorm2D` for the arguments; ``data_format`` is ``'NC'``/``'NCL'``
+    (channels on axis 1) or ``'NLC'`` (channels last).
+
+    Example:
+        >>> from minitorch_amp import nn
+        >>> list(nn.BatchNorm1D(3).state_dict())
+        ['weight', 'bias', '_mean', '_variance']
+    """
+
+    _ndims, _expects = (2, 3), "a 2-D [N, C] or 3-D [N, C, L]"
+    _formats, _last = ("NCL", "NC", "NLC"), "NLC"
+
+    def __init__(
+        self, num_features: int, momentum: float = 0.9, epsilon: float = 1e-05,
+        weight_attr=None, bias_attr=None, data_format: str = "NCL",
+        use_global_stats: bool | None = None, name=None,
+    ):  # fmt: skip
+        super().__init__(
+            num_features, momentum, epsilon, weight_attr, bias_attr, data_format,
+            use_global_stats, name,
+        )  # fmt: skip
+
+
+class BatchNorm2D(_BatchNormBase):
+    """Batch normalisation of images ``[N, C, H, W]`` (``'NHWC'``: ``[N, H, W, C]``).
+
+    Each channel is normalised over N, H and W, then scaled by ``weight`` and shifted by
+    ``bias`` (``[C]`` each). Statistics of float16 input are taken in float32, and AMP casts
+    only the input: the parameters and running statistics stay float32 (``decorate`` keeps
+    batch norm layers float32 at O2).
+
+    Args:
+        num_features: the channel count C.
+        momentum: weight of the old running value, in ``[0, 1]``.
+        epsilon: added to the variance for stability.
+        weight_attr: ParamAttr/initializer for the scale (default ones); False keeps the scale
+            fixed at 1 (still created, with ``stop_gradient=True``).
+        bias_attr: same for the shift (default zeros).
+        data_format: ``'NCHW'`` (default) or ``'NHWC'``.
+        use_global_stats: True always uses the running statistics, False always the batch
+            statistics; None (default) follows ``self.training``.
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> from minitorch_amp import nn
+        >>> bn = nn.BatchNorm2D(2)
+        >>> y = bn(mt.to_tensor([[[[1.0]], [[2.0]]], [[[3.0]], [[6.0]]]]))
+        >>> bn._mean.numpy()
+        array([0.2, 0.4], dtype=float32)
+    """
+
+    _ndims, _expects = (4,), "a 4-D"
+    _formats, _last = ("NCHW", "NHWC"), "NHWC"
+
+    def __init__(
+        self, num_features: int, momentum: float = 0.9, epsilon: float = 1e-05,
+        weight_attr=None, bias_attr=None, data_format: str = "NCHW",
+        use_global_stats: bool | None = None, name=None,
+    ):  # fmt: skip
+        super().__init__(
+            num_features, momentum, epsilon, weight_attr, bias_attr, data_format,
+            use_global_stats, name,
+        )  # fmt: skip
+
+
+class BatchNorm3D(_BatchNormBase):
+    """Batch normalisation of volumes ``[N, C, D, H, W]`` (``'NDHWC'``: channels last).
+
+    As :class:`BatchNorm2D`, over N, D, H and W; ``data_format`` is ``'NCDHW'`` or ``'NDHWC'``.
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> from minitorch_amp import nn
+        >>> nn.BatchNorm3D(4)(mt.ones([2, 4, 3, 3, 3])).shape
+        [2, 4, 3, 3, 3]
+    """
+
+    _ndims, _expects = (5,), "a 5-D"
+    _formats, _last = ("NCDHW", "NDHWC"), "NDHWC"
+
+    def __init__(
+        self, num_features: int, momentum: float = 0.9, epsilon: float = 1e-05,
+        weight_attr=None, bias_attr=None, data_format: str = "NCDHW",
+        use_global_stats: bool | None = None, name=None,
+    ):  # fmt: skip
+        super().__init__(
+            num_features, momentum, epsilon, weight_attr, bias_attr, data_format,
+            use_global_stats, name,
+        )  # fmt: skip
+
+
+_ACTIVATIONS = {
+    "relu": F.relu,
+    "sigmoid": F.sigmoid,
+    "tanh": F.tanh,
+    "gelu": F.gelu,
+    "softmax": F.softmax,
+    "log_softmax": F.log_softmax,
+}
+
+
+class BatchNorm(_BatchNormBase):
+    """Paddle's original batch norm layer: any ``[N, C, ...]`` input of 2 to 5 dimensions,
+    then an optional activation ``act``.
+
+    The computation and state are :class:`BatchNorm2D`'s. Training or inference follows
+    ``self.training`` (``train()`` / ``eval()``), as in Paddle's dygraph mode.
+
+    Args:
+        num_channels: the channel count C.
+        act: None, or ``'relu'``, ``'sigmoid'``, ``'tanh'``, ``'gelu'``, ``'softmax'`` or
+            ``'log_softmax'``, applied to the output.
+        is_test: ignored, as in Paddle's dygraph mode (use ``eval()``).
+        momentum, epsilon: as for :class:`BatchNorm2D`.
+        param_attr, bias_attr: ParamAttr/initializer for the scale and shift; False freezes
+            them at 1 and 0.
+        dtype: the parameters' dtype; ``'float16'`` gives float32 parameters (Paddle).
+        data_layout: ``'NCHW'`` (channels on axis 1) or ``'NHWC'`` (channels last).
+        in_place, do_model_average_for_mean_and_var: static-graph options; ignored, as in
+            Paddle's dygraph mode.
+        moving_mean_name, moving_variance_name: names for the running-statistic tensors.
+        use_global_stats: True always normalises with the running statistics.
+        trainable_statistics: True uses (and updates) batch statistics in eval mode too.
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> from minitorch_amp import nn
+        >>> bn = nn.BatchNorm(3, act="relu")
+        >>> bn(mt.randn([4, 3, 5, 5])).numpy().min()
+        np.float32(0.0)
+    """
+
+    _ndims, _expects = (2, 3, 4, 5), "a 2-D to 5-D [N, C, ...]"
+    _formats, _last = ("NCHW", "NHWC"), "NHWC"
+
+    def __init__(
+        self,
+        num_channels: int,
+        act: str | None = None,
+        is_test: bool = False,
+        momentum: float = 0.9,
+        epsilon: float = 1e-05,
+        param_attr=None,
+        bias_attr=None,
+        dtype="float32",
+        data_layout: str = "NCHW",
+        in_place: bool = False,
+        moving_mean_name: str | None = None,
+        moving_variance_name: str | None = None,
+        do_model_average_for_mean_and_var: bool = True,
+        use_global_stats: bool = False,
+        trainable_statistics: bool = False,
+    ):
+        if act is not None and act not in _ACTIVATIONS:
+            raise ValueError(
+                f"BatchNorm: act must be None or one of {sorted(_ACTIVATIONS)}, got {act!r}"
+            )
+        super().__init__(
+            num_channels, momentum, epsilon, param_attr, bias_attr, data_layout, None, None, dtype
+        )
+        self._act, self._is_test, self._in_place = act, is_test, in_place
+        self._global_stats, self._trainable_statistics = use_global_stats, trainable_statistics
+        self._do_model_average_for_mean_and_var = do_model_average_for_mean_and_var
+        for buffer, name in (("_mean", moving_mean_name), ("_variance", moving_variance_name)):
+            if name is not None:
+                getattr(self, buffer).name = name
+
+    def _uses_batch_statistics(self) -> bool:
+        # Paddle's kernel: global statistics when use_global_stats, or in inference unless
+        # trainable_statistics; otherwise batch statistics (and the running ones updated).
+        if self._global_stats:
+            return False
+        return self.training or self._trainable_statistics
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002 - Paddle's argument name
+        out = super().forward(input)
+        return out if self._act is None else _ACTIVATIONS[self._act](out)

@@ -45,9 +45,10 @@ import zipfile
 
 import numpy as np
 
-from .autograd.tensor import Tensor
-from .backend import device as _device
-from .backend.dtypes import bfloat16
+from ..autograd.tensor import Tensor
+from ..backend import device as _device
+from ..backend.dtypes import bfloat16
+from ..serialization import paddle_pickle
 
 __all__ = ["DEFAULT_MAX_BYTES", "CheckpointError", "load", "save"]
 
@@ -231,6 +232,9 @@ def load(path, return_numpy: bool = False, max_bytes: int | None = DEFAULT_MAX_B
             index alone; None for no limit. Each stored array counts once, however many
             entries refer to it (they all get that one array).
 
+    A pickle written by Paddle's ``paddle.save`` (``.pdparams``, ``.pdopt``) is read too, by
+    a restricted unpickler that never runs code (``serialization/paddle_pickle.py``).
+
     Returns:
         The saved structure; Tensors are created on the current device (``set_device``).
 
@@ -250,6 +254,9 @@ def load(path, return_numpy: bool = False, max_bytes: int | None = DEFAULT_MAX_B
     if os.path.isdir(path):
         raise IsADirectoryError(f"cannot load {path!r}: it is a directory, not a checkpoint file")
     with open(path, "rb") as f:
+        if paddle_pickle.is_pickle(f.read(2)):  # what Paddle's paddle.save writes
+            return paddle_pickle.load(f, path, return_numpy, max_bytes, CheckpointError)
+        f.seek(0)
         try:
             zf = zipfile.ZipFile(f)
         except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:

@@ -1,0 +1,506 @@
+// gemm_sm90.cu: the Hopper GEMM (wgmma fed by TMA), same contract as gemm_fp16.cu.
+//
+// WHAT IT COMPUTES (exactly gemm_fp16.cu's specification; backend/gemm.py is the twin)
+//
+//     C = epilogue(alpha * op(A) @ op(B))        op(X) = X or X^T, chosen per operand
+//     epilogue(v) = relu?( v + beta * C_in + bias[n] ),  float32, then ONE rounding to OutT
+//
+//   A and B are 16-bit floats (In = __half; __nv_bfloat16 is the same code with another
+//   instruction), row-major with leading dimensions lda / ldb; layouts NN, NT and TN.
+//   Products are exact in float32, sums are float32.
+//
+// WHY A SECOND GEMM
+//
+//   gemm_fp16.cu issues mma.sync: each warp loads fragments into registers (ldmatrix) and
+//   multiplies 16 x 8 x 16 at a time. On Hopper that tops out near a third of the tensor
+//   cores' peak (measured: 191-291 TFLOP/s against cuBLAS's 656-758 on an H100). Hopper's
+//   own instruction, wgmma.mma_async, lets a warpgroup (4 warps, 128 threads) multiply a
+//   64 x 128 x 16 block whose operands stay in shared memory: no ldmatrix, no operand
+//   registers, and it runs asynchronously while the warps do other work. Its operands are
+//   described by 64-bit "matrix descriptors" (address, strides, swizzle), and they arrive
+//   through TMA, the Tensor Memory Accelerator: one thread asks for a whole 2-D box of a
+//   matrix (cp.async.bulk.tensor) and the copy engine writes it into shared memory,
+//   swizzled, zero-filling whatever lies outside the matrix, and counts the bytes on an
+//   mbarrier. No thread computes an address per element.
+//
+// THE PIPELINE (one CTA = 3 warpgroups = 384 threads, persistent over output tiles)
+//
+//     warpgroup 0: the producer. One thread loops over this CTA's work; per K block it
+//       waits until the stage is empty, announces the bytes to the stage's "full" barrier
+//       and issues the TMA copies of the A and B boxes. It gives its registers away
+//       (setmaxnreg.dec 40): it needs almost none.
+//     warpgroups 1, 2: the consumers (setmaxnreg.inc 232). Consumer c owns rows
+//       64c .. 64c+63 of the 128-row tile. Per K block: wait for "full", issue 4 (or 8)
+//       wgmma over the stage (K = 64 = 4 x 16), commit, then wait until the PREVIOUS block's
+//       wgmma have finished and give that stage back ("empty"). At the end of a tile, the
+//       epilogue goes straight from the accumulators to global memory, while the producer is
+//       already loading the next tile's first stages.
+//
+//          stage s:  [ A box 128 x 64 | B box(es) BN x 64 ]  full[s] mbarrier  empty[s] mbarrier
+//
+//          producer   wait empty[s] --> expect_tx(full[s]) --> TMA A, TMA B --------------+
+//                          ^                                                              |
+//                          |  arrive (one per consumer warpgroup)         bytes land, full[s] flips
+//                          |                                                              v
+//          consumers  wgmma done <-- wgmma.wait_group 1 <-- commit <-- wgmma x4 <-- wait full[s]
+//
+//   Each barrier completes one phase per use; a stage's n-th use waits for parity n & 1
+//   (the producer waits for the opposite parity on "empty", which a fresh barrier already
+//   satisfies: every stage starts empty).
+//
+// SHARED-MEMORY LAYOUT AND THE 128-BYTE SWIZZLE
+//
+//   Every box is 64 elements (128 bytes) wide in its contiguous dimension. TMA stores row r
+//   of a box at r * 128 bytes with its eight 16-byte chunks permuted, chunk c at c ^ (r % 8)
+//   (address bits 4-6 XOR bits 7-9, so boxes start on 1024-byte boundaries). wgmma's
+//   descriptors name the same swizzle, and the hardware undoes it on the way in:
+//     K-major operand (A in NN/NT, B in NT: rows of 64 k):  row r, element k at
+//         r * 128 + 2k; 8-row groups are SBO = 1024 bytes apart; the k16 slice kk starts
+//         32 * kk bytes into the row (inside the swizzle atom, which the hardware allows).
+//     MN-major operand (A in TN, B in NN: rows of 64 m or n, one row per k): element
+//         (x, k) at (x / 64) * LBO + k * 128 + 2 (x % 64); 64-wide blocks are LBO = 8192
+//         bytes apart (one box), 8-row k groups SBO = 1024; slice kk starts at kk * 2048.
+//   The instruction's "transpose" immediates tell wgmma which of the two it is reading.
+//
+// ACCUMULATOR FRAGMENT (wgmma m64n128, float32, like mma.sync's C fragment per 8 columns)
+//   thread = 128c' + 32w + 4g + t of the warpgroup; register i = 4j + 2h + e holds
+//   row 16w + g + 8h, column 8j + 2t + e of the warpgroup's 64 x 128 block.
+//
+// WORK: units = tiles x splits. Unit u is split u % splits of tile u / splits; tiles are
+//   numbered in groups of GROUP_M tile rows (L2 reuse, as in gemm_fp16.cu). With splits > 1
+//   a unit covers a range of K blocks and stores its raw float32 sums into `partial`
+//   ([splits][M][N]); gemm_sm90_reduce then adds the splits in order and applies the
+//   epilogue, so the one rounding stays one rounding.
+//
+// LAUNCH (backend/gemm_sm90.py): grid = (min(units, SMs), 1, 1), block = (384, 1, 1),
+//   dynamic shared memory = smem_bytes(BN) (opt-in above 48 KB). Needs sm_90a.
+//   The tensor maps are made on the host by cuTensorMapEncodeTiled (driver API) and passed
+//   by value as __grid_constant__ parameters.
+//
+// HOST EMULATION: tests/gemm_sm90_emulator.cpp replaces the hardware layer below with C++
+//   models (TMA with its swizzle, mbarrier phases and transaction counts, wgmma reading
+//   shared memory through the descriptors, asynchronously until wait_group) and runs the
+//   384 threads as fibers (tests/test_gemm_sm90.py).
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "gemm_sm90.cu uses wgmma and setmaxnreg: compile it for sm_90a (-arch=sm_90a)"
+#endif
+
+constexpr int BM = 128;             // tile rows: two consumer warpgroups of 64
+constexpr int BK = 64;              // K per stage: one 128-byte swizzle row of 16-bit values
+constexpr int WG_N = 128;           // columns per wgmma instruction (m64n128k16)
+constexpr int CONSUMERS = 2;        // consumer warpgroups
+constexpr int THREADS = 128 * (1 + CONSUMERS);
+constexpr int BOX_BYTES = 64 * BK * 2;  // 8 KB: a 64-row box of one stage
+constexpr int SMEM_TILES = 192 * 1024;  // shared memory for the stages
+constexpr int GROUP_M = 8;
+constexpr int PRODUCER_REGS = 40;   // setmaxnreg: 128 x 40 + 256 x 232 <= 65536
+constexpr int CONSUMER_REGS = 232;
+
+constexpr int EPILOGUE_BIAS = 1;
+constexpr int EPILOGUE_RELU = 2;
+
+__host__ __device__ constexpr int stage_bytes(int bn) { return (BM + bn) * BK * 2; }
+__host__ __device__ constexpr int stages_for(int bn) { return SMEM_TILES / stage_bytes(bn); }
+// 1 KB of slack to align the tiles to 1024 bytes, then the tiles, then 2 barriers per stage.
+__host__ __device__ constexpr int smem_bytes(int bn) {
+    return 1024 + stages_for(bn) * stage_bytes(bn) + 2 * 8 * stages_for(bn);
+}
+
+// A CUtensorMap: 128 opaque bytes made by cuTensorMapEncodeTiled on the host.
+struct alignas(64) TensorMap {
+    unsigned long long opaque[16];
+};
+
+// ---------------------------------------------------------------------------------------
+// The hardware layer (tests/gemm_sm90_emulator.cpp defines MINITORCH_GEMM_HOST_EMULATION
+// and supplies C++ models of these).
+// ---------------------------------------------------------------------------------------
+#ifndef MINITORCH_GEMM_HOST_EMULATION
+
+__device__ __forceinline__ unsigned char* dynamic_smem() {
+    extern __shared__ __align__(1024) unsigned char gemm_sm90_smem[];
+    return gemm_sm90_smem;
+}
+
+__device__ __forceinline__ unsigned smem_address(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+
+// Make the initialised barriers visible to the other threads and to the TMA unit.
+__device__ __forceinline__ void mbar_init_fence() {
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+// Arrive once and announce `bytes` that TMA copies will complete on this barrier.
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+                 "r"(bytes)
+                 : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+// Wait until the barrier's phase with this parity has completed.
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    unsigned done = 0;
+    while (!done) {
+        asm volatile(
+            "{\n.reg .pred p;\n"
+            "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+            "selp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(bar), "r"(parity)
+            : "memory");
+    }
+}
+
+// Copy the box at (x = contiguous coordinate, y = row) of `map` into shared memory `dst`,
+// completing its bytes on barrier `bar`. Outside the matrix the box is filled with zeros.
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const TensorMap* map, int x, int y,
+                                            unsigned bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+        "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(bar)
+        : "memory");
+}
+
+__device__ __forceinline__ void tma_prefetch(const TensorMap* map) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(map))
+                 : "memory");
+}
+
+// Order this warpgroup's register accesses before the wgmma that follow.
+__device__ __forceinline__ void wgmma_fence() {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void wgmma_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+// Wait until at most N committed wgmma groups of this warpgroup are still running.
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+template <int REGS>
+__device__ __forceinline__ void setmaxnreg_dec() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS));
+}
+
+template <int REGS>
+__device__ __forceinline__ void setmaxnreg_inc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));
+}
+
+#define WGMMA_D8(i)                                                                        \
+    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]),            \
+        "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define WGMMA_ASM(TYPES)                                                                   \
+    asm volatile(                                                                          \
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                       \
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPES " "                           \
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "          \
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, " \
+        "%64, %65, p, 1, 1, %67, %68;\n}\n"                                                \
+        : WGMMA_D8(0), WGMMA_D8(8), WGMMA_D8(16), WGMMA_D8(24), WGMMA_D8(32), WGMMA_D8(40), \
+          WGMMA_D8(48), WGMMA_D8(56)                                                        \
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TRANS_A), "n"(TRANS_B))
+
+template <typename In>
+struct Wgmma;  // the element type's instruction: f16 or bf16 inputs
+template <>
+struct Wgmma<__half> {
+    static constexpr bool bf16 = false;
+};
+template <>
+struct Wgmma<__nv_bfloat16> {
+    static constexpr bool bf16 = true;
+};
+
+// d (64 x 128 block, float32) = A (64 x 16) @ B (16 x 128) + (accumulate ? d : 0), both
+// operands in shared memory as described by desc_a / desc_b. TRANS_A / TRANS_B say the
+// operand is MN-major (1) rather than K-major (0). The element type picks the instruction.
+template <typename In, int TRANS_A, int TRANS_B>
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], unsigned long long desc_a,
+                                                 unsigned long long desc_b, int accumulate) {
+    if constexpr (Wgmma<In>::bf16) {
+        WGMMA_ASM("bf16.bf16");
+    } else {
+        WGMMA_ASM("f16.f16");
+    }
+}
+#undef WGMMA_ASM
+#undef WGMMA_D8
+
+#endif  // MINITORCH_GEMM_HOST_EMULATION
+
+// ---------------------------------------------------------------------------------------
+// Descriptors, work units, the epilogue.
+// ---------------------------------------------------------------------------------------
+
+// A wgmma matrix descriptor for a 128-byte-swizzled operand at shared address `addr`:
+// bits 0-13 address >> 4, 16-29 leading byte offset >> 4, 32-45 stride byte offset >> 4,
+// 62-63 the swizzle mode (1 = 128 bytes). The base-offset bits stay 0: boxes are
+// 1024-byte aligned.
+__host__ __device__ __forceinline__ unsigned long long make_desc(unsigned addr, unsigned lbo,
+                                                                 unsigned sbo) {
+    return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) |
+           static_cast<unsigned long long>((lbo & 0x3FFFF) >> 4) << 16 |
+           static_cast<unsigned long long>((sbo & 0x3FFFF) >> 4) << 32 | 1ull << 62;
+}
+
+// Descriptor of consumer c's A operand (64 rows) for k16 slice kk of the stage at a_tile.
+template <bool TRANS_A>
+__host__ __device__ __forceinline__ unsigned long long desc_a(unsigned a_tile, int c, int kk) {
+    if (TRANS_A)  // MN-major: box c holds m 64c.. as 64 rows of k, 128 bytes each
+        return make_desc(a_tile + c * BOX_BYTES + kk * 16 * 128, BOX_BYTES, 1024);
+    return make_desc(a_tile + c * 64 * 128 + kk * 32, 16, 1024);  // K-major, LBO unused
+}
+
+// Descriptor of the B operand's 128 columns starting at column 128 * half, k16 slice kk.
+template <bool TRANS_B>
+__host__ __device__ __forceinline__ unsigned long long desc_b(unsigned b_tile, int half,
+                                                              int kk) {
+    if (TRANS_B)  // K-major: rows of n, 64 k each
+        return make_desc(b_tile + half * WG_N * 128 + kk * 32, 16, 1024);
+    // MN-major: boxes of 64 n, each 64 rows of k
+    return make_desc(b_tile + half * 2 * BOX_BYTES + kk * 16 * 128, BOX_BYTES, 1024);
+}
+
+struct Work {
+    int m0, n0;      // the tile's first row and column
+    int kb0, kb1;    // its K blocks [kb0, kb1)
+    int split;       // which split of the tile
+};
+
+__host__ __device__ __forceinline__ Work work_unit(int u, int tiles_m, int tiles_n, int bn,
+                                                   int splits, int per_split, int k_blocks) {
+    Work w;
+    w.split = u % splits;
+    const int tile = u / splits;
+    const int per_group = GROUP_M * tiles_n;
+    const int first_m = tile / per_group * GROUP_M;
+    const int rows = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;
+    const int in_group = tile % per_group;
+    w.m0 = (first_m + in_group % rows) * BM;
+    w.n0 = in_group / rows * bn;
+    w.kb0 = w.split * per_split;
+    w.kb1 = w.kb0 + per_split < k_blocks ? w.kb0 + per_split : k_blocks;
+    return w;
+}
+
+template <typename T>
+__device__ __forceinline__ float load_out(const T* p) {
+    if constexpr (sizeof(T) == 4) return *p;
+    else return __half2float(*p);
+}
+template <typename T>
+__device__ __forceinline__ void store_out(T* p, float v) {
+    if constexpr (sizeof(T) == 4) *p = v;
+    else *p = __float2half_rn(v);
+}
+
+// gemm_fp16.cu's epilogue, step by step: no FMA contraction, NaN kept by the ReLU.
+__device__ __forceinline__ float epilogue(float acc, float c_in, float alpha, float beta,
+                                          float bias, int flags) {
+    float v = __fmul_rn(alpha, acc);
+    if (beta != 0.0f) v = __fadd_rn(v, __fmul_rn(beta, c_in));
+    if (flags & EPILOGUE_BIAS) v = __fadd_rn(v, bias);
+    if (flags & EPILOGUE_RELU) v = v < 0.0f ? 0.0f : v;
+    return v;
+}
+
+template <typename OutT>
+__device__ __forceinline__ void finish(OutT* C, const OutT* bias, int row, int col, int ldc,
+                                       float acc, float alpha, float beta, int flags) {
+    OutT* out = C + static_cast<long long>(row) * ldc + col;
+    const float c_in = beta != 0.0f ? load_out(out) : 0.0f;
+    const float b = (flags & EPILOGUE_BIAS) ? load_out(bias + col) : 0.0f;
+    store_out(out, epilogue(acc, c_in, alpha, beta, b, flags));
+}
+
+// ---------------------------------------------------------------------------------------
+// The kernel.
+// ---------------------------------------------------------------------------------------
+
+template <bool TRANS_A, bool TRANS_B, typename OutT, typename In, int BN>
+__global__ void __launch_bounds__(THREADS, 1)
+    gemm_sm90(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
+              OutT* C, const OutT* bias, float* partial, int M, int N, int K, int ldc,
+              float alpha, float beta, int flags, int splits) {
+    constexpr int STAGES = stages_for(BN);
+    constexpr int STAGE_BYTES = stage_bytes(BN);
+    constexpr int A_BYTES = BM * BK * 2;
+    constexpr int HALVES = BN / WG_N;  // wgmma per k16 slice
+    static_assert(BN % WG_N == 0 && STAGES >= 2, "BN is 128 or 256");
+
+    unsigned char* raw = dynamic_smem();
+    const unsigned base = smem_address(raw);
+    const unsigned tiles = (base + 1023u) & ~1023u;  // 128-byte swizzle: 1024-aligned boxes
+    const unsigned full = tiles + STAGES * STAGE_BYTES;
+    const unsigned empty = full + 8 * STAGES;
+
+    const int tid = static_cast<int>(threadIdx.x);
+    const int warpgroup = tid / 128;
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(full + 8 * s, 1);             // the producer's arrive (+ TMA bytes)
+            mbar_init(empty + 8 * s, CONSUMERS);    // one arrive per consumer warpgroup
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+
+    const int tiles_m = (M + BM - 1) / BM;
+    const int tiles_n = (N + BN - 1) / BN;
+    const int k_blocks = (K + BK - 1) / BK;
+    const int per_split = (k_blocks + splits - 1) / splits;
+    const int units = tiles_m * tiles_n * splits;
+
+    if (warpgroup == 0) {  // ---- the producer ----
+        setmaxnreg_dec<PRODUCER_REGS>();
+        if (tid != 0) return;
+        tma_prefetch(&map_a);
+        tma_prefetch(&map_b);
+        int it = 0;  // K blocks loaded so far by this CTA: stage it % STAGES, use it / STAGES
+        for (int u = static_cast<int>(blockIdx.x); u < units; u += static_cast<int>(gridDim.x)) {
+            const Work w = work_unit(u, tiles_m, tiles_n, BN, splits, per_split, k_blocks);
+            for (int kb = w.kb0; kb < w.kb1; ++kb, ++it) {
+                const int s = it % STAGES;
+                mbar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1);
+                mbar_arrive_expect_tx(full + 8 * s, STAGE_BYTES);
+                const unsigned a_tile = tiles + s * STAGE_BYTES;
+                const unsigned b_tile = a_tile + A_BYTES;
+                const int k0 = kb * BK;
+                if (TRANS_A) {  // A^T is K x M: two boxes of 64 m x 64 k
+                    tma_load_2d(a_tile, &map_a, w.m0, k0, full + 8 * s);
+                    tma_load_2d(a_tile + BOX_BYTES, &map_a, w.m0 + 64, k0, full + 8 * s);
+                } else {  // A is M x K: one box of 128 rows x 64 k
+                    tma_load_2d(a_tile, &map_a, k0, w.m0, full + 8 * s);
+                }
+                if (TRANS_B) {  // B^T is N x K: one box of BN rows x 64 k
+                    tma_load_2d(b_tile, &map_b, k0, w.n0, full + 8 * s);
+                } else {  // B is K x N: BN / 64 boxes of 64 n x 64 k
+                    for (int j = 0; j < BN / 64; ++j)
+                        tma_load_2d(b_tile + j * BOX_BYTES, &map_b, w.n0 + 64 * j, k0,
+                                    full + 8 * s);
+                }
+            }
+        }
+        return;
+    }
+
+    // ---- the consumers ----
+    setmaxnreg_inc<CONSUMER_REGS>();
+    const int c = warpgroup - 1;
+    const int lane128 = tid % 128;
+    const int warp = lane128 / 32;
+    const int g = (lane128 % 32) / 4;
+    const int t = lane128 % 4;
+    float acc[HALVES][64];
+    int it = 0;
+    for (int u = static_cast<int>(blockIdx.x); u < units; u += static_cast<int>(gridDim.x)) {
+        const Work w = work_unit(u, tiles_m, tiles_n, BN, splits, per_split, k_blocks);
+#pragma unroll
+        for (int h = 0; h < HALVES; ++h) {
+#pragma unroll
+            for (int i = 0; i < 64; ++i) acc[h][i] = 0.0f;
+        }
+        int previous = -1;  // the stage whose wgmma may still run
+        for (int kb = w.kb0; kb < w.kb1; ++kb, ++it) {
+            const int s = it % STAGES;
+            mbar_wait(full + 8 * s, (it / STAGES) & 1);
+            const unsigned a_tile = tiles + s * STAGE_BYTES;
+            const unsigned b_tile = a_tile + A_BYTES;
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; ++kk) {
+#pragma unroll
+                for (int h = 0; h < HALVES; ++h) {
+                    wgmma_m64n128k16<In, TRANS_A ? 1 : 0, TRANS_B ? 0 : 1>(
+                        acc[h], desc_a<TRANS_A>(a_tile, c, kk), desc_b<TRANS_B>(b_tile, h, kk),
+                        1);
+                }
+            }
+            wgmma_commit();
+            wgmma_wait<1>();  // the previous block's wgmma are done: its stage is free
+            if (previous >= 0 && lane128 == 0) mbar_arrive(empty + 8 * previous);
+            previous = s;
+        }
+        wgmma_wait<0>();
+        if (previous >= 0 && lane128 == 0) mbar_arrive(empty + 8 * previous);
+
+        // Epilogue: register i = 4j + 2h2 + e of half h is row 16 warp + g + 8 h2 and
+        // column 128 h + 8 j + 2 t + e of this consumer's 64 rows.
+#pragma unroll
+        for (int h = 0; h < HALVES; ++h) {
+#pragma unroll
+            for (int i = 0; i < 64; ++i) {
+                const int row = w.m0 + 64 * c + 16 * warp + g + 8 * ((i / 2) % 2);
+                const int col = w.n0 + WG_N * h + 8 * (i / 4) + 2 * t + i % 2;
+                if (row >= M || col >= N) continue;
+                if (splits > 1) {
+                    partial[(static_cast<long long>(w.split) * M + row) * N + col] = acc[h][i];
+                } else {
+                    finish(C, bias, row, col, ldc, acc[h][i], alpha, beta, flags);
+                }
+            }
+        }
+    }
+}
+
+// Split-K: add the splits' float32 sums in order, then the epilogue and the one rounding.
+template <typename OutT>
+__global__ void gemm_sm90_reduce(const float* __restrict__ partial, int splits, OutT* C,
+                                 const OutT* bias, int M, int N, int ldc, float alpha,
+                                 float beta, int flags) {
+    const long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+    const long long total = static_cast<long long>(M) * N;
+    if (i >= total) return;
+    float acc = partial[i];
+    for (int s = 1; s < splits; ++s) acc = __fadd_rn(acc, partial[s * total + i]);
+    finish(C, bias, static_cast<int>(i / N), static_cast<int>(i % N), ldc, acc, alpha, beta,
+           flags);
+}
+
+// Explicit instantiations, so `nvcc -c` builds what backend/gemm_sm90.py registers and
+// compile-checks the bf16 instruction too. NVRTC instantiates only the name expressions.
+#ifndef __CUDACC_RTC__
+#define GEMM_SM90_INSTANTIATE(TA, TB, OUT, IN, BN_)                                         \
+    template __global__ void gemm_sm90<TA, TB, OUT, IN, BN_>(                               \
+        const __grid_constant__ TensorMap, const __grid_constant__ TensorMap, OUT*,         \
+        const OUT*, float*, int, int, int, int, float, float, int, int);
+#define GEMM_SM90_LAYOUTS(OUT, IN, BN_)            \
+    GEMM_SM90_INSTANTIATE(false, false, OUT, IN, BN_) \
+    GEMM_SM90_INSTANTIATE(false, true, OUT, IN, BN_)  \
+    GEMM_SM90_INSTANTIATE(true, false, OUT, IN, BN_)
+GEMM_SM90_LAYOUTS(__half, __half, 128)
+GEMM_SM90_LAYOUTS(__half, __half, 256)
+GEMM_SM90_LAYOUTS(float, __half, 128)
+GEMM_SM90_LAYOUTS(float, __half, 256)
+GEMM_SM90_LAYOUTS(__half, __nv_bfloat16, 128)
+GEMM_SM90_LAYOUTS(float, __nv_bfloat16, 128)
+#undef GEMM_SM90_LAYOUTS
+#undef GEMM_SM90_INSTANTIATE
+template __global__ void gemm_sm90_reduce<__half>(const float* __restrict__, int, __half*,
+                                                  const __half*, int, int, int, float, float,
+                                                  int);
+template __global__ void gemm_sm90_reduce<float>(const float* __restrict__, int, float*,
+                                                 const float*, int, int, int, float, float,
+                                                 int);
+#endif  // __CUDACC_RTC__

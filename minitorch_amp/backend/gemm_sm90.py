@@ -1,0 +1,333 @@
+"""The Hopper GEMM's launcher: ``cuda/gemm_sm90.cu``, its tensor maps and its shape rule.
+
+``backend/gemm.py`` owns the contract (arguments, checks, the NumPy twin) and calls
+:func:`usable` / :func:`launch` for every 2-D launch on a GPU; this module decides nothing
+about numerics, only how the Hopper kernel is fed:
+
+* **where it runs**: compute capability 9.0 (the kernel is built for ``sm_90a``: ``wgmma`` and
+  ``setmaxnreg`` exist nowhere else), and operands TMA can address (16-byte aligned, rows a
+  multiple of 16 bytes apart, ``K >= 1``). Everything else keeps ``gemm_fp16.cu``;
+  ``MINITORCH_AMP_GEMM_KERNEL=sm80`` forces that kernel everywhere (benchmarks compare both);
+* **tensor maps**: one ``CUtensorMap`` per operand from ``cuTensorMapEncodeTiled`` (driver API,
+  through ``ctypes``: CuPy does not wrap it), passed to the kernel by value;
+* **the shape rule** (:func:`plan`): tile width and split-K per problem.
+
+Example (the pure parts run anywhere):
+    >>> plan(512, 4096, 4096, sms=132)
+    Plan(bn=128, splits=1, grid=128)
+    >>> operand_box(k_major=True, rows=128)
+    (64, 128)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import math
+import os
+from typing import NamedTuple
+
+import numpy as np
+
+from . import device as _device
+from .dtypes import float16, float32
+from .kernels import get_function, register
+
+FILE = "gemm_sm90.cu"
+ARCH = "sm_90a"
+# Mirrors of cuda/gemm_sm90.cu's constants (tests/test_gemm_sm90.py checks they agree).
+BM = 128
+BK = 64
+WG_N = 128
+THREADS = 384
+SMEM_TILES = 192 * 1024
+TILE_WIDTHS = (128, 256)
+
+_LAYOUTS = ((False, False), (False, True), (True, False))
+_OUT_TYPES = {float16: "__half", float32: "float"}
+
+
+def stage_bytes(bn: int) -> int:
+    return (BM + bn) * BK * 2
+
+
+def stages_for(bn: int) -> int:
+    return SMEM_TILES // stage_bytes(bn)
+
+
+def smem_bytes(bn: int) -> int:
+    """Dynamic shared memory of one CTA: alignment slack, the stages, two barriers each."""
+    return 1024 + stages_for(bn) * stage_bytes(bn) + 2 * 8 * stages_for(bn)
+
+
+def kernel_name(transpose_a: bool, transpose_b: bool, out_dtype, bn: int) -> str:
+    out = _OUT_TYPES[np.dtype(out_dtype)]
+    return f"gemm_sm90<{str(transpose_a).lower()},{str(transpose_b).lower()},{out},__half,{bn}>"
+
+
+def reduce_name(out_dtype) -> str:
+    return f"gemm_sm90_reduce<{_OUT_TYPES[np.dtype(out_dtype)]}>"
+
+
+NAMES = tuple(
+    kernel_name(ta, tb, out, bn) for out in _OUT_TYPES for ta, tb in _LAYOUTS for bn in TILE_WIDTHS
+) + tuple(reduce_name(out) for out in _OUT_TYPES)
+KERNELS = register(FILE, names=NAMES, arch=ARCH)
+
+
+# ---- the shape rule ------------------------------------------------------------------------
+
+
+class Plan(NamedTuple):
+    bn: int  # tile width (the tile is 128 x bn)
+    splits: int  # K split into this many ranges (1: no split)
+    grid: int  # persistent CTAs
+
+
+# NOTE: a first rule, NOT yet tuned on a GPU (no H100 was lent while it was written); it
+# follows cuBLAS's choices on the H100 (128x256 tiles for large problems, 128x128 when that
+# is what fills the 132 SMs). `python benchmarks/kernels.py --sweep` times every (bn, splits)
+# alternative on a GPU; the next tuning session replaces these thresholds with what it prints.
+WIDE_TILE_WAVES = 1.0  # use bn = 256 when it still gives at least this many waves of tiles
+SPLIT_BELOW_FILL = 0.5  # split K when the tiles fill less than this fraction of the SMs ...
+SPLIT_MIN_BLOCKS = 8  # ... and every split keeps at least this many K blocks of 64
+
+
+_forced: tuple[int, int] | None = None
+
+
+@contextlib.contextmanager
+def forced_plan(bn: int, splits: int):
+    """Use tile width ``bn`` and ``splits`` for every launch inside (``benchmarks/kernels.py
+    --sweep`` times the alternatives with it; the tests run every width and split)."""
+    global _forced
+    if bn not in TILE_WIDTHS or splits < 1:
+        raise ValueError(f"bn must be one of {TILE_WIDTHS} and splits >= 1, got {bn}, {splits}")
+    previous, _forced = _forced, (bn, splits)
+    try:
+        yield
+    finally:
+        _forced = previous
+
+
+def plan(m: int, n: int, k: int, sms: int) -> Plan:
+    """Tile width, split-K and grid for an ``m x n x k`` product on ``sms`` SMs."""
+    if _forced is not None:
+        bn, splits = _forced
+        k_blocks = max(1, math.ceil(k / BK))
+        splits = math.ceil(k_blocks / math.ceil(k_blocks / min(splits, k_blocks)))
+        tiles = math.ceil(m / BM) * math.ceil(n / bn)
+        return Plan(bn, splits, min(tiles * splits, sms))
+    tiles_m = math.ceil(m / BM)
+    bn = 256 if tiles_m * math.ceil(n / 256) >= WIDE_TILE_WAVES * sms else 128
+    tiles = tiles_m * math.ceil(n / bn)
+    k_blocks = math.ceil(k / BK)
+    splits = 1
+    if tiles < SPLIT_BELOW_FILL * sms and k_blocks >= 2 * SPLIT_MIN_BLOCKS:
+        splits = max(1, min(sms // tiles, k_blocks // SPLIT_MIN_BLOCKS))
+        splits = math.ceil(k_blocks / math.ceil(k_blocks / splits))  # no empty split
+    return Plan(bn, splits, min(tiles * splits, sms))
+
+
+# ---- tensor maps ---------------------------------------------------------------------------
+
+
+def operand_box(k_major: bool, rows: int) -> tuple[int, int]:
+    """The TMA box (contiguous extent, rows) of one operand: always 64 elements = 128 bytes
+    wide; a K-major operand takes all ``rows`` of its tile at once, an MN-major one 64 k."""
+    return (BK, rows) if k_major else (64, BK)
+
+
+def map_spec(array, k_major: bool, rows: int) -> dict:
+    """What ``cuTensorMapEncodeTiled`` gets for a 2-D row-major ``array``: sizes and box in
+    elements, innermost first, the row stride in bytes."""
+    stored_rows, stored_cols = array.shape
+    return {
+        "dims": (stored_cols, stored_rows),
+        "row_stride": array.strides[0],
+        "box": operand_box(k_major, rows),
+    }
+
+
+_DATA_TYPE_FLOAT16 = 6  # CU_TENSOR_MAP_DATA_TYPE_FLOAT16 (cuda.h)
+_INTERLEAVE_NONE = 0
+_SWIZZLE_128B = 3
+_L2_PROMOTION_256B = 3
+_OOB_FILL_ZEROS = 0
+TENSOR_MAP = np.dtype((np.void, 128))  # CUtensorMap: 128 opaque bytes
+
+
+class TensorMapError(RuntimeError):
+    """cuTensorMapEncodeTiled refused an operand."""
+
+
+_encode = None
+
+
+def _encoder():
+    global _encode
+    if _encode is None:
+        fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
+        u32p, u64p = ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint64)
+        fn.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_int,
+            ctypes.c_uint32,
+            ctypes.c_void_p,
+            u64p,
+            u64p,
+            u32p,
+            u32p,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_int,
+        ]
+        fn.restype = ctypes.c_int
+        _encode = fn
+    return _encode
+
+
+def encode(array, k_major: bool, rows: int):
+    """The tensor map of ``array`` (a CuPy float16 matrix) as a 128-byte kernel argument."""
+    spec = map_spec(array, k_major, rows)
+    holder = np.zeros(256, np.uint8)  # the driver wants the map 64-byte aligned
+    offset = (-holder.ctypes.data) % 128
+    dims = (ctypes.c_uint64 * 2)(*spec["dims"])
+    strides = (ctypes.c_uint64 * 1)(spec["row_stride"])
+    box = (ctypes.c_uint32 * 2)(*spec["box"])
+    steps = (ctypes.c_uint32 * 2)(1, 1)
+    status = _encoder()(
+        holder.ctypes.data + offset,
+        _DATA_TYPE_FLOAT16,
+        2,
+        array.data.ptr,
+        dims,
+        strides,
+        box,
+        steps,
+        _INTERLEAVE_NONE,
+        _SWIZZLE_128B,
+        _L2_PROMOTION_256B,
+        _OOB_FILL_ZEROS,
+    )
+    if status != 0:
+        raise TensorMapError(
+            f"cuTensorMapEncodeTiled failed (CUresult {status}) for an operand of shape "
+            f"{array.shape} with strides {array.strides}; set MINITORCH_AMP_GEMM_KERNEL=sm80 "
+            f"to use the mma.sync kernel"
+        )
+    return holder[offset : offset + 128].view(TENSOR_MAP)[0]
+
+
+# ---- dispatch ------------------------------------------------------------------------------
+
+KERNEL_ENV = "MINITORCH_AMP_GEMM_KERNEL"
+
+
+def requested() -> str:
+    """``MINITORCH_AMP_GEMM_KERNEL``: ``auto`` (default), ``sm80`` or ``sm90``."""
+    choice = os.environ.get(KERNEL_ENV, "auto").strip().lower() or "auto"
+    if choice not in ("auto", "sm80", "sm90"):
+        raise ValueError(f"{KERNEL_ENV} must be auto, sm80 or sm90, got {choice!r}")
+    return choice
+
+
+def tma_addressable(array) -> bool:
+    """TMA's rules for a 2-D operand: 16-byte aligned start, rows 16 bytes apart, no empty
+    dimension, a row stride below 2**40 bytes."""
+    return (
+        array.data.ptr % 16 == 0
+        and array.strides[0] % 16 == 0
+        and array.strides[1] == array.itemsize
+        and min(array.shape) >= 1
+        and array.strides[0] < 2**40
+    )
+
+
+def device_is_hopper() -> bool:
+    return _device.cupy.cuda.Device().compute_capability == "90"
+
+
+def usable(a, b, k: int) -> bool:
+    """Whether the Hopper kernel takes this launch (see the module docstring)."""
+    choice = requested()
+    if choice == "sm80":
+        return False
+    if not device_is_hopper():
+        if choice == "sm90":
+            raise RuntimeError(
+                f"{KERNEL_ENV}=sm90 asks for the Hopper kernel, but this GPU has compute "
+                f"capability {_device.cupy.cuda.Device().compute_capability}; unset it"
+            )
+        return False
+    return k >= 1 and tma_addressable(a) and tma_addressable(b)
+
+
+_ready: dict[tuple[int, str], object] = {}
+
+
+def _kernel(name: str, shared: int):
+    key = (_device.cupy.cuda.Device().id, name)
+    kernel = _ready.get(key)
+    if kernel is None:
+        kernel = get_function(FILE, name)
+        if shared:
+            kernel.max_dynamic_shared_size_bytes = shared
+        _ready[key] = kernel
+    return kernel
+
+
+def _sm_count() -> int:
+    return _device.cupy.cuda.Device().attributes["MultiProcessorCount"]
+
+
+def launch(a, b, transpose_a, transpose_b, epilogue, out, flags: int) -> None:
+    """Run ``out = epilogue(alpha * op(a) @ op(b))`` on 2-D contiguous CuPy arrays."""
+    cp = _device.cupy
+    m, n = out.shape
+    k = a.shape[0] if transpose_a else a.shape[1]
+    p = plan(m, n, k, _sm_count())
+    map_a = encode(a, k_major=not transpose_a, rows=BM)
+    map_b = encode(b, k_major=transpose_b, rows=p.bn)
+    bias = epilogue.bias if epilogue.bias is not None else out
+    partial = cp.empty((p.splits, m, n), dtype=float32) if p.splits > 1 else out
+    i32 = np.int32
+    args = (
+        map_a,
+        map_b,
+        out,
+        bias,
+        partial,
+        i32(m),
+        i32(n),
+        i32(k),
+        i32(n),
+        epilogue.alpha,
+        epilogue.beta,
+        i32(flags),
+        i32(p.splits),
+    )
+    name = kernel_name(transpose_a, transpose_b, out.dtype, p.bn)
+    kernel = _kernel(name, smem_bytes(p.bn))
+    kernel((p.grid, 1, 1), (THREADS, 1, 1), args, shared_mem=smem_bytes(p.bn))
+    if p.splits > 1:
+        threads = 256
+        blocks = math.ceil(m * n / threads)
+        reduce = _kernel(reduce_name(out.dtype), 0)
+        reduce(
+            (blocks, 1, 1),
+            (threads, 1, 1),
+            (
+                partial,
+                i32(p.splits),
+                out,
+                bias,
+                i32(m),
+                i32(n),
+                i32(n),
+                epilogue.alpha,
+                epilogue.beta,
+                i32(flags),
+            ),
+        )

@@ -1,0 +1,228 @@
+"""Data loading with ``paddle.io``'s names: datasets, samplers, and the DataLoader that batches.
+
+A map-style :class:`Dataset` has ``__getitem__`` and ``__len__``; an :class:`IterableDataset`
+yields samples from ``__iter__``. A :class:`DataLoader` takes batches of indices from a
+:class:`BatchSampler` (in order, or shuffled), fetches the samples and collates them into
+Tensors (:func:`default_collate_fn`). Everything runs in the calling process.
+
+Shuffling draws from the library's seeded generator, so ``seed(n)`` fixes the batch order
+together with the initial weights and the dropout masks. (Paddle draws from NumPy's global
+generator, which ``np.random.seed`` sets.)
+
+Example:
+    >>> import minitorch_amp as mt
+    >>> from minitorch_amp.io import DataLoader, TensorDataset
+    >>> data = TensorDataset([mt.arange(10, dtype="float32").reshape([5, 2]), mt.arange(5)])
+    >>> loader = DataLoader(data, batch_size=2, drop_last=True)
+    >>> len(loader), [[x.shape, y.tolist()] for x, y in loader]
+    (2, [[[2, 2], [0, 1]], [[2, 2], [2, 3]]])
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ..autograd.creation import to_tensor
+from ..autograd.functions import stack
+from ..autograd.tensor import Tensor
+from ..backend.random import generator
+
+__all__ = [
+    "BatchSampler",
+    "Dataset",
+    "IterableDataset",
+    "RandomSampler",
+    "Sampler",
+    "SequenceSampler",
+    "TensorDataset",
+    "default_collate_fn",
+]
+
+
+class Dataset:
+    """A map-style dataset: subclass it and implement ``__getitem__`` and ``__len__``."""
+
+    def __getitem__(self, idx):
+        raise NotImplementedError(f"{type(self).__name__} must implement __getitem__(idx)")
+
+    def __len__(self) -> int:
+        raise NotImplementedError(f"{type(self).__name__} must implement __len__()")
+
+
+class IterableDataset(Dataset):
+    """A stream of samples: subclass it and implement ``__iter__``. It has no length and no
+    indices, so a DataLoader over it cannot shuffle."""
+
+    def __iter__(self):
+        raise NotImplementedError(f"{type(self).__name__} must implement __iter__()")
+
+    def __getitem__(self, idx):
+        raise TypeError(f"{type(self).__name__} is an IterableDataset: iterate over it")
+
+    def __len__(self) -> int:
+        raise TypeError(f"{type(self).__name__} is an IterableDataset and has no length")
+
+
+class TensorDataset(Dataset):
+    """Sample ``i`` is ``(tensors[0][i], tensors[1][i], ...)``.
+
+    Args:
+        tensors: a list of Tensors with the same first dimension (the number of samples).
+    """
+
+    def __init__(self, tensors):
+        if not isinstance(tensors, (list, tuple)) or not tensors:
+            raise TypeError("TensorDataset takes a non-empty list of Tensors")
+        for t in tensors:
+            if not isinstance(t, Tensor) or t.ndim == 0:
+                raise TypeError(
+                    f"TensorDataset takes Tensors of at least one dimension, got {t!r:.60}; "
+                    "wrap arrays with to_tensor(...)"
+                )
+        sizes = [t.shape[0] for t in tensors]
+        if len(set(sizes)) != 1:
+            raise ValueError(
+                f"TensorDataset: the tensors hold different numbers of samples {sizes} "
+                "(their first dimensions must agree)"
+            )
+        self.tensors = list(tensors)
+
+    def __getitem__(self, index):
+        return tuple(t[index] for t in self.tensors)
+
+    def __len__(self) -> int:
+        return self.tensors[0].shape[0]
+
+
+class Sampler:
+    """Yields dataset indices; subclasses implement ``__iter__`` (and ``__len__``)."""
+
+    def __init__(self, data_source=None):
+        self.data_source = data_source
+
+    def __iter__(self):
+        raise NotImplementedError(f"{type(self).__name__} must implement __iter__()")
+
+    def __len__(self) -> int:
+        raise NotImplementedError(f"{type(self).__name__} must implement __len__()")
+
+
+class SequenceSampler(Sampler):
+    """``0, 1, ..., len(data_source) - 1`` in order."""
+
+    def __iter__(self):
+        return iter(range(len(self.data_source)))
+
+    def __len__(self) -> int:
+        return len(self.data_source)
+
+
+class RandomSampler(Sampler):
+    """A random permutation of the indices (or ``num_samples`` draws with ``replacement``),
+    from the library's seeded generator, drawn anew at every ``iter()``."""
+
+    def __init__(self, data_source, replacement: bool = False, num_samples: int | None = None):
+        super().__init__(data_source)
+        if num_samples is not None and not replacement:
+            raise ValueError("RandomSampler: num_samples is only allowed with replacement=True")
+        if num_samples is not None and (not isinstance(num_samples, int) or num_samples <= 0):
+            raise ValueError(f"RandomSampler: num_samples must be positive, got {num_samples}")
+        self.replacement, self._num_samples = bool(replacement), num_samples
+
+    @property
+    def num_samples(self) -> int:
+        return len(self.data_source) if self._num_samples is None else self._num_samples
+
+    def __iter__(self):
+        rng, n = generator(np), len(self.data_source)
+        if self.replacement:
+            return iter(rng.integers(0, n, size=self.num_samples).tolist())
+        return iter(rng.permutation(n).tolist())
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+class BatchSampler(Sampler):
+    """Groups the indices of ``sampler`` (or of ``dataset``, in order or shuffled) into lists
+    of ``batch_size``; the last, shorter batch is kept unless ``drop_last``.
+
+    Example:
+        >>> list(BatchSampler(dataset=range(5), batch_size=2))
+        [[0, 1], [2, 3], [4]]
+    """
+
+    def __init__(
+        self, dataset=None, sampler=None, shuffle: bool = False, batch_size: int = 1,
+        drop_last: bool = False,
+    ):  # fmt: skip
+        if (dataset is None) == (sampler is None):
+            raise ValueError("BatchSampler takes either a dataset or a sampler, not both")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+            raise ValueError(f"BatchSampler: batch_size must be a positive int, got {batch_size}")
+        if sampler is not None and shuffle:
+            raise ValueError("BatchSampler: shuffle goes with a dataset; shuffle in the sampler")
+        if isinstance(dataset, IterableDataset):
+            raise ValueError(
+                "BatchSampler needs a map-style dataset; an IterableDataset has no indices"
+            )
+        if sampler is None:
+            sampler = RandomSampler(dataset) if shuffle else SequenceSampler(dataset)
+        self.sampler, self.shuffle = sampler, bool(shuffle)
+        self.batch_size, self.drop_last = batch_size, bool(drop_last)
+
+    def __iter__(self):
+        batch = []
+        for index in self.sampler:
+            batch.append(index)
+            if len(batch) == self.batch_size:
+                yield batch
+                batch = []
+        if batch and not self.drop_last:
+            yield batch
+
+    def __len__(self) -> int:
+        n = len(self.sampler)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+
+def default_collate_fn(batch):
+    """Stack a list of samples into one batch, field by field (Paddle's rule).
+
+    Tensors are stacked, NumPy arrays stacked into a Tensor, Python and NumPy numbers
+    become a 1-D Tensor (``np.array``'s dtype: int64, float64, bool), strings stay a list;
+    dicts are collated per key and lists/tuples per position (a list comes back).
+    """
+    sample = batch[0]
+    if isinstance(sample, Tensor):
+        return stack(list(batch), axis=0)
+    if isinstance(sample, np.ndarray):
+        return to_tensor(np.stack(batch, axis=0))
+    if isinstance(sample, (numbers.Number, np.bool_)):
+        return to_tensor(np.array(batch))
+    if isinstance(sample, (str, bytes)):
+        return list(batch)
+    if isinstance(sample, Mapping):
+        return {key: default_collate_fn([d[key] for d in batch]) for key in sample}
+    if isinstance(sample, Sequence):
+        if any(len(s) != len(sample) for s in batch):
+            raise RuntimeError("default_collate_fn: the samples of a batch have different lengths")
+        return [default_collate_fn(list(fields)) for fields in zip(*batch)]
+    raise TypeError(
+        "a batch can hold Tensors, NumPy arrays, numbers, strings, dicts and lists, got "
+        f"{type(sample).__name__}; pass a collate_fn that handles it"
+    )
+
+
+def _to_tensors(value):
+    """NumPy arrays inside a collated batch become Tensors (what a custom collate_fn returns)."""
+    if isinstance(value, np.ndarray):
+        return to_tensor(value)
+    if isinstance(value, Mapping):
+        return {key: _to_tensors(v) for key, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_tensors(v) for v in value)
+    return value

@@ -1,0 +1,1 @@
+"""Reading checkpoints in other frameworks' formats (Paddle's pickles), never running code."""

@@ -1,0 +1,428 @@
+// gemm_sm90_emulator.cpp: run cuda/gemm_sm90.cu on a CPU, one cooperative fiber per thread.
+//
+// The Hopper kernel's correctness lives in things a CPU can model exactly: which TMA box
+// lands where (coordinates, the 128-byte swizzle, zero fill outside the matrix), whether the
+// wgmma descriptors (start address, LBO, SBO, swizzle mode, transpose flags) read back the
+// elements the boxes put there, which thread owns which accumulator, the mbarrier protocol
+// (phases, parities, arrival and byte counts) that hands stages between the producer and
+// the consumers, the persistent work loop, split-K and the epilogue. This program compiles
+// the kernel file unchanged except for its hardware layer, replaced by models written from
+// the PTX ISA manual and the CUDA driver API's description of tensor maps:
+//   * TMA: cp.async.bulk.tensor.2d copies box (x, y) of the tensor map at once (the earliest
+//     it could land) and completes its bytes on the mbarrier; element (row r, column e) of
+//     the box goes to dst + 128 r + 2 e with address bits 4-6 XOR bits 7-9 (128-byte
+//     swizzle); outside the matrix it writes zeros. dst must be 1024-byte aligned.
+//   * mbarrier: init(count), arrive, arrive.expect_tx, complete_tx; a phase completes when
+//     all arrivals and all announced bytes are in; try_wait.parity(p) succeeds once the
+//     number of completed phases has parity != p.
+//   * wgmma.mma_async m64n128k16: a warpgroup-wide operation (its 128 threads meet at each
+//     group), queued per thread at issue and executed at the wait_group that retires it (the latest it could read shared memory), reading its
+//     operands through the descriptors: K-major element (r, k) at start + 128 (r % 8) +
+//     SBO (r / 8) + 2k; MN-major element (x, k) at start + LBO (x / 64) + 2 (x % 64) +
+//     128 (k % 8) + SBO (k / 8); both then swizzled like TMA's writes.
+// Threads are scheduled "early" (the lowest runnable thread first: the producer runs as
+// far ahead as the barriers allow) or "late" (round robin). Shared memory starts 16 bytes
+// past a 1024-byte boundary, so the kernel's own alignment is exercised; it is filled with
+// float16 NaNs, so a stage read before its bytes land shows up in the result.
+//
+// Build: g++ -std=c++17 -O2 -ffp-contract=off -I<cuda>/include -I<repo>/cuda <this file>
+// Run:   gemm_sm90_emulator TA TB OUT BN M N K alpha beta flags splits grid mode
+//            a_dim0 a_dim1 a_stride a_box0 a_box1 b_dim0 b_dim1 b_stride b_box0 b_box1
+//            a.bin b.bin c.bin bias.bin out.bin
+//   (the a_/b_ values are backend/gemm_sm90.map_spec's; ldc = N; bias.bin may be "-")
+//   Prints "ok ctas=<n> tma=<n> wgmma=<n>" and writes C to out.bin.
+
+#include <cuda_fp16.h>
+#include <ucontext.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#define MINITORCH_GEMM_HOST_EMULATION
+#define __launch_bounds__(...)
+#ifndef __grid_constant__
+#define __grid_constant__
+#endif
+
+[[noreturn]] static void fail(const char* what) {
+    std::fprintf(stderr, "gemm_sm90_emulator: %s\n", what);
+    std::exit(2);
+}
+static void check(bool ok, const char* what) {
+    if (!ok) fail(what);
+}
+
+// ---- fibers ------------------------------------------------------------------------------
+
+constexpr int kThreads = 384;
+constexpr size_t kStackBytes = 128 * 1024;
+constexpr unsigned kSmemBase = 16;  // shared addresses start here: not 1024-aligned
+
+struct WgmmaOp {
+    float* d;
+    unsigned long long desc_a, desc_b;
+    int accumulate, trans_a, trans_b;
+};
+
+struct Fiber {
+    ucontext_t context;
+    std::vector<char> stack = std::vector<char>(kStackBytes);
+    bool done = false;
+    std::function<bool()> waiting;  // empty: runnable
+    std::vector<WgmmaOp> uncommitted;
+    std::deque<std::vector<WgmmaOp>> groups;
+};
+
+static std::vector<Fiber> fibers(kThreads);
+static ucontext_t scheduler;
+static int current = 0;
+static std::function<void()> kernel_body;
+uint3 threadIdx, blockIdx, gridDim, blockDim;
+
+enum Mode { EARLY, LATE };
+static Mode mode = EARLY;
+
+static bool runnable(const Fiber& f) { return !f.done && (!f.waiting || f.waiting()); }
+
+static int next_runnable() {
+    const int first = mode == EARLY ? 0 : (current + 1) % kThreads;
+    for (int i = 0; i < kThreads; ++i) {
+        const int t = (first + i) % kThreads;
+        if (runnable(fibers[t])) return t;
+    }
+    return -1;
+}
+
+static void switch_to(int next) {
+    Fiber& from = fibers[current];
+    current = next;
+    threadIdx = {static_cast<unsigned>(next), 0, 0};
+    swapcontext(&from.context, &fibers[next].context);
+}
+
+// Block the current thread until `ready()` holds (other threads run meanwhile).
+static void wait_until(std::function<bool()> ready) {
+    if (ready()) {
+        if (mode == LATE) {  // still give the others a turn
+            const int next = next_runnable();
+            if (next >= 0 && next != current) switch_to(next);
+        }
+        return;
+    }
+    fibers[current].waiting = ready;
+    const int next = next_runnable();
+    if (next < 0) swapcontext(&fibers[current].context, &scheduler);  // deadlock
+    else if (next != current) switch_to(next);
+    fibers[current].waiting = nullptr;
+}
+
+// A barrier of `size` threads (the block, or one warpgroup).
+struct Barrier {
+    int count = 0;
+    unsigned long long generation = 0;
+    void arrive_and_wait(int size) {
+        const unsigned long long mine = generation;
+        if (++count == size) {
+            count = 0;
+            ++generation;
+            return;
+        }
+        wait_until([this, mine] { return generation != mine; });
+    }
+};
+static Barrier block_barrier;
+static Barrier warpgroup_barrier[kThreads / 128];
+
+void __syncthreads() { block_barrier.arrive_and_wait(kThreads); }
+
+// ---- shared memory, mbarriers, TMA --------------------------------------------------------
+
+static std::vector<unsigned char> smem;
+static long long tma_count = 0, wgmma_count = 0;
+
+float __fmul_rn(float a, float b) { return a * b; }  // built with -ffp-contract=off
+float __fadd_rn(float a, float b) { return a + b; }
+
+unsigned char* dynamic_smem() { return smem.data(); }
+unsigned smem_address(const void* p) {
+    return kSmemBase +
+           static_cast<unsigned>(static_cast<const unsigned char*>(p) - smem.data());
+}
+static unsigned char* at(unsigned addr, unsigned bytes, const char* what) {
+    check(addr >= kSmemBase && addr - kSmemBase + bytes <= smem.size(), what);
+    return smem.data() + (addr - kSmemBase);
+}
+static unsigned swizzle128(unsigned addr) { return addr ^ (((addr >> 7) & 7u) << 4); }
+
+struct MBarrier {
+    int count = 0, pending = 0;
+    long long tx = 0;
+    unsigned long long completed = 0;
+};
+static std::map<unsigned, MBarrier> barriers;
+
+static MBarrier& barrier(unsigned bar) {
+    check(bar % 8 == 0, "mbarrier: not 8-byte aligned");
+    at(bar, 8, "mbarrier: outside shared memory");
+    auto it = barriers.find(bar);
+    check(it != barriers.end(), "mbarrier: used before mbarrier.init");
+    return it->second;
+}
+static void maybe_complete(MBarrier& b) {
+    if (b.pending == 0 && b.tx == 0) {
+        ++b.completed;
+        b.pending = b.count;
+    }
+}
+
+void mbar_init(unsigned bar, unsigned count) {
+    at(bar, 8, "mbarrier.init: outside shared memory");
+    check(bar % 8 == 0 && count > 0, "mbarrier.init: misaligned or zero count");
+    barriers[bar] = MBarrier{static_cast<int>(count), static_cast<int>(count), 0, 0};
+}
+void mbar_init_fence() {}
+void mbar_arrive(unsigned bar) {
+    MBarrier& b = barrier(bar);
+    check(b.pending > 0, "mbarrier: more arrivals than its count");
+    --b.pending;
+    maybe_complete(b);
+}
+void mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
+    barrier(bar).tx += bytes;
+    mbar_arrive(bar);
+}
+void mbar_wait(unsigned bar, unsigned parity) {
+    check(parity <= 1, "mbarrier.try_wait.parity: parity is 0 or 1");
+    MBarrier* b = &barrier(bar);
+    wait_until([b, parity] { return (b->completed & 1u) != parity; });
+}
+
+struct TensorMap;  // gemm_sm90.cu defines it: 16 words, here pointer, dims, stride, box
+void tma_prefetch(const TensorMap*) {}
+void tma_load_2d(unsigned dst, const TensorMap* map, int x, int y, unsigned bar);
+
+// ---- wgmma --------------------------------------------------------------------------------
+
+static float half_table[65536];
+
+static float operand(unsigned long long desc, bool mn_major, int x, int k) {
+    check(((desc >> 62) & 3u) == 1, "wgmma: descriptor is not 128-byte swizzled");
+    check(((desc >> 49) & 7u) == 0, "wgmma: the base-offset bits must be 0");
+    const unsigned start = static_cast<unsigned>(desc & 0x3FFF) << 4;
+    const unsigned lbo = static_cast<unsigned>((desc >> 16) & 0x3FFF) << 4;
+    const unsigned sbo = static_cast<unsigned>((desc >> 32) & 0x3FFF) << 4;
+    const unsigned addr = mn_major ? start + lbo * (x / 64) + 2 * (x % 64) + 128 * (k % 8) + sbo * (k / 8)
+                                   : start + 128 * (x % 8) + sbo * (x / 8) + 2 * k;
+    unsigned short h;
+    std::memcpy(&h, at(swizzle128(addr), 2, "wgmma: operand outside shared memory"), 2);
+    return half_table[h];
+}
+
+static void execute(const WgmmaOp& op) {
+    const int lane128 = current % 128;
+    const int warp = lane128 / 32, g = (lane128 % 32) / 4, t = lane128 % 4;
+    for (int i = 0; i < 64; ++i) {
+        const int row = 16 * warp + g + 8 * ((i / 2) % 2);
+        const int col = 8 * (i / 4) + 2 * t + i % 2;
+        float sum = op.accumulate ? op.d[i] : 0.0f;
+        for (int k = 0; k < 16; ++k)
+            sum += operand(op.desc_a, op.trans_a, row, k) * operand(op.desc_b, op.trans_b, col, k);
+        op.d[i] = sum;
+    }
+}
+
+template <typename In, int TRANS_A, int TRANS_B>
+void wgmma_m64n128k16(float (&d)[64], unsigned long long desc_a, unsigned long long desc_b,
+                      int accumulate) {
+    check(current >= 128, "wgmma issued by the producer warpgroup");
+    fibers[current].uncommitted.push_back({d, desc_a, desc_b, accumulate, TRANS_A, TRANS_B});
+    ++wgmma_count;
+}
+// wgmma is a warpgroup-wide operation: it starts only once all 128 threads have issued it,
+// so the warps of a warpgroup meet at every wgmma group (modelled at fence and commit).
+void wgmma_fence() { warpgroup_barrier[current / 128].arrive_and_wait(128); }
+void wgmma_commit() {
+    warpgroup_barrier[current / 128].arrive_and_wait(128);
+    Fiber& f = fibers[current];
+    f.groups.push_back(f.uncommitted);
+    f.uncommitted.clear();
+}
+template <int N>
+void wgmma_wait() {
+    Fiber& f = fibers[current];
+    check(f.uncommitted.empty(), "wgmma.wait_group with uncommitted wgmma");
+    while (f.groups.size() > static_cast<size_t>(N)) {
+        for (const WgmmaOp& op : f.groups.front()) execute(op);
+        f.groups.pop_front();
+    }
+    // A group completes for the whole warpgroup at once: nobody goes on (and frees a stage)
+    // before every thread's share of it has read shared memory.
+    warpgroup_barrier[current / 128].arrive_and_wait(128);
+}
+template <int REGS>
+void setmaxnreg_dec() {}
+template <int REGS>
+void setmaxnreg_inc() {}
+
+#include "gemm_sm90.cu"
+
+// ---- TMA (needs the TensorMap the kernel file defines) -------------------------------------
+
+static std::vector<std::pair<const unsigned char*, const unsigned char*>> readable;
+
+void tma_load_2d(unsigned dst, const TensorMap* map, int x, int y, unsigned bar) {
+    const auto* base = reinterpret_cast<const unsigned char*>(map->opaque[0]);
+    const long long dim0 = map->opaque[1], dim1 = map->opaque[2], stride = map->opaque[3];
+    const int box0 = static_cast<int>(map->opaque[4]), box1 = static_cast<int>(map->opaque[5]);
+    check(box0 * 2 == 128, "TMA: a 128-byte swizzle needs boxes 128 bytes wide");
+    check(box1 >= 1 && box1 <= 256, "TMA: box rows must be 1..256");
+    check(dst % 1024 == 0, "TMA: a 128-byte-swizzled box must start 1024-byte aligned");
+    at(dst, box0 * box1 * 2, "TMA: box outside shared memory");
+    for (int r = 0; r < box1; ++r) {
+        for (int e = 0; e < box0; ++e) {
+            const long long gx = static_cast<long long>(x) + e, gy = static_cast<long long>(y) + r;
+            unsigned short v = 0;
+            if (gx >= 0 && gx < dim0 && gy >= 0 && gy < dim1) {
+                const unsigned char* src = base + gy * stride + gx * 2;
+                bool inside = false;
+                for (const auto& range : readable) inside |= src >= range.first && src + 2 <= range.second;
+                check(inside, "TMA: the tensor map reaches outside its matrix");
+                std::memcpy(&v, src, 2);
+            }
+            std::memcpy(at(swizzle128(dst + r * 128 + e * 2), 2, "TMA: write"), &v, 2);
+        }
+    }
+    ++tma_count;
+    MBarrier& b = barrier(bar);
+    b.tx -= static_cast<long long>(box0) * box1 * 2;
+    maybe_complete(b);
+}
+
+
+// ---- running a grid -----------------------------------------------------------------------
+
+static void fiber_entry() {
+    kernel_body();
+    fibers[current].done = true;
+}
+
+static void run_cta(int cta, int bn) {
+    blockIdx = {static_cast<unsigned>(cta), 0, 0};
+    smem.assign(smem_bytes(bn), 0xff);
+    barriers.clear();
+    block_barrier = Barrier{};
+    for (Barrier& b : warpgroup_barrier) b = Barrier{};
+    for (int t = 0; t < kThreads; ++t) {
+        Fiber& f = fibers[t];
+        f.done = false;
+        f.waiting = nullptr;
+        getcontext(&f.context);
+        f.context.uc_stack.ss_sp = f.stack.data();
+        f.context.uc_stack.ss_size = f.stack.size();
+        f.context.uc_link = &scheduler;
+        makecontext(&f.context, fiber_entry, 0);
+    }
+    current = kThreads - 1;
+    for (int next; (next = next_runnable()) >= 0;) {
+        current = next;
+        threadIdx = {static_cast<unsigned>(next), 0, 0};
+        swapcontext(&scheduler, &fibers[next].context);
+    }
+    for (const Fiber& f : fibers) check(f.done, "deadlock: threads wait for each other");
+    for (const Fiber& f : fibers)
+        check(f.uncommitted.empty() && f.groups.empty(), "a wgmma was never waited for");
+}
+
+static std::vector<unsigned char> read_file(const char* path) {
+    std::vector<unsigned char> data;
+    FILE* f = std::fopen(path, "rb");
+    check(f != nullptr, "cannot open an input file");
+    unsigned char buffer[65536];
+    for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, f)) > 0;)
+        data.insert(data.end(), buffer, buffer + n);
+    std::fclose(f);
+    return data;
+}
+
+static TensorMap make_map(const std::vector<unsigned char>& data, char** v) {
+    TensorMap map{};
+    map.opaque[0] = reinterpret_cast<unsigned long long>(data.data());
+    for (int i = 0; i < 5; ++i) map.opaque[1 + i] = std::strtoull(v[i], nullptr, 10);
+    check(map.opaque[3] % 16 == 0, "tensor map: the row stride must be a multiple of 16 bytes");
+    readable.push_back({data.data(), data.data() + data.size()});
+    return map;
+}
+
+template <bool TA, bool TB, typename OutT, int BN>
+static void launch(char** argv) {
+    const int M = std::atoi(argv[5]), N = std::atoi(argv[6]), K = std::atoi(argv[7]);
+    const float alpha = std::strtof(argv[8], nullptr), beta = std::strtof(argv[9], nullptr);
+    const int flags = std::atoi(argv[10]), splits = std::atoi(argv[11]);
+    const int grid = std::atoi(argv[12]);
+    mode = std::string(argv[13]) == "late" ? LATE : EARLY;
+    const std::vector<unsigned char> a = read_file(argv[24]), b = read_file(argv[25]);
+    std::vector<unsigned char> c = read_file(argv[26]);
+    std::vector<unsigned char> bias_data;
+    if (std::string(argv[27]) != "-") bias_data = read_file(argv[27]);
+    const TensorMap map_a = make_map(a, argv + 14), map_b = make_map(b, argv + 19);
+    auto* C = reinterpret_cast<OutT*>(c.data());
+    const OutT* bias = bias_data.empty() ? C : reinterpret_cast<const OutT*>(bias_data.data());
+    std::vector<float> partial(splits > 1 ? static_cast<size_t>(splits) * M * N : 1,
+                               std::nanf(""));
+    gridDim = {static_cast<unsigned>(grid), 1, 1};
+    blockDim = {kThreads, 1, 1};
+    kernel_body = [&] {
+        gemm_sm90<TA, TB, OutT, __half, BN>(map_a, map_b, C, bias, partial.data(), M, N, K, N,
+                                            alpha, beta, flags, splits);
+    };
+    for (int cta = 0; cta < grid; ++cta) run_cta(cta, BN);
+    if (splits > 1) {  // the reduce kernel: no barriers, so plain loops will do
+        blockDim = {256, 1, 1};
+        const long long blocks = (static_cast<long long>(M) * N + 255) / 256;
+        for (long long blk = 0; blk < blocks; ++blk) {
+            for (unsigned t = 0; t < 256; ++t) {
+                blockIdx = {static_cast<unsigned>(blk), 0, 0};
+                threadIdx = {t, 0, 0};
+                gemm_sm90_reduce<OutT>(partial.data(), splits, C, bias, M, N, N, alpha, beta,
+                                       flags);
+            }
+        }
+    }
+    FILE* out = std::fopen(argv[28], "wb");
+    check(out != nullptr && std::fwrite(c.data(), 1, c.size(), out) == c.size(),
+          "cannot write output");
+    std::fclose(out);
+    std::printf("ok ctas=%d tma=%lld wgmma=%lld\n", grid, tma_count, wgmma_count);
+}
+
+template <bool TA, bool TB, typename OutT>
+static void launch_bn(char** argv) {
+    if (std::atoi(argv[4]) == 256) launch<TA, TB, OutT, 256>(argv);
+    else launch<TA, TB, OutT, 128>(argv);
+}
+
+int main(int argc, char** argv) {
+    if (argc != 29) fail("usage: see the header of gemm_sm90_emulator.cpp");
+    for (unsigned bits = 0; bits < 65536; ++bits) {
+        __half_raw raw;
+        raw.x = static_cast<unsigned short>(bits);
+        half_table[bits] = __half2float(__half(raw));
+    }
+    const std::string layout = std::string(argv[1]) + argv[2] + argv[3];
+    if (layout == "00f16") launch_bn<false, false, __half>(argv);
+    else if (layout == "01f16") launch_bn<false, true, __half>(argv);
+    else if (layout == "10f16") launch_bn<true, false, __half>(argv);
+    else if (layout == "00f32") launch_bn<false, false, float>(argv);
+    else if (layout == "01f32") launch_bn<false, true, float>(argv);
+    else if (layout == "10f32") launch_bn<true, false, float>(argv);
+    else fail("unknown layout: TA, TB in {00, 01, 10}, OUT in {f16, f32}");
+    return 0;
+}
