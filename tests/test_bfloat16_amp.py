@@ -32,10 +32,10 @@ decorate_module = importlib.import_module("minitorch_amp.amp.decorate")
 
 
 # ---- the op lists -------------------------------------------------------------------------
-def test_bf16_white_list_is_paddles_matmul_and_linear_at_every_level():
+def test_bf16_white_list_is_paddles_matmul_conv2d_and_linear_at_every_level():
     assert {"conv2d", "einsum", "matmul_v2"} == amp_bf16.BF16_WHITE_LIST
     for level in ("OD", "O1", "O2"):
-        assert amp_bf16.bf16_white_list(level) == {"matmul", "linear"}
+        assert amp_bf16.bf16_white_list(level) == {"matmul", "conv2d", "linear"}
     assert amp_bf16.bf16_white_list("O0") == set()
 
 

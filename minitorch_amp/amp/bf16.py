@@ -10,8 +10,8 @@ bfloat16 they are much shorter than for float16::
 so at O1 the ops float16 keeps in float32 for their *range* (exp, log, softmax, sum, mean,
 the losses...) are gray in bfloat16: bfloat16 has float32's exponent range, and they follow
 their inputs. Only the extra-black ops (embedding: their backward is slow in 16 bits) stay
-float32. Of the white ops, ours are ``matmul`` and ``linear`` (Paddle's dygraph ``F.linear``
-is ``matmul_v2`` followed by an add: its product is white in bfloat16 too).
+float32. Of the white ops, ours are ``matmul``, ``conv2d`` and ``linear`` (Paddle's dygraph
+``F.linear`` is ``matmul_v2`` followed by an add: its product is white in bfloat16 too).
 """
 
 from __future__ import annotations
