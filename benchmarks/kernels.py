@@ -2,10 +2,11 @@
 
     python benchmarks/kernels.py            # needs CuPy and a CUDA device
 
-* GEMM: TFLOP/s of ``backend.gemm.gemm`` against ``cupy.matmul`` (cuBLAS) at
-  512x4096x4096 (SimpleNet's layer), 4096^3, 8192^3 and the eight GEMMs of a SimpleNet step;
-  the last column is the ``mma.sync`` kernel forced (``benchmarks/gemm_rows.py``).
-  ``--sweep`` times every tile width and split of the Hopper kernel instead.
+* GEMM: TFLOP/s of ``backend.gemm.gemm`` against cuBLAS at 512x4096x4096 (SimpleNet's
+  layer), 4096^3, 8192^3 and the eight GEMMs of a SimpleNet step; the last column is the
+  ``mma.sync`` kernel forced. Kernel time: CUDA-graph replays of 20 launches, cuBLAS as
+  ``torch.mm`` in a graph when PyTorch is installed (``benchmarks/gemm_rows.py`` says why).
+  ``--sweep`` times every schedule and split of the Hopper kernel instead.
 * cast: GB/s of the fp32 -> fp16 cast kernel against a device-to-device copy of the same
   number of bytes moved.
 * optimizer: GB/s of the fused Adam step with fp32 master weights (reads master, grad, two
@@ -14,7 +15,8 @@
 Timing: random data; one untimed call (it compiles the kernel with NVRTC), at least 1 s of
 sustained untimed calls (``timing.warm_up``: the GPU's clocks rise; after 5 calls cuBLAS read
 397 TFLOP/s on an H100, 656 after a sustained warm-up), then the median of many runs measured
-with CUDA events.
+with CUDA events. The Adam row is an eager ``step()`` (host time included, as a training loop
+sees it) and the same step replayed as a CUDA graph (the kernel alone).
 Targets on an H100: GEMM >= 0.8x cuBLAS at every shape; cast and optimizer >= 0.85x copy.
 """
 
@@ -54,7 +56,7 @@ def timed(fn, repeat: int, warmup_s: float = GPU_WARMUP_S) -> float:
 
 
 def bench_gemm(repeat: int):
-    return gemm_rows.rows(timed, repeat)
+    return gemm_rows.rows(repeat)
 
 
 def bench_cast(repeat: int):
@@ -105,7 +107,10 @@ def bench_adam(repeat: int):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     parser.add_argument("--repeat", type=int, default=50)
     parser.add_argument(
         "--sweep",
@@ -118,7 +123,7 @@ def main() -> None:
         return
     name = device.cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
     if args.sweep:
-        rows = gemm_rows.sweep(timed, args.repeat)
+        rows = gemm_rows.sweep(args.repeat)
     else:
         rows = bench_gemm(args.repeat) + bench_cast(args.repeat) + bench_adam(args.repeat)
     print(
@@ -129,6 +134,8 @@ def main() -> None:
     for label, unit, ours, ref, *extra in rows:
         sm80 = f"{extra[0]:>8.1f}" if extra and extra[0] is not None else ""
         print(f"{label:<44}{unit:>9}{ours:>10.1f}{ref:>11.1f}{ours / ref:>8.2f}{sm80}")
+    if gemm_rows.cublas_timing:
+        print(f"GEMM yardstick: cuBLAS timed as {gemm_rows.cublas_timing}")
 
 
 if __name__ == "__main__":

@@ -105,9 +105,10 @@ constexpr int EPILOGUE_RELU = 2;
 
 __host__ __device__ constexpr int stage_bytes(int bn) { return (BM + bn) * BK * 2; }
 __host__ __device__ constexpr int stages_for(int bn) { return SMEM_TILES / stage_bytes(bn); }
-// 1 KB of slack to align the tiles to 1024 bytes, then the tiles, then 2 barriers per stage.
+// 1 KB of slack to align the tiles to 1024 bytes, then the tiles, then 2 barriers per stage
+// and the ping-pong schedule's 2 "your turn" barriers.
 __host__ __device__ constexpr int smem_bytes(int bn) {
-    return 1024 + stages_for(bn) * stage_bytes(bn) + 2 * 8 * stages_for(bn);
+    return 1024 + stages_for(bn) * stage_bytes(bn) + 2 * 8 * stages_for(bn) + 2 * 8;
 }
 
 // A CUtensorMap: 128 opaque bytes made by cuTensorMapEncodeTiled on the host.
@@ -334,11 +335,28 @@ __device__ __forceinline__ void finish(OutT* C, const OutT* bias, int row, int c
     store_out(out, epilogue(acc, c_in, alpha, beta, b, flags));
 }
 
+// Two adjacent columns of one row as a single 4-byte (half) or 8-byte (float) store: the
+// interior tiles' epilogue writes half as many, twice as wide, as finish() would.
+template <typename T>
+struct Pair;
+template <>
+struct Pair<__half> {
+    using type = __half2;
+    static __device__ __forceinline__ type make(float a, float b) {
+        return __halves2half2(__float2half_rn(a), __float2half_rn(b));
+    }
+};
+template <>
+struct Pair<float> {
+    using type = float2;
+    static __device__ __forceinline__ type make(float a, float b) { return make_float2(a, b); }
+};
+
 // ---------------------------------------------------------------------------------------
 // The kernel.
 // ---------------------------------------------------------------------------------------
 
-template <bool TRANS_A, bool TRANS_B, typename OutT, typename In, int BN>
+template <bool TRANS_A, bool TRANS_B, typename OutT, typename In, int BN, bool PINGPONG>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
               OutT* C, const OutT* bias, float* partial, int M, int N, int K, int ldc,
@@ -346,22 +364,31 @@ __global__ void __launch_bounds__(THREADS, 1)
     constexpr int STAGES = stages_for(BN);
     constexpr int STAGE_BYTES = stage_bytes(BN);
     constexpr int A_BYTES = BM * BK * 2;
-    constexpr int HALVES = BN / WG_N;  // wgmma per k16 slice
+    constexpr int HALVES = BN / WG_N;  // wgmma per k16 slice and 64-row block
+    // Cooperative: the two consumers share each tile, 64 rows each. Ping-pong: each takes
+    // every other tile whole (both 64-row blocks), so one's epilogue overlaps the other's
+    // main loop; its 128 x 128 accumulators fill 128 registers, so only with BN = 128.
+    constexpr int ROW_BLOCKS = PINGPONG ? 2 : 1;
+    constexpr int USERS = PINGPONG ? 1 : CONSUMERS;  // consumers reading each stage
     static_assert(BN % WG_N == 0 && STAGES >= 2, "BN is 128 or 256");
+    static_assert(!PINGPONG || BN == WG_N, "ping-pong tiles are 128 x 128");
 
     unsigned char* raw = dynamic_smem();
     const unsigned base = smem_address(raw);
     const unsigned tiles = (base + 1023u) & ~1023u;  // 128-byte swizzle: 1024-aligned boxes
     const unsigned full = tiles + STAGES * STAGE_BYTES;
     const unsigned empty = full + 8 * STAGES;
+    const unsigned turn = empty + 8 * STAGES;  // ping-pong: turn + 8c is consumer c's
 
     const int tid = static_cast<int>(threadIdx.x);
     const int warpgroup = tid / 128;
     if (tid == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(full + 8 * s, 1);             // the producer's arrive (+ TMA bytes)
-            mbar_init(empty + 8 * s, CONSUMERS);    // one arrive per consumer warpgroup
+            mbar_init(empty + 8 * s, USERS);        // one arrive per consumer that reads it
         }
+        mbar_init(turn, 1);
+        mbar_init(turn + 8, 1);
         mbar_init_fence();
     }
     __syncthreads();
@@ -412,14 +439,33 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int warp = lane128 / 32;
     const int g = (lane128 % 32) / 4;
     const int t = lane128 % 4;
-    float acc[HALVES][64];
-    int it = 0;
-    for (int u = static_cast<int>(blockIdx.x); u < units; u += static_cast<int>(gridDim.x)) {
+    // Pairs of columns are aligned when C's rows are an even number of elements apart and C
+    // itself is aligned to a pair (CuPy's allocations are; a view may not be).
+    const bool paired =
+        ldc % 2 == 0 && reinterpret_cast<unsigned long long>(C) % (2 * sizeof(OutT)) == 0;
+    float acc[ROW_BLOCKS][HALVES][64];
+    int it = 0;     // K blocks this CTA has consumed (its own and, in ping-pong, the other's)
+    int mine = 0;   // units of this CTA so far: in ping-pong consumer c takes those = c mod 2
+    for (int u = static_cast<int>(blockIdx.x); u < units;
+         u += static_cast<int>(gridDim.x), ++mine) {
         const Work w = work_unit(u, tiles_m, tiles_n, BN, splits, per_split, k_blocks);
+        if (PINGPONG && mine % CONSUMERS != c) {
+            it += w.kb1 - w.kb0;  // the other consumer's stages: skip them in the ring
+            continue;
+        }
+        // Ping-pong: main loops take turns. A consumer waits for its turn (the other one has
+        // waited on every "full" barrier of the tile before) so that it never waits on a
+        // barrier two phases ahead, where the parity test could not tell the phases apart.
+        // Its j-th tile waits for phase j of its turn barrier; the first tile needs no turn.
+        const int round = mine / CONSUMERS;
+        if (PINGPONG && (c == 1 || round > 0)) mbar_wait(turn + 8 * c, (round - 1 + c) & 1);
 #pragma unroll
-        for (int h = 0; h < HALVES; ++h) {
+        for (int r = 0; r < ROW_BLOCKS; ++r) {
 #pragma unroll
-            for (int i = 0; i < 64; ++i) acc[h][i] = 0.0f;
+            for (int h = 0; h < HALVES; ++h) {
+#pragma unroll
+                for (int i = 0; i < 64; ++i) acc[r][h][i] = 0.0f;
+            }
         }
         int previous = -1;  // the stage whose wgmma may still run
         for (int kb = w.kb0; kb < w.kb1; ++kb, ++it) {
@@ -431,10 +477,13 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
             for (int kk = 0; kk < BK / 16; ++kk) {
 #pragma unroll
-                for (int h = 0; h < HALVES; ++h) {
-                    wgmma_m64n128k16<In, TRANS_A ? 1 : 0, TRANS_B ? 0 : 1>(
-                        acc[h], desc_a<TRANS_A>(a_tile, c, kk), desc_b<TRANS_B>(b_tile, h, kk),
-                        1);
+                for (int r = 0; r < ROW_BLOCKS; ++r) {
+#pragma unroll
+                    for (int h = 0; h < HALVES; ++h) {
+                        wgmma_m64n128k16<In, TRANS_A ? 1 : 0, TRANS_B ? 0 : 1>(
+                            acc[r][h], desc_a<TRANS_A>(a_tile, PINGPONG ? r : c, kk),
+                            desc_b<TRANS_B>(b_tile, h, kk), 1);
+                    }
                 }
             }
             wgmma_commit();
@@ -442,22 +491,57 @@ __global__ void __launch_bounds__(THREADS, 1)
             if (previous >= 0 && lane128 == 0) mbar_arrive(empty + 8 * previous);
             previous = s;
         }
+        // Every "full" wait of this tile is behind us (each wgmma is warpgroup-wide): the
+        // other consumer's turn.
+        if (PINGPONG && lane128 == 0) mbar_arrive(turn + 8 * (1 - c));
         wgmma_wait<0>();
         if (previous >= 0 && lane128 == 0) mbar_arrive(empty + 8 * previous);
 
         // Epilogue: register i = 4j + 2h2 + e of half h is row 16 warp + g + 8 h2 and
-        // column 128 h + 8 j + 2 t + e of this consumer's 64 rows.
+        // column 128 h + 8 j + 2 t + e of this consumer's 64 rows. Registers 2p and 2p + 1
+        // are neighbours in a row: an interior tile with nothing to read back (no split,
+        // beta = 0) stores them as one pair, the same values rounded the same way.
+        const int row0 = w.m0 + 16 * warp + g;  // + 64 * (this 64-row block) + 8 h2
+        if (paired && splits == 1 && beta == 0.0f && w.m0 + BM <= M && w.n0 + BN <= N) {
 #pragma unroll
-        for (int h = 0; h < HALVES; ++h) {
+            for (int r = 0; r < ROW_BLOCKS; ++r) {
 #pragma unroll
-            for (int i = 0; i < 64; ++i) {
-                const int row = w.m0 + 64 * c + 16 * warp + g + 8 * ((i / 2) % 2);
-                const int col = w.n0 + WG_N * h + 8 * (i / 4) + 2 * t + i % 2;
-                if (row >= M || col >= N) continue;
-                if (splits > 1) {
-                    partial[(static_cast<long long>(w.split) * M + row) * N + col] = acc[h][i];
-                } else {
-                    finish(C, bias, row, col, ldc, acc[h][i], alpha, beta, flags);
+                for (int h = 0; h < HALVES; ++h) {
+#pragma unroll
+                    for (int p = 0; p < 32; ++p) {
+                        const int row = row0 + 64 * (PINGPONG ? r : c) + 8 * (p % 2);
+                        const int col = w.n0 + WG_N * h + 8 * (p / 2) + 2 * t;
+                        float b0 = 0.0f, b1 = 0.0f;
+                        if (flags & EPILOGUE_BIAS) {
+                            b0 = load_out(bias + col);
+                            b1 = load_out(bias + col + 1);
+                        }
+                        const float* v = &acc[r][h][2 * p];
+                        const float v0 = epilogue(v[0], 0.0f, alpha, 0.0f, b0, flags);
+                        const float v1 = epilogue(v[1], 0.0f, alpha, 0.0f, b1, flags);
+                        OutT* out = C + static_cast<long long>(row) * ldc + col;
+                        *reinterpret_cast<typename Pair<OutT>::type*>(out) =
+                            Pair<OutT>::make(v0, v1);
+                    }
+                }
+            }
+            continue;
+        }
+#pragma unroll
+        for (int r = 0; r < ROW_BLOCKS; ++r) {
+#pragma unroll
+            for (int h = 0; h < HALVES; ++h) {
+#pragma unroll
+                for (int i = 0; i < 64; ++i) {
+                    const int row = row0 + 64 * (PINGPONG ? r : c) + 8 * ((i / 2) % 2);
+                    const int col = w.n0 + WG_N * h + 8 * (i / 4) + 2 * t + i % 2;
+                    if (row >= M || col >= N) continue;
+                    if (splits > 1) {
+                        partial[(static_cast<long long>(w.split) * M + row) * N + col] =
+                            acc[r][h][i];
+                    } else {
+                        finish(C, bias, row, col, ldc, acc[r][h][i], alpha, beta, flags);
+                    }
                 }
             }
         }
@@ -481,20 +565,22 @@ __global__ void gemm_sm90_reduce(const float* __restrict__ partial, int splits, 
 // Explicit instantiations, so `nvcc -c` builds what backend/gemm_sm90.py registers and
 // compile-checks the bf16 instruction too. NVRTC instantiates only the name expressions.
 #ifndef __CUDACC_RTC__
-#define GEMM_SM90_INSTANTIATE(TA, TB, OUT, IN, BN_)                                         \
-    template __global__ void gemm_sm90<TA, TB, OUT, IN, BN_>(                               \
+#define GEMM_SM90_INSTANTIATE(TA, TB, OUT, IN, BN_, PP)                                     \
+    template __global__ void gemm_sm90<TA, TB, OUT, IN, BN_, PP>(                           \
         const __grid_constant__ TensorMap, const __grid_constant__ TensorMap, OUT*,         \
         const OUT*, float*, int, int, int, int, float, float, int, int);
-#define GEMM_SM90_LAYOUTS(OUT, IN, BN_)            \
-    GEMM_SM90_INSTANTIATE(false, false, OUT, IN, BN_) \
-    GEMM_SM90_INSTANTIATE(false, true, OUT, IN, BN_)  \
-    GEMM_SM90_INSTANTIATE(true, false, OUT, IN, BN_)
-GEMM_SM90_LAYOUTS(__half, __half, 128)
-GEMM_SM90_LAYOUTS(__half, __half, 256)
-GEMM_SM90_LAYOUTS(float, __half, 128)
-GEMM_SM90_LAYOUTS(float, __half, 256)
-GEMM_SM90_LAYOUTS(__half, __nv_bfloat16, 128)
-GEMM_SM90_LAYOUTS(float, __nv_bfloat16, 128)
+#define GEMM_SM90_LAYOUTS(OUT, IN, BN_, PP)            \
+    GEMM_SM90_INSTANTIATE(false, false, OUT, IN, BN_, PP) \
+    GEMM_SM90_INSTANTIATE(false, true, OUT, IN, BN_, PP)  \
+    GEMM_SM90_INSTANTIATE(true, false, OUT, IN, BN_, PP)
+GEMM_SM90_LAYOUTS(__half, __half, 128, false)
+GEMM_SM90_LAYOUTS(__half, __half, 256, false)
+GEMM_SM90_LAYOUTS(__half, __half, 128, true)
+GEMM_SM90_LAYOUTS(float, __half, 128, false)
+GEMM_SM90_LAYOUTS(float, __half, 256, false)
+GEMM_SM90_LAYOUTS(float, __half, 128, true)
+GEMM_SM90_LAYOUTS(__half, __nv_bfloat16, 128, false)
+GEMM_SM90_LAYOUTS(float, __nv_bfloat16, 128, false)
 #undef GEMM_SM90_LAYOUTS
 #undef GEMM_SM90_INSTANTIATE
 template __global__ void gemm_sm90_reduce<__half>(const float* __restrict__, int, __half*,

@@ -361,7 +361,7 @@ static TensorMap make_map(const std::vector<unsigned char>& data, char** v) {
     return map;
 }
 
-template <bool TA, bool TB, typename OutT, int BN>
+template <bool TA, bool TB, typename OutT, int BN, bool PP>
 static void launch(char** argv) {
     const int M = std::atoi(argv[5]), N = std::atoi(argv[6]), K = std::atoi(argv[7]);
     const float alpha = std::strtof(argv[8], nullptr), beta = std::strtof(argv[9], nullptr);
@@ -380,8 +380,8 @@ static void launch(char** argv) {
     gridDim = {static_cast<unsigned>(grid), 1, 1};
     blockDim = {kThreads, 1, 1};
     kernel_body = [&] {
-        gemm_sm90<TA, TB, OutT, __half, BN>(map_a, map_b, C, bias, partial.data(), M, N, K, N,
-                                            alpha, beta, flags, splits);
+        gemm_sm90<TA, TB, OutT, __half, BN, PP>(map_a, map_b, C, bias, partial.data(), M, N, K,
+                                                N, alpha, beta, flags, splits);
     };
     for (int cta = 0; cta < grid; ++cta) run_cta(cta, BN);
     if (splits > 1) {  // the reduce kernel: no barriers, so plain loops will do
@@ -405,8 +405,10 @@ static void launch(char** argv) {
 
 template <bool TA, bool TB, typename OutT>
 static void launch_bn(char** argv) {
-    if (std::atoi(argv[4]) == 256) launch<TA, TB, OutT, 256>(argv);
-    else launch<TA, TB, OutT, 128>(argv);
+    // BN: 128, 256, or 128p (128 with the ping-pong schedule)
+    if (std::string(argv[4]) == "256") launch<TA, TB, OutT, 256, false>(argv);
+    else if (std::string(argv[4]) == "128p") launch<TA, TB, OutT, 128, true>(argv);
+    else launch<TA, TB, OutT, 128, false>(argv);
 }
 
 int main(int argc, char** argv) {

@@ -70,7 +70,7 @@ def test_registered_for_sm90a_with_every_layout_width_and_output():
     entry = kernels.REGISTRY[gemm_sm90.FILE]
     assert entry is gemm_sm90.KERNELS and entry.arch == "sm_90a"
     assert "-arch=sm_90a" in entry.loader_options()
-    assert len(gemm_sm90.NAMES) == 3 * 2 * 2 + 2
+    assert len(gemm_sm90.NAMES) == 3 * 2 * len(gemm_sm90.SCHEDULES) + 2
     for name in gemm_sm90.NAMES:
         assert re.search(r"__global__ void[^;{]*\b" + name.split("<")[0] + r"\(", SOURCE)
 
@@ -135,6 +135,17 @@ def test_the_simplenet_layer_fills_the_h100_without_splitting():
     assert gemm_sm90.plan(128, 128, 65536, 132).splits > 1
 
 
+def test_the_rule_picks_each_schedule_where_the_h100_sweep_measured_it_fastest():
+    """The shape rule's table (gemm_sm90.py says how it was measured)."""
+    plan = gemm_sm90.plan
+    assert plan(4096, 4096, 512, 132) == gemm_sm90.Plan(128, 1, 132, pingpong=True)
+    assert plan(2048, 2048, 2048, 132).pingpong  # 256 tiles, 32 K blocks
+    assert plan(4096, 4096, 2112, 132) == gemm_sm90.Plan(256, 1, 132)  # 33 K blocks: wide
+    assert plan(2048, 2048, 2112, 132) == gemm_sm90.Plan(128, 1, 132)  # 128 wide tiles: narrow
+    assert plan(8192, 8192, 8192, 132) == gemm_sm90.Plan(256, 1, 132, pingpong=False)
+    assert plan(128, 128, 8192, 132) == gemm_sm90.Plan(128, 16, 16, pingpong=False)
+
+
 def test_tensor_map_boxes_are_one_swizzle_row_wide():
     a = np.zeros((300, 136), float16)
     assert gemm_sm90.map_spec(a, k_major=True, rows=128) == {
@@ -168,7 +179,9 @@ def emulator(tmp_path_factory):
 def emulate(
     binary, workdir, a, b, ta, tb, out_dtype, bn, splits=1, grid=None, mode="early", **epilogue
 ):
-    """Run the kernel in the emulator with the launcher's tensor maps; return the result."""
+    """Run the kernel in the emulator with the launcher's tensor maps; return the result.
+
+    ``bn`` is 128, 256, or ``"128p"``: 128-wide tiles on the ping-pong schedule."""
     m, k = (a.shape[1], a.shape[0]) if ta else a.shape
     n = b.shape[0] if tb else b.shape[1]
     bias, c = epilogue.get("bias"), epilogue.get("c")
@@ -183,9 +196,10 @@ def emulate(
         bias_file = str(workdir / "bias.bin")
     flags = gemm.EPILOGUE_BIAS if bias is not None else 0
     flags |= gemm.EPILOGUE_RELU if epilogue.get("relu") else 0
-    units = -(-m // gemm_sm90.BM) * -(-n // bn) * splits
+    width = int(str(bn).rstrip("p"))
+    units = -(-m // gemm_sm90.BM) * -(-n // width) * splits
     maps = []
-    for x, k_major, rows in ((a, not ta, gemm_sm90.BM), (b, tb, bn)):
+    for x, k_major, rows in ((a, not ta, gemm_sm90.BM), (b, tb, width)):
         spec = gemm_sm90.map_spec(x, k_major, rows)
         maps += [*spec["dims"], spec["row_stride"], *spec["box"]]
     out_type = "f16" if out_dtype == float16 else "f32"
@@ -228,6 +242,9 @@ CASES = [
     (104, 56, 704, 128, 3, 2),  # split-K: 11 K blocks in 3 ranges, reduced in order
     (8, 8, 8, 128, 1, None),
     (1160, 8, 16, 128, 1, 3),  # 10 tile rows: crosses a GROUP_M = 8 group, persistent
+    (264, 136, 200, "128p", 1, 2),  # ping-pong: 6 tiles, 2 CTAs, consumers alternate, tails
+    (128, 384, 520, "128p", 1, 1),  # ping-pong: one CTA, 3 tiles of 9 K blocks (ring wraps)
+    (136, 128, 704, "128p", 3, 2),  # ping-pong with split-K: 6 units over 2 CTAs
 ]
 EPILOGUES = [dict(), dict(bias=True, relu=True), dict(alpha=0.5, beta=2.0, bias=True)]
 
@@ -258,7 +275,7 @@ def test_emulated_layouts_and_widths_are_bit_identical(emulator, tmp_path):
     rng = np.random.default_rng(9)
     a, b = stored(rng, 136, 136, False), stored(rng, 136, 200, False)
     results = []
-    for (ta, tb), bn in [(LAYOUTS[0], 128), (LAYOUTS[1], 256), (LAYOUTS[2], 128)]:
+    for (ta, tb), bn in [(LAYOUTS[0], 128), (LAYOUTS[1], 256), (LAYOUTS[2], "128p")]:
         a_stored = np.ascontiguousarray(a.T) if ta else a
         b_stored = np.ascontiguousarray(b.T) if tb else b
         results.append(emulate(emulator, tmp_path, a_stored, b_stored, ta, tb, float32, bn))

@@ -55,13 +55,16 @@ def test_every_layout_shape_and_epilogue_meets_the_specification(hopper, ta, tb,
         np.testing.assert_allclose(out.astype(float32), twin.astype(float32), rtol=2e-3, atol=1e-3)
 
 
-@pytest.mark.parametrize("bn, splits", itertools.product(gemm_sm90.TILE_WIDTHS, [1, 3, 8]))
-def test_every_tile_width_and_split_meets_the_specification(hopper, bn, splits):
+@pytest.mark.parametrize(
+    "schedule, splits", list(itertools.product(gemm_sm90.SCHEDULES, [1, 3, 8]))
+)
+def test_every_schedule_and_split_meets_the_specification(hopper, schedule, splits):
     cp = hopper
-    rng = np.random.default_rng(bn + splits)
+    bn, pingpong = schedule
+    rng = np.random.default_rng(bn + splits + pingpong)
     a, b = stored(rng, 264, 1040, False), stored(rng, 1040, 392, False)
     bias = rng.standard_normal(392).astype(float16)
-    with gemm_sm90.forced_plan(bn, splits):
+    with gemm_sm90.forced_plan(bn, splits, pingpong):
         out = cp.asnumpy(run_gemm(cp.asarray(a), cp.asarray(b), bias=cp.asarray(bias), relu=True))
     assert_within_bound(out, a, b, bias=bias, relu=True)
 
@@ -93,9 +96,9 @@ def test_forcing_the_ampere_kernel_gives_the_same_specification(hopper, monkeypa
 def test_the_kernel_loads_without_spills_and_with_its_shared_memory(hopper):
     cp = hopper
     run_gemm(cp.ones((128, 128), float16), cp.ones((128, 128), float16))
-    for bn in gemm_sm90.TILE_WIDTHS:
+    for bn, pingpong in gemm_sm90.SCHEDULES:
         kernel = gemm_sm90._kernel(
-            gemm_sm90.kernel_name(False, False, float16, bn), gemm_sm90.smem_bytes(bn)
+            gemm_sm90.kernel_name(False, False, float16, bn, pingpong), gemm_sm90.smem_bytes(bn)
         )
         assert kernel.local_size_bytes == 0
         assert kernel.num_regs <= 168  # __launch_bounds__(384, 1): 65536 / 384

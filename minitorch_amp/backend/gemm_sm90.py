@@ -14,7 +14,7 @@ about numerics, only how the Hopper kernel is fed:
 
 Example (the pure parts run anywhere):
     >>> plan(512, 4096, 4096, sms=132)
-    Plan(bn=128, splits=1, grid=128)
+    Plan(bn=128, splits=1, grid=128, pingpong=False)
     >>> operand_box(k_major=True, rows=128)
     (64, 128)
 """
@@ -56,21 +56,32 @@ def stages_for(bn: int) -> int:
 
 
 def smem_bytes(bn: int) -> int:
-    """Dynamic shared memory of one CTA: alignment slack, the stages, two barriers each."""
-    return 1024 + stages_for(bn) * stage_bytes(bn) + 2 * 8 * stages_for(bn)
+    """Dynamic shared memory of one CTA: alignment slack, the stages, two barriers each, and
+    the ping-pong schedule's two turn barriers."""
+    return 1024 + stages_for(bn) * stage_bytes(bn) + 2 * 8 * stages_for(bn) + 2 * 8
 
 
-def kernel_name(transpose_a: bool, transpose_b: bool, out_dtype, bn: int) -> str:
+def kernel_name(
+    transpose_a: bool, transpose_b: bool, out_dtype, bn: int, pingpong: bool = False
+) -> str:
     out = _OUT_TYPES[np.dtype(out_dtype)]
-    return f"gemm_sm90<{str(transpose_a).lower()},{str(transpose_b).lower()},{out},__half,{bn}>"
+    flags = ",".join(str(x).lower() for x in (transpose_a, transpose_b))
+    return f"gemm_sm90<{flags},{out},__half,{bn},{str(pingpong).lower()}>"
 
 
 def reduce_name(out_dtype) -> str:
     return f"gemm_sm90_reduce<{_OUT_TYPES[np.dtype(out_dtype)]}>"
 
 
+# The schedules: (tile width, ping-pong). Cooperative tiles are 128 x 128 or 128 x 256, both
+# consumer warpgroups on one tile; ping-pong tiles are 128 x 128, one consumer each, so one
+# consumer's epilogue runs while the other's wgmma keep the tensor cores busy.
+SCHEDULES = ((128, False), (256, False), (128, True))
 NAMES = tuple(
-    kernel_name(ta, tb, out, bn) for out in _OUT_TYPES for ta, tb in _LAYOUTS for bn in TILE_WIDTHS
+    kernel_name(ta, tb, out, bn, pp)
+    for out in _OUT_TYPES
+    for ta, tb in _LAYOUTS
+    for bn, pp in SCHEDULES
 ) + tuple(reduce_name(out) for out in _OUT_TYPES)
 KERNELS = register(FILE, names=NAMES, arch=ARCH)
 
@@ -82,28 +93,39 @@ class Plan(NamedTuple):
     bn: int  # tile width (the tile is 128 x bn)
     splits: int  # K split into this many ranges (1: no split)
     grid: int  # persistent CTAs
+    pingpong: bool = False  # one consumer warpgroup per tile, alternating (bn = 128 only)
 
 
-# NOTE: a first rule, NOT yet tuned on a GPU (no H100 was lent while it was written); it
-# follows cuBLAS's choices on the H100 (128x256 tiles for large problems, 128x128 when that
-# is what fills the 132 SMs). `python benchmarks/kernels.py --sweep` times every (bn, splits)
-# alternative on a GPU; the next tuning session replaces these thresholds with what it prints.
-WIDE_TILE_WAVES = 1.0  # use bn = 256 when it still gives at least this many waves of tiles
+# The rule, from `python benchmarks/kernels.py --sweep` on an H100 80GB HBM3 (every schedule
+# and split of each shape, kernels timed as CUDA-graph replays of 20 launches):
+# * one wave of 128 x 128 tiles or less (512 x 4096 x 4096: 128 tiles): cooperative 128 x 128
+#   (0.85x cuBLAS; 128 x 256 tiles leave half the SMs idle: 0.60x; ping-pong 0.82x);
+# * more tiles than SMs and a short K (up to 32 blocks of 64: 2048^3, 1024 x 4096 x 1024,
+#   4096 x 4096 x 512): ping-pong, whose epilogues hide behind the other consumer's wgmma
+#   (0.81x, 0.80x, 0.70x against 0.78x, 0.72x, 0.67x cooperative);
+# * more tiles and a long K (4096^3, 8192^3): cooperative 128 x 256 (0.86x, 0.95x);
+# * split-K lost everywhere it was timed (0.15x-0.70x: the float32 partials and the reduce
+#   cost more than idle SMs), so it is kept for what the sweep did not cover: a problem
+#   that fills under half the SMs with a K long enough to share out.
+PINGPONG_MAX_K_BLOCKS = 32  # ping-pong when K is at most this many blocks of 64 ...
 SPLIT_BELOW_FILL = 0.5  # split K when the tiles fill less than this fraction of the SMs ...
 SPLIT_MIN_BLOCKS = 8  # ... and every split keeps at least this many K blocks of 64
 
 
-_forced: tuple[int, int] | None = None
+_forced: tuple[int, int, bool] | None = None
 
 
 @contextlib.contextmanager
-def forced_plan(bn: int, splits: int):
-    """Use tile width ``bn`` and ``splits`` for every launch inside (``benchmarks/kernels.py
-    --sweep`` times the alternatives with it; the tests run every width and split)."""
+def forced_plan(bn: int, splits: int, pingpong: bool = False):
+    """Use tile width ``bn``, ``splits`` and the schedule for every launch inside
+    (``benchmarks/kernels.py --sweep`` times the alternatives with it; the tests run all)."""
     global _forced
-    if bn not in TILE_WIDTHS or splits < 1:
-        raise ValueError(f"bn must be one of {TILE_WIDTHS} and splits >= 1, got {bn}, {splits}")
-    previous, _forced = _forced, (bn, splits)
+    if (bn, bool(pingpong)) not in SCHEDULES or splits < 1:
+        raise ValueError(
+            f"(bn, pingpong) must be one of {SCHEDULES} and splits >= 1, "
+            f"got {(bn, pingpong)}, {splits}"
+        )
+    previous, _forced = _forced, (bn, splits, bool(pingpong))
     try:
         yield
     finally:
@@ -113,20 +135,26 @@ def forced_plan(bn: int, splits: int):
 def plan(m: int, n: int, k: int, sms: int) -> Plan:
     """Tile width, split-K and grid for an ``m x n x k`` product on ``sms`` SMs."""
     if _forced is not None:
-        bn, splits = _forced
+        bn, splits, pingpong = _forced
         k_blocks = max(1, math.ceil(k / BK))
         splits = math.ceil(k_blocks / math.ceil(k_blocks / min(splits, k_blocks)))
         tiles = math.ceil(m / BM) * math.ceil(n / bn)
-        return Plan(bn, splits, min(tiles * splits, sms))
+        return Plan(bn, splits, min(tiles * splits, sms), pingpong)
     tiles_m = math.ceil(m / BM)
-    bn = 256 if tiles_m * math.ceil(n / 256) >= WIDE_TILE_WAVES * sms else 128
-    tiles = tiles_m * math.ceil(n / bn)
     k_blocks = math.ceil(k / BK)
+    tiles = tiles_m * math.ceil(n / 128)
+    bn, pingpong = 128, False
+    if tiles > sms:
+        if k_blocks <= PINGPONG_MAX_K_BLOCKS:
+            pingpong = True
+        elif tiles_m * math.ceil(n / 256) >= sms:
+            bn = 256
+            tiles = tiles_m * math.ceil(n / bn)
     splits = 1
     if tiles < SPLIT_BELOW_FILL * sms and k_blocks >= 2 * SPLIT_MIN_BLOCKS:
         splits = max(1, min(sms // tiles, k_blocks // SPLIT_MIN_BLOCKS))
         splits = math.ceil(k_blocks / math.ceil(k_blocks / splits))  # no empty split
-    return Plan(bn, splits, min(tiles * splits, sms))
+    return Plan(bn, splits, min(tiles * splits, sms), pingpong)
 
 
 # ---- tensor maps ---------------------------------------------------------------------------
@@ -308,7 +336,7 @@ def launch(a, b, transpose_a, transpose_b, epilogue, out, flags: int) -> None:
         i32(flags),
         i32(p.splits),
     )
-    name = kernel_name(transpose_a, transpose_b, out.dtype, p.bn)
+    name = kernel_name(transpose_a, transpose_b, out.dtype, p.bn, p.pingpong)
     kernel = _kernel(name, smem_bytes(p.bn))
     kernel((p.grid, 1, 1), (THREADS, 1, 1), args, shared_mem=smem_bytes(p.bn))
     if p.splits > 1:

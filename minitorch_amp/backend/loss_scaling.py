@@ -307,7 +307,19 @@ def count_at_floor(found_inf, scale, at_floor, floor: float) -> None:
 
 
 _ELEMENTWISE = {  # name -> (inputs, outputs, body): CuPy elementwise kernels, one launch each
-    "inverse_scale": ("float32 s", "float32 inv", "inv = (float)(1.0 / (double)s)"),
+    # CuPy compiles every kernel with -ftz=true (cupy/cuda/compiler.py appends it after the
+    # caller's options), so `(float)d` would flush a subnormal quotient (1/3e38) to zero. A
+    # subnormal float is k * 2**-149: k comes from the double, rounded to nearest even, exact.
+    "inverse_scale": (
+        "float32 s",
+        "float32 inv",
+        "double d = 1.0 / (double)s;"
+        " double a = fabs(d);"
+        " inv = (a > 0.0 && a < 1.1754943508222875e-38)"
+        " ? __uint_as_float((d < 0.0 ? 0x80000000u : 0u)"
+        " | (unsigned int)__double2uint_rn(a * 7.1362384635297994e44))"
+        " : (float)d",
+    ),
     "count_at_floor": (
         "bool found, float32 s, float32 floor",
         "int32 n",
