@@ -156,7 +156,7 @@ def test_the_mma_sync_bf16_instantiations_are_registered_with_the_float16_ones()
 def test_the_hopper_bf16_kernel_is_registered_for_sm90a_with_every_layout_width_and_output():
     entry = kernels.REGISTRY[gemm_bf16_sm90.FILE]
     assert entry is gemm_bf16_sm90.KERNELS and entry.arch == gemm_sm90.ARCH == "sm_90a"
-    assert len(entry.names) == 3 * 2 * len(gemm_sm90.TILE_WIDTHS) + 2
+    assert len(entry.names) == 3 * 2 * len(gemm_sm90.SCHEDULES) + 2
     assert all("__nv_bfloat16," in n for n in entry.names if n.startswith("gemm_sm90<"))
 
 
@@ -194,6 +194,7 @@ def test_nvrtc_builds_the_bf16_wgmma_and_a_bf16_epilogue(nvrtc_available):
     assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16" in ptx
     assert ".f32.f16.f16" not in ptx  # no float16 instruction in a bfloat16 kernel
     assert "cvt.rn.bf16.f32" in ptx  # the epilogue's one rounding, to nearest even
+    assert "cvt.rn.bf16x2.f32" in ptx  # the interior tiles' pairs: two values, each once
 
 
 # ---- 4. on a GPU -----------------------------------------------------------------------------
@@ -234,18 +235,22 @@ def test_bf16_kernels_meet_the_specification(cp, monkeypatch, kernel, ta, tb, ou
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("bn, splits", [(128, 1), (256, 1), (128, 3), (256, 8)])
-def test_bf16_hopper_kernel_every_tile_width_and_split(cp, bn, splits):
+@pytest.mark.parametrize("schedule", list(gemm_sm90.SCHEDULES))
+@pytest.mark.parametrize("splits", [1, 3])
+def test_bf16_hopper_kernel_every_schedule_and_split(cp, schedule, splits):
     if not gemm_sm90.device_is_hopper():
         pytest.skip("the Hopper GEMM needs compute capability 9.0")
-    rng = np.random.default_rng(bn + splits)
+    bn, pingpong = schedule
+    rng = np.random.default_rng(bn + splits + pingpong)
     a, b = stored(rng, 264, 1040, False), stored(rng, 1040, 392, False)
     bias = rng.standard_normal(392).astype(bfloat16)
     assert gemm_sm90.usable(cp.asarray(a), cp.asarray(b), 1040)
-    with gemm_sm90.forced_plan(bn, splits):
+    with gemm_sm90.forced_plan(bn, splits, pingpong):
         out = run_gemm(cp.asarray(a), cp.asarray(b), bias=cp.asarray(bias), relu=True)
+        wide = run_gemm(cp.asarray(a), cp.asarray(b), out_dtype="float32")
     assert_within_bound(cp.asnumpy(out), a, b, bias=bias, relu=True)
-    name = gemm_bf16_sm90.kernel_name(False, False, bfloat16, bn)
+    assert_within_bound(cp.asnumpy(wide), a, b)
+    name = gemm_bf16_sm90.kernel_name(False, False, bfloat16, bn, pingpong)
     loaded = gemm_bf16_sm90._ready[(cp.cuda.Device().id, name)]  # it ran this kernel
     assert loaded.local_size_bytes == 0  # no spills in the binary the driver loaded
     assert loaded.max_dynamic_shared_size_bytes >= gemm_sm90.smem_bytes(bn)

@@ -5,16 +5,18 @@ The kernel is ``gemm_sm90.cu``'s, instantiated with ``In = __nv_bfloat16``: its 
 picks the ``wgmma ... .bf16.bf16`` instruction, and ``gemm_bf16_sm90.cu`` adds the bfloat16
 epilogue store. Everything about *feeding* it is ``gemm_sm90.py``'s, reused here unchanged:
 where it runs (:func:`gemm_sm90.usable`: compute capability 9.0, TMA-addressable operands,
-``MINITORCH_AMP_GEMM_KERNEL``), the shape rule (:func:`gemm_sm90.plan`), the tensor maps
-(:func:`gemm_sm90.encode`) and the shared-memory size. Only the kernel names differ.
+``MINITORCH_AMP_GEMM_KERNEL``), the shape rule and its schedules (:func:`gemm_sm90.plan`:
+tile width, ping-pong, split-K; tuned on float16, and bfloat16 tiles move the same bytes
+through the same instructions), the tensor maps (:func:`gemm_sm90.encode`) and the
+shared-memory size. Only the kernel names differ.
 
 NOTE: the tensor maps are encoded as ``FLOAT16`` (``gemm_sm90.encode`` knows no other type).
 TMA copies bytes and fills outside the matrix with zero bits, which are +0.0 in both 16-bit
 formats, so a ``BFLOAT16`` map would load the very same tiles.
 
 Example (the names, without a GPU):
-    >>> kernel_name(False, True, "bfloat16", 128)
-    'gemm_sm90<false,true,__nv_bfloat16,__nv_bfloat16,128>'
+    >>> kernel_name(False, True, "bfloat16", 128, pingpong=True)
+    'gemm_sm90<false,true,__nv_bfloat16,__nv_bfloat16,128,true>'
 """
 
 from __future__ import annotations
@@ -32,11 +34,13 @@ FILE = "gemm_bf16_sm90.cu"
 _OUT_TYPES = {bfloat16: "__nv_bfloat16", float32: "float"}
 
 
-def kernel_name(transpose_a: bool, transpose_b: bool, out_dtype, bn: int) -> str:
-    """The name expression for this layout, output dtype and tile width."""
+def kernel_name(
+    transpose_a: bool, transpose_b: bool, out_dtype, bn: int, pingpong: bool = False
+) -> str:
+    """The name expression for this layout, output dtype and schedule."""
     out = _OUT_TYPES[np.dtype(out_dtype)]
-    ta, tb = str(transpose_a).lower(), str(transpose_b).lower()
-    return f"gemm_sm90<{ta},{tb},{out},__nv_bfloat16,{bn}>"
+    flags = ",".join(str(x).lower() for x in (transpose_a, transpose_b))
+    return f"gemm_sm90<{flags},{out},__nv_bfloat16,{bn},{str(pingpong).lower()}>"
 
 
 def reduce_name(out_dtype) -> str:
@@ -45,10 +49,10 @@ def reduce_name(out_dtype) -> str:
 
 _LAYOUTS = ((False, False), (False, True), (True, False))
 NAMES = tuple(
-    kernel_name(ta, tb, out, bn)
+    kernel_name(ta, tb, out, bn, pingpong)
     for out in _OUT_TYPES
     for ta, tb in _LAYOUTS
-    for bn in _sm90.TILE_WIDTHS
+    for bn, pingpong in _sm90.SCHEDULES
 ) + tuple(reduce_name(out) for out in _OUT_TYPES)
 KERNELS = register(FILE, names=NAMES, arch=_sm90.ARCH)
 
@@ -78,7 +82,7 @@ def launch(a, b, transpose_a, transpose_b, epilogue, out, flags: int) -> None:
     partial = _device.cupy.empty((p.splits, m, n), dtype=float32) if p.splits > 1 else out
     i32 = np.int32
     shared = _sm90.smem_bytes(p.bn)
-    kernel = _kernel(kernel_name(transpose_a, transpose_b, out.dtype, p.bn), shared)
+    kernel = _kernel(kernel_name(transpose_a, transpose_b, out.dtype, p.bn, p.pingpong), shared)
     args = (map_a, map_b, out, bias, partial, i32(m), i32(n), i32(k), i32(n))
     args += (epilogue.alpha, epilogue.beta, i32(flags), i32(p.splits))
     kernel((p.grid, 1, 1), (_sm90.THREADS, 1, 1), args, shared_mem=shared)
