@@ -101,6 +101,7 @@ def test_casts_on_the_gpu_round_like_the_cpu():
     rng = np.random.default_rng(2)
     wide = rng.standard_normal(4096) * 10.0 ** rng.integers(-40, 38, 4096)
     wide = np.concatenate([wide, [1 + 2**-8, 1 + 2**-8 + 2**-30, 3.4e38, -np.inf, np.nan]])
+    wide = np.concatenate([wide, np.array([1, 1.5, 2.5, 3, 127.5, -5]) * 2.0**-133])  # subnormal
     for dtype in ("float64", "float32", "float16"):
         with np.errstate(over="ignore"):
             src = wide.astype(dtype)

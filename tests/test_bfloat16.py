@@ -179,6 +179,15 @@ def test_float64_is_not_rounded_twice():
     assert float(mt.to_tensor([1 + 2**-8 + 2**-30], dtype="bfloat16")) == 1 + 2**-7
 
 
+def test_float64_keeps_bfloat16s_subnormals_and_their_ties():
+    # bfloat16's subnormals are k * 2**-133; each is a float32 subnormal too, which a GPU
+    # flushes to zero, so the rounding must not pass through one
+    units = np.array([1.0, 1.5, 2.5, 0.5, 0.75, 127.75, 128.0, -3.0])
+    out = to_bfloat16(units * 2.0**-133).astype(np.float64) / 2.0**-133
+    # ties go to the even neighbour (1.5 -> 2, 2.5 -> 2, 0.5 -> 0); 128 units are 2**-126
+    assert out.tolist() == [1.0, 2.0, 2.0, 0.0, 1.0, 128.0, 128.0, -3.0]
+
+
 def test_bfloat16_to_float32_is_exact_and_gradients_come_back_in_the_source_dtype():
     patterns = np.arange(0, 2**16, 7, dtype=np.uint16)
     values = patterns.view(ml_dtypes.bfloat16)

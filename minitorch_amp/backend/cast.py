@@ -122,9 +122,12 @@ def to_bfloat16(x):
 
     NOTE: ``ml_dtypes`` converts float64 through float32, rounding twice: 1 + 2**-8 + 2**-30
     becomes 1 + 2**-8 in float32 (a tie for bfloat16), then the even 1.0, where the correct
-    answer is 1 + 2**-7. Rounding to float32 *to odd* first (truncate, then set the last bit
-    if anything was cut off) keeps the information a tie needs, so the second, nearest-even
-    rounding is the one correct rounding. Overflow still becomes inf and NaN stays NaN.
+    answer is 1 + 2**-7. So the rounding happens in float64, where nothing is lost: a normal
+    result keeps 8 significant bits (``frexp`` gives ``|x| = m * 2**e``, ``rint(m * 256)``
+    rounds to nearest even), a subnormal one is a whole multiple of 2**-133. Only the exact
+    result goes to float32 (for its top 16 bits), never a float32 subnormal: the GPU would
+    flush it to zero (CuPy compiles every kernel with ``-ftz=true``), losing bfloat16's
+    subnormals 2**-133 .. 2**-126. Overflow becomes inf and NaN stays NaN.
 
     Example:
         >>> import numpy as np
@@ -135,13 +138,15 @@ def to_bfloat16(x):
     if x.dtype in (float32, float16, bfloat16):
         return x.astype(bfloat16, order="C")
     wide = x.astype(np.float64)  # integers: exact below 2**53
+    a = xp.abs(wide)
     with np.errstate(over="ignore", invalid="ignore"):
-        narrow = wide.astype(float32)  # round to nearest (float32 overflow: inf)
-        back = narrow.astype(np.float64)
-        inexact = xp.isfinite(wide) & (back != wide)
-        # step one float32 towards zero where rounding went away from it: now truncated
-        outward = inexact & (xp.abs(back) > xp.abs(wide))
-        narrow = xp.where(outward, xp.nextafter(narrow, float32.type(0)), narrow).astype(float32)
-        bits = narrow.view(xp.uint32)  # (same item size: any layout can be viewed)
-        odd = xp.where(inexact, bits | xp.uint32(1), bits)  # round to odd: sticky last bit
-        return odd.view(float32).astype(bfloat16)
+        m, e = xp.frexp(a)  # a = m * 2**e with m in [0.5, 1) (inf and NaN pass through)
+        exact = xp.ldexp(xp.rint(m * 256.0), e - 8)  # 8 significant bits, nearest even
+        top = (exact.astype(float32).view(xp.uint32) >> 16).astype(xp.uint16)  # >= 2**128: inf
+        small = a < 2.0**-126
+        # below 2**-126: k * 2**-133, k in 0..128, and the bit pattern of k * 2**-133 is k
+        k = xp.rint(xp.where(small, a, 0.0) * 2.0**133).astype(xp.uint16)
+        bits = xp.where(small, k, top)
+        bits = xp.where(xp.isnan(wide), xp.uint16(0x7FC0), bits)
+        bits = bits | xp.where(xp.signbit(wide), xp.uint16(0x8000), xp.uint16(0))
+    return xp.ascontiguousarray(bits).view(bfloat16)

@@ -44,6 +44,11 @@ one the CPU backend uses); earlier CuPy cannot hold a bfloat16 array at all, and
   ``matmul`` (float32 copies, when raw kernels are off), ``cupyx.scatter_add`` (refuses it:
   :func:`scatter_add` sums in float32) and ``cupyx.scipy.special.erf`` (``gelu`` widens to
   float32 first, as it does for float16).
+
+NOTE: CuPy compiles every kernel with ``-ftz=true``, so its elementwise ops, which compute
+bfloat16 in float32, flush bfloat16's subnormals (below 2**-126) to zero on the GPU; the CPU
+keeps them. Casts to bfloat16 are exact on both (``cast.cu`` rounds with ``cvt.rn.bf16.f32``;
+``cast.to_bfloat16`` never passes through a float32 subnormal).
 """
 
 from __future__ import annotations
