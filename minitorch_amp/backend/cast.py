@@ -148,5 +148,5 @@ def to_bfloat16(x):
         k = xp.rint(xp.where(small, a, 0.0) * 2.0**133).astype(xp.uint16)
         bits = xp.where(small, k, top)
         bits = xp.where(xp.isnan(wide), xp.uint16(0x7FC0), bits)
-        bits = bits | xp.where(xp.signbit(wide), xp.uint16(0x8000), xp.uint16(0))
-    return xp.ascontiguousarray(bits).view(bfloat16)
+        bits = xp.where(xp.signbit(wide), bits | xp.uint16(0x8000), bits)  # (where: an array)
+    return bits.view(bfloat16)
