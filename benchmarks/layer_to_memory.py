@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import minitorch_amp as mt
 from minitorch_amp import device, nn
+from minitorch_amp.utils.progress import progress, write
 
 
 def build(width: int, depth: int):
@@ -67,11 +68,12 @@ def main() -> None:
         f"{'layers x width':<16}{'params':>12}{'fp32 model':>12}"
         f"{'whole-model':>13}{'to, room':>12}{'checked, tight':>16}"
     )
-    for width, depth in [(256, 4), (1024, 4), (1024, 12), (2048, 6)]:
+    configs = [(256, 4), (1024, 4), (1024, 12), (2048, 6)]
+    for width, depth in progress(configs, desc="models"):
         params, model_bytes, whole = peak_of(whole_model, width, depth)
         _, _, direct = peak_of(per_tensor, width, depth)
         _, _, checked = peak_of(per_tensor, width, depth, tight=True)
-        print(
+        write(
             f"{f'{depth} x {width}':<16}{params:>12,}{model_bytes / mib:>12.2f}"
             f"{whole / mib:>13.2f}{direct / mib:>12.2f}{checked / mib:>16.2f}"
         )

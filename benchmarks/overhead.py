@@ -11,7 +11,7 @@ Two measurements, minitorch_amp against PyTorch eager on the same device, interl
    backward, SGD) with the width (256 ... 4096 at depth 3) and the depth (3 ... 48 layers at
    width 256), batch 32. Small steps are overhead-bound, so the two frameworks' per-op costs
    show; big ones are GEMM-bound and the BLAS decides. A log-log plot goes to
-   ``docs/img/overhead_scaling.png``.
+   ``overhead_scaling.png`` (``--plot docs/img/overhead_scaling.png`` replaces the docs').
 
     python benchmarks/overhead.py            # both parts and the plot: ~1 min on 2 CPU cores
     python benchmarks/overhead.py --quick    # fewer repeats, a rough picture in ~20 s
@@ -42,8 +42,8 @@ from timing import interleave, timed, warm_up, warmup_seconds
 
 import minitorch_amp as mt
 from minitorch_amp import nn
+from minitorch_amp.utils.progress import progress
 
-ROOT = Path(__file__).resolve().parents[1]
 WIDTHS = (256, 512, 1024, 2048, 4096)
 DEPTHS = (3, 6, 12, 24, 48)
 BATCH = 32
@@ -113,7 +113,7 @@ def dispatch_table(device, repeats: int, number: int, warmup_s: float) -> list:
     """Median microseconds per call of every tiny op, the frameworks interleaved per repeat."""
     sync = syncs(device)
     rows = []
-    for op, grad, calls in tiny_ops(device):
+    for op, grad, calls in progress(tiny_ops(device), desc="tiny ops", total=4):
         samples = {name: [] for name in calls}
         for name, call in calls.items():
             warm_up(call, sync[name], warmup_s, number // 10)
@@ -193,9 +193,9 @@ def ms_per_step(runs: dict, seconds: float, warmup_s: float, warmup: int = 3) ->
 def scaling(device, seconds: float, warmup_s: float) -> dict:
     """Median ms/step for every width (depth 3) and every depth (width 256)."""
     results = {"width": {}, "depth": {}}
-    for width in WIDTHS:
+    for width in progress(WIDTHS, desc="widths (depth 3)"):
         results["width"][width] = ms_per_step(mlp_steps(width, 3, device), seconds, warmup_s)
-    for depth in DEPTHS:
+    for depth in progress(DEPTHS, desc="depths (width 256)"):
         results["depth"][depth] = ms_per_step(mlp_steps(256, depth, device), seconds, warmup_s)
     return results
 
@@ -247,11 +247,19 @@ def plot(results: dict, path: Path, title: str) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     parser.add_argument("--quick", action="store_true", help="fewer repeats: a rough picture")
-    parser.add_argument("--device", default=None, help="'cpu', 'gpu' or 'gpu:N' (default: auto)")
-    parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "img" / "overhead_scaling.png")
-    parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument("--device", default=None, help="'cpu', 'gpu' or 'gpu:N'; None: auto")
+    parser.add_argument(
+        "--plot",
+        type=Path,
+        default=Path("overhead_scaling.png"),
+        help="where the figure goes; docs/img/overhead_scaling.png for the docs' figure",
+    )
+    parser.add_argument("--no-plot", action="store_true", help="draw no figure")
     args = parser.parse_args(argv)
     if args.device is not None:
         mt.set_device(args.device)

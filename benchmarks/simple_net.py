@@ -300,7 +300,7 @@ def measure(
         check_same_start(mode, ours(), theirs())
 
     wake = 1 if block > 1 else 0  # single long steps need no untimed step to wake threads
-    medians = interleave(runs, steps, warmup, block, wake, warmup_s=warmup_s)
+    medians = interleave(runs, steps, warmup, block, wake, warmup_s=warmup_s, desc=mode)
     result = {name: seconds / per_batch for name, seconds in medians.items()}
     for name, (step, sync) in runs.items():
         result[f"{name}_kernels"] = count_gpu_activities(step, sync)
@@ -354,7 +354,10 @@ def print_table(results: dict) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--full", action="store_true", help="the tutorial's width 4096, batch 512")
@@ -362,7 +365,7 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=None, help="timed steps (30; 15 with --full)")
     parser.add_argument("--warmup", type=int, default=None, help="untimed steps (5; 2 with --full)")
     parser.add_argument("--block", type=int, default=None, help="steps per turn (5; 1 with --full)")
-    parser.add_argument("--device", default=None, help="'cpu', 'gpu' or 'gpu:N' (default: auto)")
+    parser.add_argument("--device", default=None, help="'cpu', 'gpu' or 'gpu:N'; None: auto")
     parser.add_argument("--no-torch", action="store_true", help="time minitorch_amp only")
     args = parser.parse_args(argv)
     if args.full:

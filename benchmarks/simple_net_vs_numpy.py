@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from simple_net import SimpleNet
 
 import minitorch_amp as mt
+from minitorch_amp.utils.progress import progress
 
 
 def numpy_step(params, x, y, lr):
@@ -50,7 +51,10 @@ def numpy_step(params, x, y, lr):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--steps", type=int, default=30)
@@ -80,7 +84,7 @@ def main() -> None:
         numpy_step(params, xn, yn, 1e-4)
 
     times = {"minitorch_amp": [], "numpy": []}
-    for i in range(args.warmup + args.steps):
+    for i in progress(range(args.warmup + args.steps), desc="steps"):
         for name, fn in (("minitorch_amp", ours), ("numpy", raw)):
             start = time.perf_counter()
             fn()

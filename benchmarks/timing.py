@@ -17,9 +17,12 @@ of sustained work, so the timed steps run at the clocks a training run would see
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
+
+from minitorch_amp.utils.progress import progress
 
 SETTLE_S = 0.2  # longer than OpenBLAS's default spin (2**28 cycles, ~0.1 s)
 GPU_WARMUP_S = 1.0  # sustained work before timing on a GPU: its clocks must rise first
@@ -75,6 +78,7 @@ def interleave(
     wake: int = 1,
     *,
     warmup_s: float,
+    desc: str | None = None,
 ) -> dict:
     """Median seconds per step of each run, timed in alternating blocks.
 
@@ -88,11 +92,12 @@ def interleave(
             longer than waking a thread pool (tens of µs), e.g. the tutorial's 1 s steps.
         warmup_s: the warm-up also lasts at least this long after the first call
             (:func:`warmup_seconds`: 1 s of sustained work on a GPU).
+        desc: the label of the progress bar (shown on a terminal with tqdm installed).
     """
     for step, sync in runs.values():
         warm_up(step, sync, warmup_s, warmup)
     times: dict[str, list[float]] = {name: [] for name in runs}
-    while any(len(t) < steps for t in times.values()):
+    for _ in progress(range(math.ceil(steps / block)), desc=desc):  # a turn each per round
         for name, (step, sync) in runs.items():
             time.sleep(SETTLE_S)
             for _ in range(wake):  # untimed: wakes this framework's threads

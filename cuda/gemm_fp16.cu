@@ -3,16 +3,19 @@
 // WHAT IT COMPUTES
 //
 //     C = epilogue(alpha * op(A) @ op(B))        op(X) = X or X^T, chosen per operand
-//     epilogue(v) = relu?( v + beta * C_in + bias[n] )
+//     epilogue(v) = relu?( OutT(v + beta * C_in) + bias[n] )
 //
 //   A and B are float16, row-major in memory: A is M x K (or K x M when TRANS_A), B is K x N
 //   (or N x K when TRANS_B), with leading dimensions lda / ldb (elements between rows).
 //   Products are exact in float32 (a float16 times a float16 always fits), sums are float32,
 //   and the epilogue runs in float32 in exactly this order, each step rounded to nearest:
 //       v = alpha * acc;  v = v + beta * C_in (only when beta != 0: C is not read otherwise);
-//       v = v + bias[n] (flag EPILOGUE_BIAS);  v = v < 0 ? 0 : v (flag EPILOGUE_RELU; NaN stays);
-//   then ONE rounding to OutT (float16 or float32) on the store. C is M x N with ldc, updated
+//       with flag EPILOGUE_BIAS: v = OutT(v) (rounded to the output type), v = v + bias[n];
+//       v = v < 0 ? 0 : v (flag EPILOGUE_RELU; NaN stays);
+//   then a rounding to OutT (float16, bfloat16 or float32) on the store. C is M x N with ldc, updated
 //   in place; bias has N entries of type OutT. Any M, N, K >= 0 works, and any lda/ldb/ldc.
+//   NOTE: the product is rounded to OutT before the bias is added, as an unfused GEMM then
+//   add would (Paddle's F.linear is a matmul op then an add op): one launch, their result.
 //
 //   The three layouts a Linear layer needs, y = x @ W (W stored [in, out], Paddle's way):
 //       forward   y  = x  @ W      gemm_f16<false, false, __half>   (NN)
@@ -26,7 +29,7 @@
 //   16-bit values whatever they mean, and only the tensor-core instruction differs
 //   (mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, the same fragment layout). A
 //   product of two bfloat16 values (8 significant bits each) is exact in float32 too, so
-//   the twin's "float32 products, float32 sums, one rounding" holds unchanged.
+//   the twin's float32 products, float32 sums and roundings to OutT hold unchanged.
 //
 // TILING (one block = 256 threads = 8 warps computes a 128 x 128 tile of C)
 //
@@ -311,13 +314,26 @@ __device__ __forceinline__ void store_out_pair(__nv_bfloat16* p, float v0, float
     *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(v0, v1);
 }
 
+// v rounded to OutT and back: what a GEMM that stored its result would hand an add.
+__device__ __forceinline__ float round_to(float v, const float*) { return v; }
+__device__ __forceinline__ float round_to(float v, const __half*) {
+    return __half2float(__float2half_rn(v));
+}
+__device__ __forceinline__ float round_to(float v, const __nv_bfloat16*) {
+    return __bfloat162float(__float2bfloat16_rn(v));
+}
+
 // float32 epilogue; __fmul_rn/__fadd_rn forbid FMA contraction so the NumPy twin's separate
 // multiply-then-add is the same arithmetic.
+template <typename OutT>
 __device__ __forceinline__ float epilogue(float acc, float c_in, float alpha, float beta,
                                           float bias, int flags) {
     float v = __fmul_rn(alpha, acc);
     if (beta != 0.0f) v = __fadd_rn(v, __fmul_rn(beta, c_in));
-    if (flags & EPILOGUE_BIAS) v = __fadd_rn(v, bias);
+    if (flags & EPILOGUE_BIAS) {
+        v = round_to(v, static_cast<const OutT*>(nullptr));  // the product as stored
+        v = __fadd_rn(v, bias);
+    }
     // NOTE: not fmaxf(v, 0): that turns NaN into 0 and would hide an overflow from the scaler.
     if (flags & EPILOGUE_RELU) v = v < 0.0f ? 0.0f : v;
     return v;
@@ -472,8 +488,8 @@ __device__ __forceinline__ void gemm_body(const InT* __restrict__ A, const InT* 
                     if (two) c_in[1] = load_out(out + 1);
                 }
                 const float* v = acc[mi][ni] + 2 * h;
-                const float v0 = epilogue(v[0], c_in[0], alpha, beta, bias0, flags);
-                const float v1 = epilogue(v[1], c_in[1], alpha, beta, bias1, flags);
+                const float v0 = epilogue<OutT>(v[0], c_in[0], alpha, beta, bias0, flags);
+                const float v1 = epilogue<OutT>(v[1], c_in[1], alpha, beta, bias1, flags);
                 if (two && pairs) {
                     store_out_pair(out, v0, v1);
                 } else {

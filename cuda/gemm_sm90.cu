@@ -48,6 +48,15 @@
 //   (the producer waits for the opposite parity on "empty", which a fresh barrier already
 //   satisfies: every stage starts empty).
 //
+//   PING-PONG (PINGPONG = true, 128 x 128 tiles): the schedule above is "cooperative", both
+//   consumers on one tile. Ping-pong gives consumer c every other tile of the CTA (units
+//   with index = c mod 2), whole: two 64-row wgmma per k16 slice, 128 accumulators. The
+//   main loops take turns through two more mbarriers ("turn"): a consumer starts a tile
+//   once the other has waited on every stage of its previous one. So one consumer's
+//   epilogue overlaps the other's wgmma, and no consumer ever waits on a barrier two phases
+//   ahead of its last completed one (parity could not tell them apart). Each stage then has
+//   one reader, so "empty" counts one arrival.
+//
 // SHARED-MEMORY LAYOUT AND THE 128-BYTE SWIZZLE
 //
 //   Every box is 64 elements (128 bytes) wide in its contiguous dimension. TMA stores row r

@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from minitorch_amp import amp  # noqa: E402
+from minitorch_amp.amp import op_lists  # noqa: E402
 from minitorch_amp.autograd import OP_TABLE  # noqa: E402
 
 TARGET = ROOT / "docs" / "ops.md"
@@ -24,8 +24,10 @@ def render() -> str:
     lines = [
         "# The op table",
         "",
-        "Generated from `minitorch_amp.autograd.OP_TABLE` by `python docs/gen_ops.py`; do not",
-        "edit by hand. Every op has its forward and backward side by side in the file named.",
+        "Generated from `minitorch_amp.autograd.OP_TABLE` by `python docs/gen_ops.py`; "
+        "do not",
+        "edit by hand. Every op has its forward and backward side by side in the file "
+        "named.",
         "",
         f"{len(OP_TABLE)} ops.",
         "",
@@ -38,10 +40,15 @@ def render() -> str:
         summary = (op.__doc__ or "").strip().splitlines()
         summary = summary[0].replace("|", "\\|") if summary else ""
         casts = (
-            "all floating" if op.amp_inputs is None else ", ".join(f"#{i}" for i in op.amp_inputs)
+            "all floating"
+            if op.amp_inputs is None
+            else ", ".join(f"#{i}" for i in op.amp_inputs)
         )
+        if op.amp_bias is not None:
+            casts += f"; #{op.amp_bias} by the add's rule"
         lines.append(
-            f"| `{name}` | `{op.__name__}` | `{module}` | {op.amp} | {casts} | {summary} |"
+            f"| `{name}` | `{op.__name__}` | `{module}` | {op.amp} | {casts} "
+            f"| {summary} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -51,7 +58,7 @@ def _names(ops) -> str:
 
 
 def render_amp_lists() -> str:
-    """The per-level lists, as a Markdown table, from amp.white_list/black_list/gray_list."""
+    """The per-level lists, as a Markdown table, from op_lists.white_ops/black_ops."""
     never = sorted(n for n, op in OP_TABLE.items() if op.amp == "none")
     lines = [
         BEGIN,
@@ -59,13 +66,20 @@ def render_amp_lists() -> str:
         "|---|---|---|---|",
     ]
     for level in ("OD", "O1", "O2"):
-        white, black = amp.white_list(level), amp.black_list(level)
+        white, black = op_lists.white_ops(level), op_lists.black_ops(level)
         if level == "OD":
             black_text, gray = "every other op", "(none)"
         else:
-            black_text, gray = _names(black), _names(set(OP_TABLE) - white - black - set(never))
+            black_text, gray = (
+                _names(black),
+                _names(set(OP_TABLE) - white - black - set(never)),
+            )
         lines.append(f"| {level} | {_names(white)} | {black_text} | {gray} |")
-    lines += ["", f"Never cast (casts, comparisons, integer results): {_names(never)}.", END]
+    lines += [
+        "",
+        f"Never cast (casts, comparisons, integer results): {_names(never)}.",
+        END,
+    ]
     return "\n".join(lines)
 
 
@@ -87,7 +101,8 @@ def render_bf16_lists() -> str:
         if level == "OD":
             black_text, gray = "every other op", "(none)"
         else:
-            black_text, gray = _names(black), _names(set(OP_TABLE) - white - black - never)
+            black_text = _names(black)
+            gray = _names(set(OP_TABLE) - white - black - never)
         lines.append(f"| {level} | {_names(white)} | {black_text} | {gray} |")
     lines.append(BF16_END)
     return "\n".join(lines)
@@ -108,7 +123,11 @@ def render_amp_doc(current: str) -> str:
 
 if __name__ == "__main__":
     outputs = {TARGET: render(), AMP_DOC: render_amp_doc(AMP_DOC.read_text())}
-    stale = [p for p, text in outputs.items() if (p.read_text() if p.exists() else "") != text]
+    stale = [
+        p
+        for p, text in outputs.items()
+        if (p.read_text() if p.exists() else "") != text
+    ]
     if "--check" in sys.argv:
         if stale:
             names = ", ".join(str(p.relative_to(ROOT)) for p in stale)
@@ -117,4 +136,6 @@ if __name__ == "__main__":
     else:
         for path, text in outputs.items():
             path.write_text(text)
-        print(f"wrote docs/ops.md ({len(OP_TABLE)} ops) and the lists in docs/levels.md")
+        print(
+            f"wrote docs/ops.md ({len(OP_TABLE)} ops) and the lists in docs/levels.md"
+        )

@@ -37,6 +37,7 @@ from digits_mlp import MODES, Digits, Result, autocast_for, load_data, print_tab
 import minitorch_amp as mt
 from minitorch_amp import amp, nn
 from minitorch_amp.io import DataLoader, TensorDataset
+from minitorch_amp.utils.progress import progress, write
 
 
 class DigitsCNN(nn.Layer):
@@ -111,7 +112,7 @@ def train(
     loader = DataLoader(train_set, batch_size=batch_size, shuffle=True)
 
     epoch_losses = []
-    for epoch in range(epochs):
+    for epoch in progress(range(epochs), desc=f"{mode}, {epochs} epochs"):
         batch_losses = []  # device scalars, read once per epoch: no host sync per step
         for x, y in loader:
             with autocast_for(mode):
@@ -163,7 +164,7 @@ def main(argv=None) -> None:
             learning_rate=args.learning_rate,
             seed=args.seed,
             data=data,
-            log=print if args.verbose else None,
+            log=write if args.verbose else None,
         )
         for mode in modes
     ]

@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a sourc
 
 import minitorch_amp as mt
 from minitorch_amp import amp, nn
+from minitorch_amp.utils.progress import progress, write
 
 MODES = ("fp32", "O1", "O2")
 
@@ -173,7 +174,7 @@ def train(
     order = np.random.default_rng(seed)  # the batch order: a NumPy generator, same every mode
     n = len(data.y_train)
     epoch_losses = []
-    for epoch in range(epochs):
+    for epoch in progress(range(epochs), desc=f"{mode}, {epochs} epochs"):
         perm = order.permutation(n)
         x_all, y_all = mt.to_tensor(data.x_train[perm]), mt.to_tensor(data.y_train[perm])
         batch_losses = []  # device scalars, read once per epoch: no host sync per step
@@ -205,16 +206,21 @@ def print_table(results: list[Result]) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mode", default="all", choices=(*MODES, "all"))
-    parser.add_argument("--epochs", type=int, default=20)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--learning-rate", type=float, default=2e-3)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--mode", default="all", choices=(*MODES, "all"), help="precision")
+    parser.add_argument("--epochs", type=int, default=20, help="passes over the training set")
+    parser.add_argument("--batch-size", type=int, default=64, help="images per batch")
+    parser.add_argument("--learning-rate", type=float, default=2e-3, help="Adam's step")
+    parser.add_argument("--seed", type=int, default=0, help="weights and batch order")
     parser.add_argument(
         "--dtype", default="float16", choices=("float16", "bfloat16"), help="O1/O2's 16-bit type"
     )
-    parser.add_argument("--device", default=None, help="'cpu', 'gpu' or 'gpu:N' (default: auto)")
+    parser.add_argument(
+        "--device", default=None, help="'cpu', 'gpu' or 'gpu:N'; None: the GPU if usable"
+    )
     parser.add_argument("--verbose", action="store_true", help="print the loss of every epoch")
     args = parser.parse_args(argv)
     if args.epochs < 1 or args.batch_size < 1:
@@ -236,7 +242,7 @@ def main(argv=None) -> None:
             learning_rate=args.learning_rate,
             seed=args.seed,
             data=data,
-            log=print if args.verbose else None,
+            log=write if args.verbose else None,
             dtype=args.dtype,
         )
         for mode in modes

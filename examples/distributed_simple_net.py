@@ -35,6 +35,7 @@ import minitorch_amp as mt
 from minitorch_amp import amp, nn
 from minitorch_amp import distributed as dist
 from minitorch_amp.backend import comm as _comm
+from minitorch_amp.utils.progress import progress
 
 MODES = ("fp32", "O2")
 SHARDING = ("none", "os", "os_g")
@@ -143,7 +144,8 @@ def train(args) -> dict:
     stats = _comm.get_world().stats
     before = stats.copy()  # after the wrap-time broadcast: count the steps only
     start = time.perf_counter()
-    for _ in range(args.steps):
+    steps = range(args.steps)
+    for _ in progress(steps, desc=f"{args.mode} steps", disable=None if rank == 0 else True):
         x, y = global_batch(args.batch, args.width)
         x, y = my_slice(x, rank, world_size), my_slice(y, rank, world_size)
         with amp.auto_cast(enable=args.mode == "O2", level="O2"):
@@ -201,14 +203,17 @@ def print_table(config: dict, ranks: list[dict]) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mode", default="O2", choices=MODES)
-    parser.add_argument("--sharding", default="os_g", choices=SHARDING)
-    parser.add_argument("--width", type=int, default=256)
-    parser.add_argument("--layers", type=int, default=4)
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--mode", default="O2", choices=MODES, help="precision")
+    parser.add_argument("--sharding", default="os_g", choices=SHARDING, help="what is sharded")
+    parser.add_argument("--width", type=int, default=256, help="width of every layer")
+    parser.add_argument("--layers", type=int, default=4, help="Linear + ReLU layers")
     parser.add_argument("--batch", type=int, default=64, help="global batch, split over ranks")
-    parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps", type=int, default=5, help="training steps")
+    parser.add_argument("--seed", type=int, default=0, help="weights and data")
     parser.add_argument("--report", type=Path, help="rank 0 writes the measurements as JSON")
     args = parser.parse_args(argv)
     for name in ("width", "layers", "batch", "steps"):

@@ -3,8 +3,8 @@
 Every number in the figures comes from training the tutorial's SimpleNet here, on the CPU
 or the GPU. One command regenerates all three PNGs:
 
-    python examples/plot_amp.py                # docs/img/*.png, about a minute on a laptop
-    python examples/plot_amp.py --out /tmp/x   # somewhere else
+    python examples/plot_amp.py                  # ./*.png, about a minute on a laptop
+    python examples/plot_amp.py --out docs/img   # replace the figures of the docs
     python examples/plot_amp.py --quick        # tiny sizes, a few seconds (the tests use it)
 
 Data collection (``gradient_magnitudes``, ``fp16_fate``, ``train_per_step``) is separate
@@ -30,6 +30,7 @@ from simple_net import SimpleNet, make_data  # noqa: E402
 
 import minitorch_amp as mt  # noqa: E402
 from minitorch_amp import amp, nn  # noqa: E402
+from minitorch_amp.utils.progress import progress  # noqa: E402
 
 # float16's landmarks (IEEE 754 binary16: 1 sign bit, 5 exponent bits, 10 mantissa bits).
 SUBNORMAL_MIN = 2.0**-24  # the smallest positive float16; half of it rounds to 0
@@ -135,7 +136,7 @@ def train_per_step(mode: str, sizes: Sizes, steps: int, seed: int = 0, **scaler_
     records = []
     # NOTE: overflowing float16 casts are the point of the trajectory run; keep NumPy quiet.
     with np.errstate(over="ignore", invalid="ignore"):
-        for step in range(steps):
+        for step in progress(range(steps), desc=f"{mode}, {steps} steps"):
             x, y = data[step % sizes.batches], labels[step % sizes.batches]
             with amp.auto_cast(enable=mode != "fp32", level="O1" if mode == "fp32" else mode):
                 loss = mse(model(x), y)
@@ -398,8 +399,13 @@ def plot_loss_curves(curves: dict[str, np.ndarray], path: Path) -> None:
 
 # ---- the command ----------------------------------------------------------------------------
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img", help="output folder")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("."), help="output folder; docs/img for the docs' figures"
+    )
     parser.add_argument("--quick", action="store_true", help="tiny sizes (for the tests)")
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else FULL

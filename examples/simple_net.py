@@ -29,14 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a sourc
 import minitorch_amp as mt
 from minitorch_amp import amp, nn
 from minitorch_amp.device.cuda import graphs
-
-try:
-    from tqdm import tqdm
-except ImportError:  # the 'examples' extra brings tqdm; without it, plain output
-
-    def tqdm(iterable, **_):
-        return iterable
-
+from minitorch_amp.utils.progress import progress as progress_bar
+from minitorch_amp.utils.progress import write
 
 MODES = ("fp32", "O1", "O2")
 
@@ -130,7 +124,7 @@ def train(
         total = mt.zeros([], dtype="float64")  # on the device: read once per epoch
         steps = range(0, batches, accumulate)
         if progress:
-            steps = tqdm(steps, desc=f"epoch {epoch + 1}/{epochs}", leave=False)
+            steps = progress_bar(steps, desc=f"{mode} epoch {epoch + 1}/{epochs}")
         for i in steps:
             pairs = list(zip(data, labels))[i : i + accumulate]
             if len(pairs) < accumulate:  # a last, partial window: its gradients wait
@@ -179,16 +173,23 @@ class GraphedUpdate:
         return eager
 
 
-def warm_up(mode: str, **kwargs) -> int:
-    """An untimed run of ``mode`` at the same sizes: two updates, one epoch; returns the batches.
+def warm_up(mode: str, seconds: float = 1.0, **kwargs) -> int:
+    """Untimed runs of ``mode`` at the same sizes, two updates each; returns the batches run.
 
-    Its first steps compile the GPU kernels that ``mode`` launches (NVRTC), so the timed run
-    that follows reuses them; on the CPU it is a short run more.
+    The first run compiles the GPU kernels that ``mode`` launches (NVRTC), so the timed run
+    that follows reuses them. On a GPU the runs go on for at least ``seconds``: an idle GPU
+    runs at low clocks and needs about a second of sustained work to ramp up. On the CPU one
+    short run is enough.
     """
     batches = 2 * kwargs.get("accumulate", 1)
-    train(**{**kwargs, "mode": mode, "batches": batches, "epochs": 1, "log": lambda *_: None})
-    mt.device.synchronize()
-    return batches
+    run = {**kwargs, "mode": mode, "batches": batches, "epochs": 1, "log": lambda *_: None}
+    start, done = time.perf_counter(), 0
+    while True:
+        train(**run)
+        mt.device.synchronize()
+        done += batches
+        if mt.get_device() == "cpu" or time.perf_counter() - start >= seconds:
+            return done
 
 
 def compare(graph=False, bfloat16=False, **kwargs) -> None:
@@ -205,39 +206,46 @@ def compare(graph=False, bfloat16=False, **kwargs) -> None:
     Peak memory is the device's (``minitorch_amp.device.max_memory_allocated``): tensor
     storage on the CPU, CuPy's pool on a GPU, above what was allocated before the run.
     """
-    rows = []
+    rows, warmup_batches = [], float("inf")
     runs = [(mode, False, "float16") for mode in MODES]
     runs += [(mode, True, "float16") for mode in MODES if graph and mode != "fp32"]
     runs += [(mode, False, "bfloat16") for mode in MODES if bfloat16 and mode != "fp32"]
     for mode, graphed, dtype in runs:
-        warmup_batches = warm_up(mode, graph=graphed, dtype=dtype, **kwargs)
+        warmup_batches = min(warmup_batches, warm_up(mode, graph=graphed, dtype=dtype, **kwargs))
         gc.collect()
         base = mt.device.memory_allocated()
         mt.device.reset_max_memory_allocated()
         start = time.perf_counter()
-        losses = train(
-            **{**kwargs, "mode": mode, "graph": graphed, "dtype": dtype, "log": lambda *_: None}
-        )
+        run = {**kwargs, "mode": mode, "graph": graphed, "dtype": dtype, "log": lambda *_: None}
+        losses = train(**run, progress=True)
         seconds = time.perf_counter() - start
         name = f"{mode} graph" if graphed else f"{mode} bf16" if dtype == "bfloat16" else mode
         rows.append((name, seconds, losses[-1], mt.device.max_memory_allocated() - base))
     base = rows[0][1]
-    print(f"each mode timed after {warmup_batches} untimed warm-up batches (compiling kernels)")
+    print(
+        f"each mode timed after at least {warmup_batches} untimed warm-up batches of its own "
+        "(compiling its kernels; on a GPU, at least 1 s of them)"
+    )
     print(f"{'mode':<9}{'total time (s)':>16}{'speed-up':>10}{'final loss':>14}{'peak MiB':>10}")
     for mode, seconds, loss, peak in rows:
         print(f"{mode:<9}{seconds:>16.3f}{base / seconds:>9.2f}x{loss:>14.6f}{peak / 2**20:>10.1f}")
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--input-size", type=int, default=1024)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--batches", type=int, default=20)
-    parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--learning-rate", type=float, default=1e-4)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--device", default=None, help="'cpu', 'gpu' or 'gpu:N' (default: auto)")
-    parser.add_argument("--mode", default="fp32", choices=MODES)
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--input-size", type=int, default=1024, help="width of every layer")
+    parser.add_argument("--batch-size", type=int, default=64, help="rows per batch")
+    parser.add_argument("--batches", type=int, default=20, help="batches per epoch")
+    parser.add_argument("--epochs", type=int, default=5, help="passes over the batches")
+    parser.add_argument("--learning-rate", type=float, default=1e-4, help="SGD's step")
+    parser.add_argument("--seed", type=int, default=0, help="weights and data")
+    parser.add_argument(
+        "--device", default=None, help="'cpu', 'gpu' or 'gpu:N'; None: the GPU if usable"
+    )
+    parser.add_argument("--mode", default="fp32", choices=MODES, help="precision")
     parser.add_argument(
         "--dtype", default="float16", choices=("float16", "bfloat16"), help="O1/O2's 16-bit type"
     )
@@ -279,8 +287,7 @@ def main(argv=None) -> None:
         compare(graph=args.graph, bfloat16=args.dtype == "bfloat16", **sizes)
         return
     start = time.perf_counter()
-    log = tqdm.write if hasattr(tqdm, "write") else print
-    train(**sizes, mode=args.mode, progress=True, log=log, graph=args.graph, dtype=args.dtype)
+    train(**sizes, mode=args.mode, progress=True, log=write, graph=args.graph, dtype=args.dtype)
     bf16 = " bf16" if args.dtype == "bfloat16" and args.mode != "fp32" else ""
     name = f"{args.mode}{bf16}{' graph' if args.graph else ''}"
     print(f"\n{name} time:\ntotal time = {time.perf_counter() - start:.3f} sec")

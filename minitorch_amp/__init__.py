@@ -1,6 +1,13 @@
 """minitorch_amp: a small, readable deep-learning engine built for Automatic Mixed Precision."""
 
-from . import amp, device, distributed, nn, optimizer
+from . import amp, device, distributed, nn, optimizer, utils
+from .amp import (
+    autocast,
+    get_autocast_cpu_dtype,
+    get_autocast_dtype,
+    get_autocast_gpu_dtype,
+    is_autocast_enabled,
+)
 from .autograd import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .autograd.creation import (
     arange,
@@ -72,6 +79,7 @@ from .backend.dtypes import (
     int64,
     set_default_dtype,
 )
+from .cuda_namespace import cuda  # PyTorch's torch.cuda.amp (autocast, GradScaler)
 from .distributed import DataParallel
 from .io import load, save
 from .nn import ParamAttr

@@ -111,12 +111,19 @@ def test_o0_is_fp32_with_a_static_scale_of_one_and_never_skips():
 
 
 def test_o1_runs_forward_under_auto_cast_and_refuses_a_second_initialize():
-    model = _model()
+    # Without biases the last op is a white matmul: float16 shows the region is on. (With
+    # float32 biases the output is float32: Paddle's F.linear adds the bias in a gray add.)
+    model = nn.Sequential(
+        nn.Linear(8, 16, bias_attr=False), nn.ReLU(), nn.Linear(16, 4, bias_attr=False)
+    )
     model, _ = amp.initialize(model, _sgd(model), opt_level="O1")
     out = model(mt.randn([2, 8]))
     assert out.dtype == "float16" and model[0].weight.dtype == "float32"
     with auto_cast(enable=False):  # the wrapper owns its region: an outer one cannot undo it
         assert model(mt.randn([2, 8])).dtype == "float16"
+    biased = _model()
+    biased, _ = amp.initialize(biased, _sgd(biased), opt_level="O1")
+    assert biased(mt.randn([2, 8])).dtype == "float32"
     with pytest.raises(RuntimeError, match=r"already passed through amp\.initialize"):
         amp.initialize(model, opt_level="O1")
 

@@ -50,16 +50,20 @@ def assert_within_bound(result, a, b, ta=False, tb=False, **epilogue):
 
 
 # ---- 1. the specification in bfloat16 (the twin) --------------------------------------------
-def test_bf16_products_are_summed_in_float32_and_rounded_once():
-    # 1 + 2**-8 is a bfloat16 tie; with the bias 2**-8 added first it is 1 + 2**-7, exact.
-    # Rounding after the product and again after the bias would give 1.0 twice.
+def test_bf16_products_are_summed_in_float32_and_the_bias_added_to_the_rounded_product():
+    # Paddle's F.linear is a matmul, then an add: 1 + 2**-8 is a bfloat16 tie stored as 1.0,
+    # and 1.0 + 2**-8 is a tie again, 1.0. Adding the bias before the rounding would give
+    # 1 + 2**-7 (exact).
     a = np.array([[1.0, 2.0**-8]], dtype=bfloat16)
     b = np.array([[1.0], [1.0]], dtype=bfloat16)
     out = run_gemm(a, b, bias=np.array([2.0**-8], dtype=bfloat16))
     assert out.dtype == bfloat16
-    assert float(out[0, 0]) == 1.0 + 2.0**-7
+    assert float(out[0, 0]) == 1.0
     wide = run_gemm(a, b, out_dtype="float32")
     assert wide.dtype == float32 and float(wide[0, 0]) == ONE_PLUS  # the accumulator itself
+    # a float32 output rounds nothing: the bias lands on the exact sum
+    biased = run_gemm(a, b, bias=np.array([2.0**-8], dtype=float32), out_dtype="float32")
+    assert float(biased[0, 0]) == 1.0 + 2.0**-7
 
 
 def test_bf16_rounds_to_inf_from_its_threshold_on():
@@ -87,14 +91,19 @@ def test_bf16_bad_arguments_are_refused(call, error, message):
         call(a, b)
 
 
-def test_linear_adds_a_bf16_bias_before_the_one_rounding():
+def test_linear_is_paddles_matmul_then_add_in_bf16():
+    # The product 1 + 2**-8 is a bfloat16 tie, stored as 1.0; the add 1.0 + 2**-8 is a tie
+    # again: 1.0 (the bias added before the rounding would give 1 + 2**-7).
     x = np.array([[1.0, 2.0**-8]], dtype=bfloat16)
     w = np.array([[1.0], [1.0]], dtype=bfloat16)
     bias = np.array([2.0**-8], dtype=bfloat16)
     out = prim.linear(x, w, bias)
-    assert out.dtype == bfloat16 and float(out[0, 0]) == 1.0 + 2.0**-7
+    assert out.dtype == bfloat16 and float(out[0, 0]) == 1.0
     op = mt.nn.functional.linear(mt.to_tensor(x), mt.to_tensor(w), mt.to_tensor(bias))
-    assert float(op.numpy()[0, 0]) == 1.0 + 2.0**-7  # the op, through the dispatch point
+    assert float(op.numpy()[0, 0]) == 1.0  # the op, through the dispatch point
+    # a float32 bias (O1): the rounded product, cast to float32 exactly, plus the bias
+    wide = prim.linear(x, w, bias.astype(float32))
+    assert wide.dtype == float32 and float(wide[0, 0]) == 1.0 + 2.0**-8
 
 
 def test_bf16_scatter_add_sums_in_float32_and_rounds_once():

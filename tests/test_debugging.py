@@ -196,16 +196,24 @@ def test_skipped_and_checked_op_lists_filter_the_checked_ops():
             mt.sqrt(y)
 
 
-def test_debug_step_window_counts_enable_calls(capsys):
+def test_debug_step_window_counts_enable_calls_inside_it_and_stops_at_its_end(capsys):
+    # Paddle's rule (TensorCheckerConfig.update_and_check_step_id): only a call inside the
+    # window moves current_step_id on, so it stops at the window's end; a window above the
+    # counter is never entered.
+    def run(config, calls):
+        reported = []
+        for _ in range(calls):
+            dbg.enable_tensor_checker(config)
+            with np.errstate(invalid="ignore"):
+                mt.sqrt(mt.to_tensor([-1.0]))
+            reported.append(len(capsys.readouterr().out.splitlines()))
+        return reported
+
     config = TensorCheckerConfig(True, DebugMode.CHECK_NAN_INF, debug_step=[1, 3])
-    reported = []
-    for _ in range(5):
-        dbg.enable_tensor_checker(config)
-        with np.errstate(invalid="ignore"):
-            mt.sqrt(mt.to_tensor([-1.0]))
-        reported.append(len(capsys.readouterr().out.splitlines()))
-    assert reported == [0, 1, 1, 0, 0]
-    assert TensorCheckerConfig.current_step_id == 5
+    assert run(config, 3) == [0, 0, 0] and TensorCheckerConfig.current_step_id == 0
+    TensorCheckerConfig.current_step_id = 1
+    assert run(config, 4) == [1, 1, 0, 0]
+    assert TensorCheckerConfig.current_step_id == 3
     assert hooks.observers == ()  # outside the window the checker is off
 
 
@@ -302,7 +310,7 @@ def test_check_layer_numerics_uses_the_checker_already_on(capsys):
         ({"debug_step": [3, 3]}, r"debug_step must be \[start, end\) with end > start"),
         ({"debug_step": (0, 1, 2)}, r"debug_step must be \[start, end\)"),
         ({"checked_op_list": "log"}, "checked_op_list must be list or tuple"),
-        ({"skipped_op_list": ["elementwise_add"]}, r"unknown ops \['elementwise_add'\].* add,"),
+        ({"skipped_op_list": ["elementwise_ad"]}, r"unknown op 'elementwise_ad'.* add,"),
         ({"stack_height_limit": "1"}, "stack_height_limit must be int"),
     ],
 )
@@ -317,6 +325,10 @@ def test_enable_tensor_checker_needs_a_config_and_a_disabled_config_turns_it_off
     dbg.enable_tensor_checker(TensorCheckerConfig(True))
     dbg.enable_tensor_checker(TensorCheckerConfig(False))
     assert hooks.observers == ()
+    # no window: no step is counted (Paddle counts only inside a debug_step window)
+    assert TensorCheckerConfig.current_step_id == 0
+    dbg.enable_tensor_checker(TensorCheckerConfig(True, debug_step=[0, 5]))
+    dbg.enable_tensor_checker(TensorCheckerConfig(False, debug_step=[0, 5]))
     assert TensorCheckerConfig.current_step_id == 1  # a disabled config counts no step
 
 

@@ -7,10 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import needs
 import pytest
 
-pytest.importorskip("sklearn")
-from threadpoolctl import threadpool_limits  # installed with scikit-learn
+needs.module("sklearn", "scikit-learn comes with the test extra")
+from threadpoolctl import threadpool_limits  # noqa: E402 (installed with scikit-learn)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))

@@ -7,9 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import needs
 import pytest
 
-pytest.importorskip("sklearn")
+needs.module("sklearn", "scikit-learn comes with the test extra")
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
@@ -81,8 +82,12 @@ def test_bf16_learns_the_digits_as_well_as_fp32_without_a_scaler(results, data, 
     fp32, _ = results["fp32"]
     assert bf16.accuracy >= 0.9 and abs(bf16.accuracy - fp32.accuracy) <= 0.02
     assert bf16.loss < 0.1 * bf16.epoch_losses[0]
-    assert stats.counts["linear"].get("bf16", 0) > 0  # its products really ran in bfloat16
-    assert stats.counts["linear"]["fp16"] == 0
+    # its products really ran in bfloat16: at O2 the Linear layers run whole in bfloat16; at
+    # O1 their operands are cast to bfloat16, then a float32 bias is added (Paddle's matmul,
+    # then add), so the layers count as float32
+    ran = stats.counts["linear"] if mode == "O2" else stats.counts["cast"]
+    assert ran.get("bf16", 0) > 0
+    assert stats.counts["linear"]["fp16"] == 0 and stats.counts["cast"]["fp16"] == 0
 
 
 def test_a_dtype_that_is_not_16_bits_is_rejected(data):

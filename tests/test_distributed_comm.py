@@ -739,7 +739,8 @@ def test_launch_runs_the_script_on_n_ranks_and_passes_arguments(tmp_path):
         str(WORKERS / "comm_worker.py"), "launch", "--nproc_per_node", "5", "--x=1",
     ]  # fmt: skip
     env = {**os.environ, "MT_RESULTS_DIR": str(tmp_path), "MINITORCH_AMP_DEVICE": "cpu"}
-    completed = subprocess.run(
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    completed = subprocess.run(  # the ranks import this checkout, as run_mpi's do
         command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert completed.returncode == 0, completed.stderr

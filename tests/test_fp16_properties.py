@@ -53,7 +53,11 @@ def struct_fp16_bits(x: float) -> int:
 near_edges_or_any = fp32_values_near_fp16_edges() | st.floats(width=32, allow_nan=False)
 
 
-@given(x=tensors(shape=shapes(min_dims=1, max_dims=2, max_side=6), elements=near_edges_or_any))
+@given(
+    x=tensors(
+        shape=shapes(min_dims=1, max_dims=2, min_side=0, max_side=6), elements=near_edges_or_any
+    )
+)
 def test_fp32_to_fp16_cast_is_round_to_nearest_even_bit_for_bit(x):
     out = x.astype("float16")
     assert_bit_equal(out, numpy_fp16(x.numpy()))

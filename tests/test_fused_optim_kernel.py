@@ -8,25 +8,21 @@ held to the twin. test_fused_optim_gpu.py runs the same buckets on a GPU.
 
 from __future__ import annotations
 
-import ctypes
-import shutil
-import subprocess
 import warnings
-from pathlib import Path
-from types import SimpleNamespace
 
+import emulated_gpu
 import numpy as np
 import pytest
+from emulated_gpu import HostArray, host_empty
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_fused_optim import OPTIMIZERS, assert_same, make_params, set_grads, snapshot
 
 import minitorch_amp as mt
 from minitorch_amp.backend import device as _device
-from minitorch_amp.backend import fused_optim, kernels, nvrtc
+from minitorch_amp.backend import fused_optim
 from minitorch_amp.backend.cast_counter import cast_counts, reset_cast_counts
 
-ROOT = Path(__file__).resolve().parents[1]
 LR = 0.01
 KINDS = {  # name -> (kernel family, options)
     "sgd": ("sgd", {}),
@@ -130,96 +126,22 @@ def _numpy_arrays():
 
 
 # ---- the kernel on a CPU emulator -------------------------------------------------------------
-class HostArray(np.ndarray):
-    """A NumPy array posing as a CuPy one for the launcher: ``.data.ptr`` and ``.device``."""
-
-    @property
-    def data(self):
-        return SimpleNamespace(ptr=self.ctypes.data)
-
-    @property
-    def device(self):
-        return _NoDevice()
-
-
-class _NoDevice:
-    id = 0
-    compute_capability = "90"  # (what bfloat16's device check asks)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-def _host_empty(n, dtype):
-    return np.empty(n, dtype).view(HostArray)
-
-
 @pytest.fixture(scope="module")
 def emulator(tmp_path_factory):
-    compiler = shutil.which("g++")
-    if compiler is None:
-        pytest.skip("g++ is not installed")
-    try:
-        include = nvrtc.include_dir()
-    except nvrtc.NvrtcUnavailableError as exc:
-        pytest.skip(str(exc))
-    lib = tmp_path_factory.mktemp("emulator") / "liboptim_emulator.so"
-    flags = ["-std=c++17", "-O1", "-shared", "-fPIC", "-ffp-contract=off", "-Wno-attributes"]
-    flags += ["-Wno-unknown-pragmas", f"-I{include}", f"-I{ROOT / 'cuda'}"]
-    cmd = [compiler, *flags, str(ROOT / "tests" / "optim_emulator.cpp"), "-o", str(lib)]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    emu = ctypes.CDLL(str(lib))
-    emu.launch.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
-    emu.last_error.restype = ctypes.c_char_p
-    return emu
+    return emulated_gpu.build("optim_emulator.cpp", tmp_path_factory.mktemp("emulator"))
 
 
 @pytest.fixture
 def on_emulator(emulator, monkeypatch):
     """Route the launcher's CuPy calls and kernel launches to NumPy and the emulator."""
-    launches = []
-
-    def launch(file, name, grid, block, args, shared_mem=0):
-        assert file == "optim.cu" and name in fused_optim.OPTIM.names and block == (256,)
-        holders = []
-        for a in args:  # what RawKernel would pass: pointers, and the exact scalar types
-            if isinstance(a, HostArray):
-                holders.append(ctypes.c_void_p(a.ctypes.data))
-            elif isinstance(a, np.float32):
-                holders.append(ctypes.c_float(a))
-            elif isinstance(a, np.int32):
-                holders.append(ctypes.c_int(a))
-            else:
-                raise TypeError(f"kernel argument of type {type(a).__name__}")
-        argv = (ctypes.c_void_p * len(holders))(*[ctypes.addressof(h) for h in holders])
-        launches.append((name, grid))
-        assert emulator.launch(name.encode(), grid[0], block[0], argv) == 0, emulator.last_error()
-
-    fake_cupy = SimpleNamespace(
-        __version__="14.0.0",  # a CuPy with a bfloat16 dtype
-        ndarray=HostArray,
-        asarray=lambda a: np.array(a).view(HostArray),
-        zeros=lambda n, dtype: np.zeros(n, dtype).view(HostArray),
-        asnumpy=lambda a: np.array(a).view(np.ndarray),
-        full=lambda shape, fill, dtype: np.full(shape, fill, dtype).view(HostArray),
-        sign=np.sign,
-        cuda=SimpleNamespace(Device=lambda index: _NoDevice()),
-    )
-    monkeypatch.setattr(_device, "cupy", fake_cupy)
-    monkeypatch.setattr(kernels, "launch", launch)
-    monkeypatch.setenv("MINITORCH_AMP_RAW_KERNELS", "1")
-    return launches
+    return emulated_gpu.install(emulator, monkeypatch, "optim.cu", block=256)
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 @pytest.mark.parametrize("ptype, gtype", DTYPES)
 def test_the_kernel_equals_the_twin_bit_for_bit(kind, ptype, gtype, on_emulator):
     twin = host_bucket(kind, ptype, gtype)
-    kernel = copy_bucket(twin, _host_empty)
+    kernel = copy_bucket(twin, host_empty)
     assert fused_optim.update_path(kernel[0], kernel[2]) == "fused kernel"
     base_lr = np.array([LR]).view(HostArray)  # the optimizer's device buffer
     for _ in range(2):  # the second step reads the beta pows the first one advanced
@@ -233,7 +155,7 @@ def test_the_kernel_equals_the_twin_bit_for_bit(kind, ptype, gtype, on_emulator)
 
 @pytest.mark.parametrize("kind", ["momentum", "adamw_l2"])
 def test_a_set_device_flag_leaves_everything_bit_identical(kind, on_emulator):
-    kernel = copy_bucket(host_bucket(kind, "float16", "float16"), _host_empty)
+    kernel = copy_bucket(host_bucket(kind, "float16", "float16"), host_empty)
     before = flat_bits(kernel)
     found_inf = np.ones(1, bool).view(HostArray)
     call(kind, kernel, found_inf)
@@ -311,7 +233,7 @@ def test_random_buckets_and_edge_values(kind, dtypes, sizes, lr, scales, misalig
         for p, g in zip(twin[0], twin[2]):  # some large, tiny and signed-zero values
             p[::3] *= np.asarray(scales[0], p.dtype)
             g[::5] = scales[1]
-        kernel = copy_bucket(twin, _host_empty, misaligned=(0,) if misalign else ())
+        kernel = copy_bucket(twin, host_empty, misaligned=(0,) if misalign else ())
         call(kind, twin, np.array([False]), lr)
     call(kind, kernel, np.zeros(1, bool).view(HostArray), lr)
     for have, want in zip(flat(kernel), flat(twin)):
@@ -349,8 +271,9 @@ def test_after_the_first_step_the_kernel_path_uploads_nothing(kind, on_emulator,
                 for p, buffer in zip(params, buffers):  # new values, in the same buffers
                     if buffer is None:
                         p.grad = p.grad._data.view(HostArray) if device else p.grad
-                    else:
-                        buffer._data[...] = p._grad._data
+                    else:  # as backward would write them: device values, no upload
+                        fresh = p._grad._data
+                        buffer._data[...] = fresh.view(HostArray) if device else fresh
                         p._grad = buffer
                 now["step"] = step
                 with sync_debug_mode("error" if step else "default"):

@@ -67,7 +67,10 @@ def error_bound(a, b, ta, tb, out_dtype, value, alpha=1.0, beta=0.0, c=None, bia
         scale = scale + np.abs(np.asarray(bias, dtype=np.float64))
     half_ulp, tiny = (2.0**-11, 2.0**-25) if out_dtype == float16 else (2.0**-24, 2.0**-149)
     accumulated = (k + 4) * 2.0**-23 * scale
-    return accumulated + half_ulp * (np.abs(value) + accumulated) + tiny
+    bound = accumulated + half_ulp * (np.abs(value) + accumulated) + tiny
+    if bias is not None:  # the product is rounded to out_dtype before the bias is added
+        bound = bound + half_ulp * (scale + accumulated) + tiny
+    return bound
 
 
 def assert_within_bound(result, a, b, ta=False, tb=False, **epilogue):
@@ -92,13 +95,25 @@ def assert_within_bound(result, a, b, ta=False, tb=False, **epilogue):
 
 
 def test_products_are_summed_in_float32_and_rounded_once():
-    # 1 + 2**-11 is a float16 tie (rounds to 1.0); adding the bias 2**-11 before rounding
-    # gives 1 + 2**-10, which float16 holds exactly. Two roundings would give 1.0.
-    a = np.array([[1.0, 2.0**-11]], dtype=float16)
-    b = np.array([[1.0], [1.0]], dtype=float16)
-    out = run_gemm(a, b, bias=np.array([2.0**-11], dtype=float16))
+    # 1 + 2**-11 + 2**-11 = 1 + 2**-10 in float32, which float16 holds exactly; summing in
+    # float16 would round 1 + 2**-11 (a tie) down to 1.0 and give 1.0 again.
+    a = np.array([[1.0, 2.0**-11, 2.0**-11]], dtype=float16)
+    b = np.array([[1.0], [1.0], [1.0]], dtype=float16)
+    out = run_gemm(a, b)
     assert out.dtype == float16
     assert out[0, 0] == np.float16(1 + 2.0**-10)
+
+
+def test_the_bias_is_added_to_the_rounded_product_as_paddle_matmul_then_add():
+    # The product 1 + 2**-11 is a float16 tie: stored, it is 1.0. Paddle's F.linear is a
+    # matmul (which stores 1.0) then an add: 1.0 + 2**-11 is a tie again, so 1.0. Adding the
+    # bias before the rounding would give 1 + 2**-10 instead.
+    a = np.array([[1.0, 2.0**-11]], dtype=float16)
+    b = np.array([[1.0], [1.0]], dtype=float16)
+    bias = np.array([2.0**-11], dtype=float16)
+    product = run_gemm(a, b)
+    assert product[0, 0] == np.float16(1.0)
+    assert run_gemm(a, b, bias=bias)[0, 0] == product[0, 0] + bias[0] == np.float16(1.0)
 
 
 def test_epilogue_order_is_alpha_then_c_then_bias_then_relu():
@@ -408,6 +423,7 @@ def test_kernel_simple_net_layer_shape():
     value = cp.maximum(a64 @ b64 + bias, 0)
     scale = cp.abs(a64) @ cp.abs(b64) + cp.abs(bias)  # the bound of error_bound(), on the GPU
     bound = (4096 + 4) * 2.0**-23 * scale * (1 + 2.0**-11) + 2.0**-11 * cp.abs(value) + 2.0**-25
+    bound += 2.0**-11 * (1 + 2.0**-11) * scale + 2.0**-25  # the product rounded before the bias
     for ta, tb in LAYOUTS:
         a_s = cp.ascontiguousarray(a.T) if ta else a
         b_s = cp.ascontiguousarray(b.T) if tb else b
@@ -418,17 +434,17 @@ def test_kernel_simple_net_layer_shape():
 
 # ---- one twin: the CPU backend's float16 matmul and linear ARE the kernel's twin -------------
 @pytest.mark.parametrize("seed", range(5))
-def test_the_cpu_linear_and_matmul_round_once_like_the_kernel(seed):
-    """Bias added in float32 before the single rounding (it used to round the product first:
-    about a third of random float16 outputs then differed from the kernel's)."""
+def test_the_cpu_linear_rounds_like_the_kernel_and_like_matmul_then_add(seed):
+    """The product is rounded to float16, then the float16 bias is added (one more rounding):
+    what Paddle's F.linear, a matmul op and then an add op, computes."""
     from minitorch_amp.backend import primitives
 
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((33, 40)).astype(np.float16)
     w = (rng.standard_normal((40, 17)) * 0.3).astype(np.float16)
     b = rng.standard_normal(17).astype(np.float16)
-    once = (x.astype(np.float32) @ w.astype(np.float32) + b.astype(np.float32)).astype(np.float16)
-    np.testing.assert_array_equal(primitives.linear(x, w, b), once)
+    product = (x.astype(np.float32) @ w.astype(np.float32)).astype(np.float16)
+    np.testing.assert_array_equal(primitives.linear(x, w, b), product + b)
     np.testing.assert_array_equal(primitives.linear(x, w, b), gemm.twin(x, w, bias=b))
     np.testing.assert_array_equal(primitives.matmul(x, w), gemm.gemm(x, w))
     np.testing.assert_array_equal(primitives.matmul(w, x, True, True), gemm.twin(w, x, True, True))

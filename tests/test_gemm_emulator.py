@@ -9,15 +9,15 @@ and ``docs/kernels.md``). These tests hold its results to the specification in
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
+import needs
 import numpy as np
 import pytest
 from test_gemm import LAYOUTS, SOURCE, assert_within_bound, error_bound, exact, stored
 
-from minitorch_amp.backend import gemm, nvrtc
+from minitorch_amp.backend import gemm
 from minitorch_amp.backend.dtypes import bfloat16, float16, float32
 from minitorch_amp.backend.gemm import gemm as run_gemm
 from minitorch_amp.testing import ulp_distance
@@ -27,14 +27,10 @@ EMULATOR = gemm.KERNELS.path.parents[1] / "tests" / "gemm_emulator.cpp"
 
 def build_emulator(directory, kernel_dir, source=EMULATOR):
     """Compile the emulator ``source`` against the kernel files in ``kernel_dir``."""
-    if shutil.which("g++") is None:
-        pytest.skip("g++ is not installed")
-    try:
-        include = nvrtc.include_dir()
-    except nvrtc.NvrtcUnavailableError as exc:
-        pytest.skip(str(exc))
+    compiler = needs.program("g++", "the kernel emulators are built with it")
+    include = needs.cuda_headers()
     binary = directory / source.stem
-    command = ["g++", "-std=c++17", "-O2", "-ffp-contract=off", "-w", f"-I{include}"]
+    command = [compiler, "-std=c++17", "-O2", "-ffp-contract=off", "-w", f"-I{include}"]
     command += [f"-I{kernel_dir}", str(source), "-o", str(binary)]
     subprocess.run(command, check=True, capture_output=True, text=True)
     return binary
@@ -190,6 +186,32 @@ def test_emulator_catches_a_missing_barrier(tmp_path):
     out, _ = emulate(broken, tmp_path, a, b, False, False, float32)
     value = exact(a, b)
     assert not np.all(np.abs(out - value) <= error_bound(a, b, False, False, float32, value))
+
+
+def test_emulated_bias_is_added_to_the_rounded_product(emulator, tmp_path):
+    """The kernel's own epilogue, not only its twin, adds the bias to the product as stored:
+    Paddle's matmul-then-add. The product 1 + 2**-11 is stored as 1.0 (a tie), and
+    1.0 + 2**-11 rounds to 1.0 again; adding the bias first would give 1 + 2**-10."""
+    a = np.array([[1.0, 2.0**-11]], dtype=float16)
+    b = np.array([[1.0], [1.0]], dtype=float16)
+    bias = np.array([2.0**-11], dtype=float16)
+    out, _ = emulate(emulator, tmp_path, a, b, False, False, float16, bias=bias)
+    assert out[0, 0] == np.float16(1.0)
+    np.testing.assert_array_equal(out, gemm.twin(a, b, bias=bias))
+    # float32 output: rounding to float32 changes nothing, the sum is exact
+    out32, _ = emulate(emulator, tmp_path, a, b, False, False, float32, bias=bias.astype(float32))
+    assert out32[0, 0] == np.float32(1 + 2.0**-10)
+
+
+def test_emulated_bf16_bias_is_added_to_the_rounded_product(emulator, tmp_path):
+    """The same in bfloat16 (8 significant bits): 1 + 2**-8 is a tie stored as 1.0, and
+    1.0 + 2**-8 rounds to 1.0 again; adding the bias first would give 1 + 2**-7."""
+    a = np.array([[1.0, 2.0**-8]], dtype=bfloat16)
+    b = np.array([[1.0], [1.0]], dtype=bfloat16)
+    bias = np.array([2.0**-8], dtype=bfloat16)
+    out, _ = emulate(emulator, tmp_path, a, b, False, False, bfloat16, bias=bias)
+    assert out[0, 0] == bfloat16.type(1.0)
+    np.testing.assert_array_equal(out, gemm.twin(a, b, bias=bias, out_dtype=bfloat16))
 
 
 # ---- gemm_bf16: the same body with the bfloat16 mma ------------------------------------------

@@ -24,14 +24,49 @@ def test_every_cu_file_is_registered_and_every_registration_has_a_file():
         assert entry.path.exists(), entry.path
 
 
+def without_comments(source: str) -> str:
+    """``source`` with its ``//`` and ``/* */`` comments blanked out."""
+    return re.sub(r"//[^\n]*|/\*.*?\*/", " ", source, flags=re.S)
+
+
+def defines_kernel(source: str, expr: str) -> bool:
+    """Whether ``source`` defines (with a body, outside comments) the kernel a name expression
+    names: ``extern "C" __global__ void name(...) {`` for a plain name, and
+    ``template <...> __global__ void name(...) {`` for ``name<...>``."""
+    base = expr.split("<")[0].strip()
+    head = r"template\s*<[^>]*>\s*__global__" if "<" in expr else r'extern\s+"C"\s+__global__'
+    bounds = r"(?:__launch_bounds__\([^)]*\)\s+)?"
+    pattern = rf"{head}\s+void\s+{bounds}{re.escape(base)}\s*\([^;{{}}]*\)\s*\{{"
+    return re.search(pattern, without_comments(source)) is not None
+
+
 @pytest.mark.parametrize("file", CU_FILES)
-def test_every_registered_kernel_name_is_defined_in_its_file(file):
+def test_every_registered_kernel_is_defined_in_its_file(file):
     source = kernels.REGISTRY[file].source()
     for expr in kernels.REGISTRY[file].names:
-        base = expr.split("<")[0].strip()
-        assert re.search(rf"__global__[^;{{]*\b{re.escape(base)}\s*\(", source) or re.search(
-            rf"\b{re.escape(base)}\b", source
-        ), f"{expr} is not defined in {file}"
+        assert defines_kernel(source, expr), f"{expr} has no __global__ definition in {file}"
+
+
+DEFINED = 'extern "C" __global__ void scale(float* x, int n)\n{\n    x[0] *= 2;\n}\n'
+TEMPLATE = "template <typename T>\n__global__ void __launch_bounds__(256)\n    step(T* x)\n{\n}\n"
+
+
+@pytest.mark.parametrize(
+    "source, expr, defined",
+    [
+        (DEFINED, "scale", True),
+        ("// scale(float* x) is in another file\n", "scale", False),
+        ('/* extern "C" __global__ void scale(float* x) { */\n', "scale", False),
+        ('extern "C" __global__ void scale(float* x, int n);\n', "scale", False),  # no body
+        ("__global__ void scale(float* x)\n{\n}\n", "scale", False),  # a C++-mangled name
+        ("__device__ void scale(float* x)\n{\n}\n", "scale", False),
+        (DEFINED.replace("scale(", "scale_v2("), "scale", False),
+        (TEMPLATE, "step<float>", True),
+        ("template __global__ void step<float>(float*);\n", "step<float>", False),
+    ],
+)
+def test_the_definition_check_wants_a_real_kernel(source, expr, defined):
+    assert defines_kernel(source, expr) is defined
 
 
 # Each file for Ampere and Hopper, or for the one target it is registered for (sm_90a).

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
+import needs
 import numpy as np
 import pytest
 
@@ -100,18 +100,20 @@ def test_unknown_mode_is_rejected():
         plot_amp.train_per_step("O3", plot_amp.QUICK, steps=1)
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("matplotlib") is None,
-    reason="matplotlib comes with the 'examples' extra",
-)
-def test_one_command_writes_the_three_pngs(tmp_path):
+def test_one_command_writes_the_three_pngs_into_the_current_folder(tmp_path):
+    needs.module("matplotlib", "it comes with the test and examples extras")
+    # By default into the current folder: the docs' tracked figures change only with
+    # --out docs/img.
+    docs_img = {p.name: p.stat().st_mtime_ns for p in (ROOT / "docs" / "img").glob("*.png")}
     out = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "plot_amp.py"), "--quick", "--out", str(tmp_path)],
+        [sys.executable, str(ROOT / "examples" / "plot_amp.py"), "--quick"],
         capture_output=True,
         text=True,
         timeout=300,
+        cwd=tmp_path,
     )
     assert out.returncode == 0, out.stderr
+    assert docs_img == {p.name: p.stat().st_mtime_ns for p in (ROOT / "docs" / "img").glob("*.png")}
     for name in FIGURES:
         data = (tmp_path / name).read_bytes()
         assert data[:8] == PNG_SIGNATURE, name

@@ -121,7 +121,7 @@ def test_the_floating_input_gets_its_gradient_in_its_own_dtype():
 def test_auto_cast_sees_the_promoted_op():
     mt.seed(0)
     ids = mt.to_tensor(np.arange(6).reshape(2, 3))
-    layer = nn.Linear(3, 2)
+    layer = nn.Linear(3, 2, bias_attr=False)
     with amp.auto_cast():
         out = layer(ids)  # white: float16, like a float32 input
         same = layer(ids.astype("float32"))

@@ -75,7 +75,9 @@ def test_amp_modes_train_close_to_fp32(mode):
     fp32 = quiet(seed=3)
     amp_losses = quiet(seed=3, mode=mode)
     assert amp_losses[-1] < 0.9 * amp_losses[0]  # it learns
-    np.testing.assert_allclose(amp_losses, fp32, rtol=2e-2)  # and tracks the fp32 run
+    # and tracks the fp32 run: measured 1.1e-4 (O1) and 9.9e-5 (O2) for seed 3, at most 1.1e-4
+    # over seeds 0-5; a 10% gradient error (unscaling by 1.1/S) moves it to 8.5e-3.
+    np.testing.assert_allclose(amp_losses, fp32, rtol=5e-4)
 
 
 @pytest.mark.parametrize("mode", ["fp32", "O2"])

@@ -3,6 +3,7 @@ what they claim, and ``minitorch_amp.testing`` imports without Hypothesis."""
 
 from __future__ import annotations
 
+import inspect
 import math
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import find, given
 from hypothesis import strategies as st
+from hypothesis.errors import NoSuchExample
 
 import minitorch_amp as mt
 from minitorch_amp.testing import (
@@ -113,7 +115,7 @@ def test_fp32_values_near_fp16_edges_reaches_the_rounding_edges(target):
 
 @given(data=st.data())
 def test_tensors_respect_shape_dtype_place_and_stop_gradient(data):
-    shape = data.draw(shapes(max_dims=3, max_side=4))
+    shape = data.draw(shapes(max_dims=3, min_side=0, max_side=4))
     dtype = data.draw(st.sampled_from(["float16", "float32", "float64", "int32", "int64", "bool"]))
     x = data.draw(tensors(shape=shape, dtype=dtype, place="cpu", stop_gradient=False))
     assert isinstance(x, mt.Tensor)
@@ -139,6 +141,17 @@ def test_tensors_uses_the_given_elements_and_dtype_strategy():
 @given(s=shapes(min_dims=1, max_dims=3, min_side=0, max_side=5))
 def test_shapes_stay_within_bounds(s):
     assert isinstance(s, tuple) and 1 <= len(s) <= 3 and all(0 <= n <= 5 for n in s)
+
+
+def test_shapes_default_to_sides_of_at_least_one_like_hypothesis():
+    # Hypothesis's array_shapes and the kit's broadcastable_shapes start sides at 1; so does
+    # shapes(): a default draw is never an empty tensor, and min_side=0 opts in to them.
+    assert inspect.signature(shapes).parameters["min_side"].default == 1
+    with pytest.raises(NoSuchExample):
+        find(shapes(), lambda s: 0 in s)
+    assert find(shapes(min_dims=1, min_side=0), lambda s: 0 in s) == (0,)
+    with pytest.raises(NoSuchExample):
+        find(tensors(), lambda t: t.size == 0)  # tensors() draws its shape from shapes()
 
 
 @given(pair=broadcastable_shapes())

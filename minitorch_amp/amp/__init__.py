@@ -12,19 +12,50 @@ from .apex import initialize, master_params, scale_loss
 from .auto_cast import AmpState, amp_state, auto_cast
 from .bf16 import is_bfloat16_supported
 from .decorate import decorate
-from .grad_scaler import GradScaler, OptimizerState
+from .grad_scaler import AmpScaler, GradScaler, OptimizerState
 from .op_lists import black_list, gray_list, white_list
+from .torch_autocast import (
+    autocast,
+    get_autocast_cpu_dtype,
+    get_autocast_dtype,
+    get_autocast_gpu_dtype,
+    is_autocast_enabled,
+)
+from .torch_autocast import check_device as _check_device
 
 
 def is_float16_supported(device=None) -> bool:
-    """True: float16 runs on the GPU natively and is emulated faithfully on the CPU."""
+    """True: float16 runs on the GPU natively and is emulated faithfully on the CPU.
+
+    Raises:
+        ValueError: ``device`` is not a Place or a device string (``'cpu'``, ``'gpu:0'``,
+            ...), or names a GPU this machine does not have (Paddle raises ValueError too).
+    """
+    if device is not None:
+        _usable_device(device, "is_float16_supported")
     return True
 
 
+def _usable_device(device, what: str) -> None:
+    from ..backend.device import DeviceError, parse_device
+
+    _check_device(device, what)
+    try:
+        parse_device(device)
+    except DeviceError as exc:
+        raise ValueError(f"{what}: {exc}") from None
+
+
 __all__ = [
+    "AmpScaler",
     "GradScaler",
     "OptimizerState",
     "apex",
+    "autocast",
+    "get_autocast_cpu_dtype",
+    "get_autocast_dtype",
+    "get_autocast_gpu_dtype",
+    "is_autocast_enabled",
     "initialize",
     "master_params",
     "scale_loss",

@@ -97,10 +97,10 @@ def initialize(
         >>> import minitorch_amp as mt
         >>> from minitorch_amp import nn, optimizer
         >>> from minitorch_amp.amp import apex as amp
-        >>> model = nn.Linear(4, 2)
+        >>> model = nn.Linear(4, 2, bias_attr=False)
         >>> opt = optimizer.SGD(learning_rate=0.1, parameters=model.parameters())
         >>> model, opt = amp.initialize(model, opt, opt_level="O1", loss_scale=128.0)
-        >>> model(mt.ones([3, 4])).dtype  # the Linear ran in float16 under auto_cast
+        >>> model(mt.ones([3, 4])).dtype  # the matmul ran in float16 under auto_cast
         dtype('float16')
         >>> loss = model(mt.ones([3, 4])).astype("float32").mean()
         >>> with amp.scale_loss(loss, opt) as scaled_loss:

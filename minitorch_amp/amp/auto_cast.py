@@ -20,6 +20,8 @@ import contextvars
 import warnings
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..autograd import dispatch
 from ..autograd.grad_mode import ReentrantContext, is_grad_enabled
 from ..autograd.ops import Cast
@@ -53,7 +55,8 @@ def last_amp_dtype() -> str:
     return _last_amp_dtype.get()
 
 
-# id(param), dtype -> (param, cast copy); one dict per outermost auto_cast region.
+# id(param), dtype -> (param, cast copy); one dict per outermost auto_cast region (False
+# inside a region with the cache turned off).
 _cast_cache = contextvars.ContextVar("minitorch_amp_cast_cache", default=None)
 
 
@@ -133,9 +136,15 @@ class auto_cast(ReentrantContext):  # noqa: N801 - Paddle's name; a context and 
             promote = use_promote if level == "O2" else True
             self._state = AmpState(level, bfloat16 if bf16 else float16, white, black, promote)
 
+    _cache_casts = True  # PyTorch's autocast(cache_enabled=False) turns it off
+
     def _enter(self):
         _last_amp_dtype.set(self._dtype_name)  # sticky, never reset (Paddle's global state)
-        cache_token = _cast_cache.set({}) if _cast_cache.get() is None else None
+        outer = _cast_cache.get()
+        if not self._cache_casts:  # no cache in this region (False: off, not "not yet made")
+            cache_token = _cast_cache.set(False) if outer is not False else None
+        else:
+            cache_token = _cast_cache.set({}) if not isinstance(outer, dict) else None
         return dispatch.autocast_state.set(self._state), cache_token
 
     def _exit(self, saved) -> None:
@@ -145,23 +154,25 @@ class auto_cast(ReentrantContext):  # noqa: N801 - Paddle's name; a context and 
             _cast_cache.reset(cache_token)
 
 
-def _compute_dtype(op, tensors, state: AmpState):
-    """Paddle's ``GetAmpDestDtype``: the dtype ``op`` runs in, given its considered inputs."""
-    name = op.name
+def _compute_dtype(names, dtypes, state: AmpState):
+    """Paddle's ``GetAmpDestDtype``: the dtype an op runs in, given its considered inputs'
+    dtypes. ``names``: the op's name and the names whose list entries also decide it."""
+    black = any(n in state.black for n in names)
     if not state.use_promote:  # O2 with use_promote=False
-        return float32 if name in state.black else state.dtype
-    if name in state.white:
+        return float32 if black else state.dtype
+    if not black and any(n in state.white for n in names):
         return state.dtype
-    if name in state.black or state.level == "OD":
+    if black or state.level == "OD":
         return float32
     # gray: promote to the widest, i.e. float32 if any floating input is float32
-    return float32 if any(t._data.dtype == float32 for t in tensors) else state.dtype
+    return float32 if float32 in dtypes else state.dtype
 
 
 def _cast(t, dtype):
     """A recorded cast of ``t``; fp32 leaf parameters go through the region's cast cache."""
     if t._node is None and not t.stop_gradient:  # a leaf that wants a gradient: a parameter
         cache = _cast_cache.get()
+        cache = cache if isinstance(cache, dict) else None  # None: no region; False: off
         key = (id(t), dtype)
         entry = cache.get(key) if cache is not None else None
         if entry is not None:
@@ -180,25 +191,37 @@ def _cast(t, dtype):
 
 def cast_inputs(op, inputs: tuple, state: AmpState) -> tuple:
     """Cast ``op``'s floating inputs to its compute dtype (the hook ``apply`` calls)."""
-    Tensor = dispatch.Tensor  # noqa: N806
     positions = range(len(inputs)) if op.amp_inputs is None else op.amp_inputs
-    considered = [
-        i
-        for i in positions
-        if i < len(inputs)
-        and isinstance(inputs[i], Tensor)
-        and inputs[i]._data.dtype in LOW_PRECISION
-    ]
+    dtype, cast = _cast_to_rule((op.name, *op.amp_also), inputs, positions, state)
+    if op.amp_bias is not None and dtype is not None:
+        # Paddle adds this input in an add op of its own, after the op: the add's rule,
+        # applied to the op's result dtype and this input, decides its dtype.
+        _, cast = _cast_to_rule(("add",), (*cast, dtype), (op.amp_bias, len(cast)), state)
+        cast = cast[:-1]
+    return cast
+
+
+def _cast_to_rule(names, inputs: tuple, positions, state: AmpState):
+    """``(dtype, inputs)``: the dtype AMP's rule picks for the floating inputs at
+    ``positions`` (None when there are none) and the inputs with those cast to it. An entry
+    may be a bare dtype (the result of an op that ran before): it counts, and is not cast."""
+    Tensor = dispatch.Tensor  # noqa: N806
+    considered = {}
+    for i in positions:
+        x = inputs[i] if i < len(inputs) else None
+        dtype = x._data.dtype if isinstance(x, Tensor) else x
+        if isinstance(dtype, np.dtype) and dtype in LOW_PRECISION:
+            considered[i] = dtype
     if not considered:
-        return inputs
-    dtype = _compute_dtype(op, [inputs[i] for i in considered], state)
-    if all(inputs[i]._data.dtype == dtype for i in considered):
-        return inputs
+        return None, inputs
+    dtype = _compute_dtype(names, set(considered.values()), state)
+    if all(d == dtype for d in considered.values()):
+        return dtype, inputs
     cast = list(inputs)
-    for i in considered:
-        if cast[i]._data.dtype != dtype:
+    for i, d in considered.items():
+        if d != dtype and isinstance(cast[i], Tensor):
             cast[i] = _cast(cast[i], dtype)
-    return tuple(cast)
+    return dtype, tuple(cast)
 
 
 dispatch.hooks.autocast = cast_inputs

@@ -68,12 +68,23 @@ def is_bfloat16_supported(device=None) -> bool:
     or newer (the first with a bfloat16 dtype); :func:`bfloat16_unsupported_reason` says why
     not.
 
+    Raises:
+        ValueError: ``device`` is not a Place or a device string, or names a GPU this
+            machine does not have (as :func:`~minitorch_amp.amp.is_float16_supported`).
+
     Example:
         >>> import minitorch_amp as mt
         >>> mt.amp.is_bfloat16_supported("cpu")
         True
     """
-    return bfloat16_unsupported_reason(device) is None
+    from .torch_autocast import check_device
+
+    if device is not None:
+        check_device(device, "is_bfloat16_supported")
+    try:
+        return bfloat16_unsupported_reason(device) is None
+    except _device.DeviceError as exc:
+        raise ValueError(f"is_bfloat16_supported: {exc}") from None
 
 
 def bfloat16_unsupported_reason(device=None) -> str | None:

@@ -30,6 +30,7 @@ import warnings
 
 import numpy as np
 
+from ..autograd.dispatch import hooks
 from ..autograd.tensor import Tensor
 from ..backend import comm as _comm
 from ..backend import device as _device
@@ -38,13 +39,14 @@ from ..backend.loss_scaling import (
     check_attr,
     count_at_floor,
     inverse_scale,
-    is_int,
     unscale_and_check,
     update_loss_scaling,
 )
 from .bf16 import disable_for_bfloat16
+from .scaler_args import parse_scaler_args
+from .scaler_settings import ScalerSettings
 
-__all__ = ["GradScaler", "OptimizerState"]
+__all__ = ["AmpScaler", "GradScaler", "OptimizerState"]
 
 
 class OptimizerState(enum.Enum):
@@ -61,8 +63,12 @@ _FLOOR_WARN_AFTER = 100  # consecutive overflowing updates at the floor
 _FLOOR_CHECK_EVERY = 100
 
 
-class GradScaler:
+class AmpScaler(ScalerSettings):
     """Scale the loss, unscale and check the gradients, skip bad steps, adapt the scale.
+
+    Paddle's older class (``paddle.amp.AmpScaler``: defaults ``init_loss_scaling=2**15``,
+    ``incr_every_n_steps=1000``, Paddle's arguments only). :class:`GradScaler` is the same
+    scaler with PyTorch's defaults (2**16, 2000) that also takes PyTorch's argument forms.
 
     The dynamic rule (:func:`~minitorch_amp.backend.loss_scaling.update_loss_scaling`)::
 
@@ -87,7 +93,7 @@ class GradScaler:
     Example:
         >>> import minitorch_amp as mt
         >>> from minitorch_amp import nn, optimizer
-        >>> from minitorch_amp.amp.grad_scaler import GradScaler
+        >>> from minitorch_amp.amp import GradScaler
         >>> model = nn.Linear(2, 1)
         >>> opt = optimizer.SGD(learning_rate=0.1, parameters=model.parameters())
         >>> scaler = GradScaler(init_loss_scaling=1024.0, incr_every_n_steps=2)
@@ -104,10 +110,10 @@ class GradScaler:
     def __init__(
         self,
         enable: bool = True,
-        init_loss_scaling: float = 2.0**16,
+        init_loss_scaling: float = 2.0**15,
         incr_ratio: float = 2.0,
         decr_ratio: float = 0.5,
-        incr_every_n_steps: int = 2000,
+        incr_every_n_steps: int = 1000,
         decr_every_n_nan_or_inf: int = 1,
         use_dynamic_loss_scaling: bool = True,
         *,
@@ -115,6 +121,12 @@ class GradScaler:
         max_loss_scaling: float = float("inf"),
         verbose: bool = False,
     ):
+        flags = dict(enable=enable, use_dynamic_loss_scaling=use_dynamic_loss_scaling)
+        for name, value in (*flags.items(), ("verbose", verbose)):
+            if not isinstance(value, (bool, np.bool_)):  # GradScaler("cuda") is no enable
+                raise TypeError(
+                    f"{type(self).__name__}: {name} must be True or False, got {value!r}"
+                )
         self._enable = bool(enable)
         self._verbose = bool(verbose)
         self._incr_ratio = check_attr("incr_ratio", incr_ratio)
@@ -144,14 +156,20 @@ class GradScaler:
         self._floor_warned = False
 
     # ---- the training step --------------------------------------------------------------
-    def scale(self, var: Tensor) -> Tensor:
-        """``var * scale`` as a recorded op (float32 for a float16 loss), or ``var`` if disabled."""
-        if not isinstance(var, Tensor):
-            raise TypeError(f"GradScaler.scale() needs the loss as a Tensor, not {type(var)}")
+    def scale(self, var):
+        """``var * scale`` as a recorded op (float32 for a float16 loss), or ``var`` if disabled.
+
+        ``var`` may also be a list or tuple of tensors, nested (Paddle 3.x, PyTorch): each
+        tensor is scaled and the same structure returned.
+        """
+        _check_scale_input(var, "var")  # the whole structure, before anything is scaled
         if self._enable and self._use_dynamic_loss_scaling:
             disable_for_bfloat16(self)  # Paddle: dynamic scaling is off for bfloat16
         if not self._enable:
             return var
+        if not isinstance(var, Tensor):
+            items = [self.scale(v) for v in var]
+            return type(var)(*items) if hasattr(var, "_fields") else type(var)(items)
         self._follow(var.place)
         # A 0-d copy: the loss keeps its shape, and a later update() cannot change the
         # factor that backward multiplies by.
@@ -190,6 +208,8 @@ class GradScaler:
         found_inf.fill(False)
         for grads in buckets.values():
             unscale_and_check(grads, self._inv_scale, found_inf)
+            for count in hooks.counters:  # operator statistics, when collected
+                count("check_finite_and_unscale", grads[0].dtype)
         # Distributed: OR-ed over the ranks, which may hold different gradients (one rank's
         # inf, or sharded grads), so that every rank skips the same steps, keeps the same scale.
         _comm.reduce_found_inf(found_inf)
@@ -344,127 +364,54 @@ class GradScaler:
             )
         return scale
 
-    # ---- getters and setters (Paddle's) -------------------------------------------------
-    def is_enable(self) -> bool:
-        return self._enable
 
-    is_enabled = is_enable  # PyTorch's name
+class GradScaler(AmpScaler):
+    """Paddle's ``paddle.amp.GradScaler``, which also takes PyTorch's argument forms.
 
-    def is_use_dynamic_loss_scaling(self) -> bool:
-        return self._use_dynamic_loss_scaling
+    Paddle's: ``GradScaler(enable=True, init_loss_scaling=2**16, incr_ratio=2.0,
+    decr_ratio=0.5, incr_every_n_steps=2000, decr_every_n_nan_or_inf=1,
+    use_dynamic_loss_scaling=True)``; PyTorch's: ``GradScaler(device='cuda', init_scale=2**16,
+    growth_factor=2.0, backoff_factor=0.5, growth_interval=2000, enabled=True)``, with or
+    without the device first; keywords under either name; ours (keyword-only):
+    ``min_loss_scaling``, ``max_loss_scaling``, ``verbose``. The device is checked and not
+    used: the scale follows the loss's device. How each form is told apart, and what is
+    refused, is in :mod:`minitorch_amp.amp.scaler_args`. See :class:`AmpScaler` for the rest.
 
-    def get_loss_scaling(self) -> float:
-        """The current scale as a Python float (a host read; 1.0 when disabled)."""
-        if not self._enable:
-            return 1.0
-        _sync.host_read("GradScaler.get_loss_scaling()")
-        return float(_device.asnumpy(self._scale._data)[0])
+    Raises:
+        TypeError: mixed-up forms: ``GradScaler(True, 2.0**16, enabled=False)`` (a value by
+            position and by keyword), a device string as ``enable=``, too many positionals.
+        ValueError: one setting under both names (``enable=True, enabled=False``), an
+            unknown device, or a bad value (``incr_ratio`` <= 1, ...).
 
-    get_scale = get_loss_scaling  # PyTorch's name
+    Example:
+        >>> from minitorch_amp import amp
+        >>> scaler = amp.GradScaler("cuda", init_scale=1024.0, growth_interval=100)
+        >>> scaler.get_scale(), scaler.get_incr_every_n_steps(), scaler.is_enabled()
+        (1024.0, 100, True)
+    """
 
-    def get_init_loss_scaling(self) -> float:
-        return self._init_loss_scaling
-
-    def set_init_loss_scaling(self, new_init_loss_scaling: float) -> None:
-        """Set the initial scale and, as Paddle does, reset the current scale to it."""
-        self._init_loss_scaling = self._checked_scale(new_init_loss_scaling)
-        if self._enable:
-            self._scale._data[...] = self._init_loss_scaling
-
-    def get_incr_ratio(self) -> float:
-        return self._incr_ratio
-
-    def set_incr_ratio(self, new_incr_ratio: float) -> None:
-        self._incr_ratio = check_attr("incr_ratio", new_incr_ratio)
-
-    def get_decr_ratio(self) -> float:
-        return self._decr_ratio
-
-    def set_decr_ratio(self, new_decr_ratio: float) -> None:
-        self._decr_ratio = check_attr("decr_ratio", new_decr_ratio)
-
-    def get_incr_every_n_steps(self) -> int:
-        return self._incr_every_n_steps
-
-    def set_incr_every_n_steps(self, new_incr_every_n_steps: int) -> None:
-        self._incr_every_n_steps = check_attr("incr_every_n_steps", new_incr_every_n_steps)
-
-    def get_decr_every_n_nan_or_inf(self) -> int:
-        return self._decr_every_n_nan_or_inf
-
-    def set_decr_every_n_nan_or_inf(self, new_decr_every_n_nan_or_inf: int) -> None:
-        n = check_attr("decr_every_n_nan_or_inf", new_decr_every_n_nan_or_inf)
-        self._decr_every_n_nan_or_inf = n
-
-    # ---- checkpoints --------------------------------------------------------------------
-    def state_dict(self) -> dict:
-        """Paddle's keys; ``scale`` is a float32 NumPy array of shape [1]. ``{}`` if disabled."""
-        if not self._enable:
-            return {}
-        _sync.host_read("GradScaler.state_dict()")
-        good, bad, _ = (int(c) for c in _device.asnumpy(self._counters))
-        return {
-            "scale": _device.asnumpy(self._scale._data).copy(),
-            "incr_ratio": self._incr_ratio,
-            "decr_ratio": self._decr_ratio,
-            "incr_every_n_steps": self._incr_every_n_steps,
-            "decr_every_n_nan_or_inf": self._decr_every_n_nan_or_inf,
-            "incr_count": good,
-            "decr_count": bad,
-            "use_dynamic_loss_scaling": self._use_dynamic_loss_scaling,
-        }
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        """Restore :meth:`state_dict`'s output; all-or-nothing (checked before any change).
-
-        Raises:
-            RuntimeError: the dict is empty (saved from a disabled scaler).
-            ValueError: missing or unexpected keys, or an invalid value.
-        """
-        if not self._enable:
-            return
-        if not state_dict:
-            raise RuntimeError(
-                "The input state dict is empty, possibly because it was saved from a disabled "
-                "instance of GradScaler."
-            )
-        sd, expected = dict(state_dict), list(self.state_dict())
-        missing = [k for k in expected if k not in sd]
-        unexpected = [k for k in sd if k not in expected]
-        if missing or unexpected:
-            raise ValueError(
-                f"GradScaler.load_state_dict: missing keys {missing}, unexpected keys "
-                f"{unexpected}; expected exactly {expected}. Nothing was loaded."
-            )
-        scale = np.asarray(sd["scale"], dtype=np.float64).reshape(-1)
-        if scale.size != 1:
-            raise ValueError(f"state dict 'scale' must hold one value, got shape {scale.shape}")
-        scale = self._checked_scale(float(scale[0]), "state dict 'scale'")
-        for key in ("incr_ratio", "decr_ratio", "incr_every_n_steps", "decr_every_n_nan_or_inf"):
-            sd[key] = check_attr(key, sd[key])
-        for key, limit in (
-            ("incr_count", "incr_every_n_steps"),
-            ("decr_count", "decr_every_n_nan_or_inf"),
-        ):
-            if not (is_int(sd[key]) and 0 <= sd[key] < sd[limit]):
-                raise ValueError(
-                    f"state dict {key!r} must be an integer in [0, {limit}), got {sd[key]!r}"
-                )
-        if not isinstance(sd["use_dynamic_loss_scaling"], (bool, np.bool_)):
-            raise ValueError("state dict 'use_dynamic_loss_scaling' must be a bool")
-        # Everything checked: now change state.
-        self._init_loss_scaling = scale
-        self._scale._data[...] = scale
-        self._incr_ratio, self._decr_ratio = sd["incr_ratio"], sd["decr_ratio"]
-        self._incr_every_n_steps = sd["incr_every_n_steps"]
-        self._decr_every_n_nan_or_inf = sd["decr_every_n_nan_or_inf"]
-        self._counters[...] = _device.to_place(
-            np.array([sd["incr_count"], sd["decr_count"], 0], "int32"), self._scale.place
-        )
-        self._use_dynamic_loss_scaling = bool(sd["use_dynamic_loss_scaling"])
+    def __init__(self, *args, **kwargs):
+        options = parse_scaler_args(type(self).__name__, args, kwargs)
+        options.setdefault("init_loss_scaling", 2.0**16)
+        options.setdefault("incr_every_n_steps", 2000)
+        super().__init__(**options)
 
 
 # ---- helpers ------------------------------------------------------------------------------
+def _check_scale_input(var, path: str) -> None:
+    """TypeError unless ``var`` is a Tensor or a (nested) list or tuple of Tensors."""
+    if isinstance(var, Tensor):
+        return
+    if isinstance(var, (list, tuple)):
+        for i, v in enumerate(var):
+            _check_scale_input(v, f"{path}[{i}]")
+        return
+    raise TypeError(
+        f"GradScaler.scale() needs a Tensor (the loss) or a list/tuple of Tensors; "
+        f"{path} is {type(var).__name__}"
+    )
+
+
 def _run_skipping(optimizer, found_inf, method: str, args, kwargs, skipped):
     """Run ``optimizer.step`` or ``.minimize``, skipped on the device when found_inf is set.
 

@@ -50,17 +50,46 @@ PADDLE_NAMES = {
 }
 
 
+# Paddle's default lists (python/paddle/amp/amp_lists.py), in its op names: what
+# white_list() and black_list() report besides our own ops. A name here that is no op of
+# ours is accepted in custom lists and changes nothing (no such op ever runs).
+PADDLE_FP16_WHITE = frozenset({
+    "conv2d", "einsum", "matmul", "matmul_v2", "max_pool2d_with_index", "mul",
+    "fake_quantize_dequantize_abs_max", "fake_quantize_dequantize_moving_average_abs_max",
+    "fused_gemm_epilogue", "fused_attention", "fused_feedforward",
+})  # fmt: skip
+PADDLE_FP16_BLACK = frozenset({
+    "tan", "acos", "asin", "sinh", "cosh", "atanh", "tanh_shrink", "cos_sim", "erfinv", "exp",
+    "expm1", "log", "log10", "log2", "reciprocal", "rsqrt", "pow", "square", "reduce_sum",
+    "mean", "reduce_mean", "reduce_prod", "cumprod", "cumsum", "dist", "pnorm",
+    "frobenius_norm", "renorm", "group_norm", "layer_norm", "softmax", "softmin", "softplus",
+    "log_softmax", "softmax_with_cross_entropy", "sigmoid_cross_entropy_with_logits",
+    "c_softmax_with_cross_entropy", "cross_entropy", "cross_entropy2", "nll_loss",
+    "huber_loss", "triplet_margin_loss", "log_loss", "hsigmoid_loss", "margin_cross_entropy",
+})  # fmt: skip
+# "FP16/BF16 performance of grad op is worse than that of FP32": float32 at O1 and O2.
+PADDLE_EXTRA_BLACK = frozenset({
+    "linear_interp_v2", "nearest_interp_v2", "bilinear_interp_v2", "bicubic_interp_v2",
+    "trilinear_interp_v2", "lookup_table", "lookup_table_v2", "scatter",
+})  # fmt: skip
+PADDLE_BF16_WHITE = frozenset({"conv2d", "einsum", "matmul_v2"})
+PADDLE_BF16_BLACK: frozenset[str] = frozenset()
+# Paddle's listed names that are not spellings of our ops.
+PADDLE_ONLY = (PADDLE_FP16_WHITE | PADDLE_FP16_BLACK | PADDLE_EXTRA_BLACK) - set(PADDLE_NAMES)
+
+
 def _ops_in(*categories: str) -> frozenset[str]:
     return frozenset(name for name, op in OP_TABLE.items() if op.amp in categories)
 
 
-def white_list(level: str = "O1") -> frozenset[str]:
-    """Ops that run in float16 at ``level`` (empty at O0)."""
+def white_ops(level: str = "O1") -> frozenset[str]:
+    """Our ops that run in float16 at ``level`` (empty at O0): what ``auto_cast`` starts from."""
     return frozenset() if level == "O0" else _ops_in(WHITE)
 
 
-def black_list(level: str = "O1") -> frozenset[str]:
-    """Ops that run in float32 at ``level``: O1 black + extra-black, O2 extra-black, OD none."""
+def black_ops(level: str = "O1") -> frozenset[str]:
+    """Our ops that run in float32 at ``level``: O1 black + extra-black, O2 extra-black, OD
+    none (OD runs every non-white op in float32 without a list)."""
     if level == "O1":
         return _ops_in(BLACK, EXTRA_BLACK)
     if level == "O2":
@@ -73,12 +102,46 @@ def gray_list() -> frozenset[str]:
     return _ops_in(GRAY)
 
 
+def white_list() -> dict[str, dict[str, set[str]]]:
+    """Paddle's ``paddle.amp.white_list()``: ``{dtype: {level: op names}}``, levels OD, O1, O2.
+
+    float16: Paddle's default white list (its names: ``matmul_v2``, ``conv2d``, ...) and our
+    white ops (``matmul``, ``linear``); bfloat16: Paddle's bfloat16 list. Fresh sets each call.
+
+    Example:
+        >>> from minitorch_amp import amp
+        >>> "matmul_v2" in amp.white_list()["float16"]["O1"]
+        True
+    """
+    lists = {"float16": PADDLE_FP16_WHITE | _ops_in(WHITE), "bfloat16": PADDLE_BF16_WHITE}
+    return {dtype: {lv: set(ops) for lv in ("OD", "O1", "O2")} for dtype, ops in lists.items()}
+
+
+def black_list() -> dict[str, dict[str, set[str]]]:
+    """Paddle's ``paddle.amp.black_list()``: ``{dtype: {level: op names}}``. OD is empty, O1
+    holds the black and the extra-black list, O2 only the extra-black one (Paddle's names,
+    with the interpolation ops, and ours).
+
+    Example:
+        >>> from minitorch_amp import amp
+        >>> sorted(amp.black_list()["float16"]["O2"])[:3]
+        ['bicubic_interp_v2', 'bilinear_interp_v2', 'embedding']
+    """
+    black, extra = PADDLE_FP16_BLACK | _ops_in(BLACK), PADDLE_EXTRA_BLACK | _ops_in(EXTRA_BLACK)
+    lists = {"float16": (black, extra), "bfloat16": (PADDLE_BF16_BLACK, PADDLE_EXTRA_BLACK)}
+    return {d: {"OD": set(), "O1": set(b | e), "O2": set(e)} for d, (b, e) in lists.items()}
+
+
 def canonical_name(name: str) -> str:
-    """Our op name for ``name`` (ours or Paddle's), or a ValueError naming the known ops."""
+    """Our op name for ``name`` (ours or Paddle's), or a ValueError naming the known ops.
+
+    A name from Paddle's default lists that names no op here (``bilinear_interp_v2``) is
+    returned as it is: a valid Paddle name, which changes nothing since no such op runs.
+    """
     if not isinstance(name, str):
         raise TypeError(f"op names in custom lists must be strings, got {name!r}")
     resolved = PADDLE_NAMES.get(name, name)
-    if resolved not in OP_TABLE:
+    if resolved not in OP_TABLE and resolved not in PADDLE_ONLY:
         known = ", ".join(sorted(OP_TABLE))
         raise ValueError(
             f"unknown op {name!r} in a custom AMP list; known ops are: {known} "
@@ -112,6 +175,6 @@ def resolve_lists(level: str, custom_white_list=None, custom_black_list=None):
         raise ValueError(
             f"Custom white list overlap custom black list: {sorted(overlap)} appear in both"
         )
-    white = set(white_list(level)) - custom_black | custom_white
-    black = set(black_list(level)) - custom_white | custom_black
+    white = set(white_ops(level)) - custom_black | custom_white
+    black = set(black_ops(level)) - custom_white | custom_black
     return frozenset(white), frozenset(black)

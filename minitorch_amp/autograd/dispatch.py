@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextvars
 
+import numpy as np
+
 from ..backend.cast import cast
 from ..backend.dtypes import bfloat16, float32, result_type
 from .grad_mode import _enabled
@@ -30,10 +32,17 @@ class Hooks:
             only while ``autocast_state`` is set and for ops whose category is not NONE.
         observers: functions ``observe(op, out)`` run after every forward (operator statistics,
             the NaN/Inf checker). Empty unless a debugging tool is on.
+        grad_observers: functions ``observe(op, grads)`` run after every op's backward with
+            the gradients it returned, one per input (the NaN/Inf checker's ``*_grad`` ops).
+        counters: functions ``count(name, dtype)`` told of the kernels that run outside
+            ``apply`` (the optimizer's update ``adamw_``, the scaler's unscale), for operator
+            statistics.
     """
 
     autocast = None
     observers: tuple = ()
+    grad_observers: tuple = ()
+    counters: tuple = ()
 
 
 hooks = Hooks()
@@ -126,6 +135,18 @@ def promote(op: type[Op], inputs: tuple) -> tuple:
     return tuple(promoted)
 
 
+_HALF = np.dtype(np.float16)
+
+
+def _has_half(arrays) -> bool:
+    """True when one of ``arrays`` is float16 or bfloat16 (where overflow to inf is expected)."""
+    for a in arrays:  # a loop, not any(generator): that costs more, on every op
+        dtype = getattr(a, "dtype", None)
+        if dtype is _HALF or dtype is bfloat16:  # their dtypes are one object each
+            return True
+    return False
+
+
 def apply(op: type[Op], *inputs, **attrs) -> Tensor:
     """Run ``op`` on ``inputs`` (Tensors or plain constants) and record it for backward.
 
@@ -145,7 +166,16 @@ def apply(op: type[Op], *inputs, **attrs) -> Tensor:
                 break
     arrays = [x._data if isinstance(x, Tensor) else x for x in inputs]
     ctx = Context()
-    out = Tensor._wrap(op.forward(ctx, *arrays, **attrs))
+    if state is not None or hooks.observers or _has_half(arrays):
+        # NOTE: float16 overflows to inf, and in an auto_cast region float32 ops meet those
+        # infs (inf - inf is NaN): values, as on the GPU, that the loss scaler and the tensor
+        # checker look for. NumPy would also warn about each one, from inside the library.
+        # With a debugging tool on (the tensor checker reports every NaN/Inf) float32 is
+        # quiet too.
+        with np.errstate(all="ignore"):
+            out = Tensor._wrap(op.forward(ctx, *arrays, **attrs))
+    else:
+        out = Tensor._wrap(op.forward(ctx, *arrays, **attrs))
     if out._data.dtype == float32 and op is not Cast and _bfloat16_inputs(inputs):
         out._data = cast(out._data, bfloat16)
     if record and _floating(out._data.dtype):

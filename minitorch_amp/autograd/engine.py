@@ -18,6 +18,7 @@ import numpy as np
 from ..backend import dtypes as _dtypes
 from ..backend import sync
 from ..backend.primitives import unbroadcast
+from .dispatch import hooks
 from .tensor import Tensor
 
 
@@ -171,6 +172,14 @@ class SlotGrads:
 
 
 def run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocked=frozenset()):
+    """The backward pass of ``backward()`` and ``grad()``; see :func:`_run_backward`."""
+    # NOTE: a gradient that overflows to inf (or NaN) is a value for the loss scaler to find,
+    # as on the GPU; NumPy would also warn about it from inside the library.
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _run_backward(roots, seeds, retain_graph, create_graph, targets, blocked)
+
+
+def _run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocked=frozenset()):
     """The backward pass: push ``seeds`` (d/d root) from ``roots`` to the leaves.
 
     Args:
@@ -241,6 +250,8 @@ def _propagate(node, grad, create_graph: bool, capture: bool, blocked, arrive) -
         in_grads = node.op.backward(node.ctx, grad)
     if not isinstance(in_grads, tuple):
         in_grads = (in_grads,)
+    if hooks.grad_observers:  # the NaN/Inf checker, when on: the gradients that flow
+        _observe(node, in_grads)
     for t, g in zip(node.inputs, in_grads):
         if t is None or g is None or id(t) in blocked:
             continue
@@ -248,6 +259,20 @@ def _propagate(node, grad, create_graph: bool, capture: bool, blocked, arrive) -
             g = higher_order.conform(g, t) if create_graph else _conform(g, t)
         # a fresh array may be adopted as a leaf's .grad; the incoming one or a view may not
         arrive(t, g, owned=not create_graph and g is not grad and getattr(g, "base", 0) is None)
+
+
+def _observe(node, in_grads: tuple) -> None:
+    """Show ``hooks.grad_observers`` the arrays ``node``'s backward returned for its inputs."""
+    flowing = []
+    for t, g in zip(node.inputs, in_grads):
+        if t is None or g is None:
+            flowing.append(None)
+        elif isinstance(g, SlotGrads):
+            flowing.extend(x._data if isinstance(x, Tensor) else x for x in g.grads)
+        else:
+            flowing.append(g._data if isinstance(g, Tensor) else g)
+    for observe in hooks.grad_observers:
+        observe(node.op, tuple(flowing))
 
 
 def _meta(grad) -> tuple:

@@ -60,6 +60,12 @@ class Op:
     # Positions of the inputs AMP looks at and casts; None means every floating input.
     # Norm ops say (0,): only ``x`` is cast, their scale/bias stay float32 (Paddle).
     amp_inputs: ClassVar[tuple[int, ...] | None] = None
+    # More op names whose AMP list entries decide this op (Linear's product is Paddle's
+    # matmul): float32 if any of them is black, low precision if any is white.
+    amp_also: ClassVar[tuple[str, ...]] = ()
+    # The position of an input that Paddle adds in a separate op after this one (Linear's
+    # bias): AMP casts it by the add's rule, given this op's result dtype, not by this op's.
+    amp_bias: ClassVar[int | None] = None
     # Positions of the inputs brought to one dtype before AMP looks at them (Paddle's type
     # promotion, ``dispatch.promote``); None means every input (concat, stack); () none.
     promote: ClassVar[tuple[int, ...] | None] = ()

@@ -248,6 +248,15 @@ class Tensor:
 
     cast = astype
 
+    def float(self) -> Tensor:
+        """float32, or ``self`` when it already is (Paddle 3's and PyTorch's ``Tensor.float()``:
+        the way back from an autocast region's float16). Recorded, as :meth:`to`."""
+        return self.to(_dtypes.float32)
+
+    def half(self) -> Tensor:
+        """float16, or ``self`` when it already is (PyTorch's ``Tensor.half()``). Recorded."""
+        return self.to(_dtypes.float16)
+
     def to(self, *args, **kwargs) -> Tensor:
         """A copy on a device and/or in a dtype (self when nothing changes). Recorded.
 
@@ -476,7 +485,8 @@ def _as_array(data, dtype, place):
     array = _device.to_place(data if _device.is_array(data) else np.asarray(data), place)
     if dtype == _dtypes.bfloat16 and array.dtype != dtype:
         return to_bfloat16(array)  # rounded once, also from float64 (see backend.cast)
-    return array.astype(dtype, copy=False)
+    with np.errstate(over="ignore"):  # past float16's range is inf, as in Paddle, no warning
+        return array.astype(dtype, copy=False)
 
 
 def _axis_arg(axis):

@@ -3,8 +3,15 @@
 The choice is made once, at import:
 
 * ``MINITORCH_AMP_DEVICE=cpu`` forces NumPy; ``=gpu`` forces CuPy and fails loudly without it.
-* Otherwise CuPy is used when it imports *and* a CUDA device answers; else NumPy, with one
-  short notice saying why.
+* Otherwise CuPy is used when it imports, a CUDA device answers, and the two CUDA libraries
+  every run needs load: NVRTC (CuPy compiles every kernel with it, ours and its own) and
+  cuBLAS. Else NumPy, and :data:`cpu_reason` says why.
+
+Nothing is printed at import. The choice is logged on the ``minitorch_amp`` logger: at INFO
+when CuPy is simply not installed (silent unless you ask, e.g.
+``logging.basicConfig(level=logging.INFO)``), at WARNING when CuPy is installed but cannot run
+(Python prints warnings of a logger nobody configured to stderr). ``python -m minitorch_amp``
+reports the choice and its reason.
 
 After that, :func:`set_device` switches the default device for new tensors (Paddle's
 ``paddle.set_device``). :func:`get_array_module` is the only numpy/cupy switch in the code base:
@@ -13,12 +20,24 @@ everything else asks it for ``xp``.
 
 from __future__ import annotations
 
+import importlib
+import logging
 import os
-import sys
 
 import numpy as np
 
 _ENV = "MINITORCH_AMP_DEVICE"
+logger = logging.getLogger("minitorch_amp")
+
+# Compiled once at start-up: it needs NVRTC and CUDA's float16 header, as every kernel does.
+_PROBE_KERNEL = r"""
+#include <cuda_fp16.h>
+extern "C" __global__ void minitorch_amp_probe(__half* x) { x[0] = __float2half_rn(1.0f); }
+"""
+_CTK_HINT = (
+    "install CUDA's libraries with CuPy's 'ctk' extra (`pip install \"cupy-cuda12x[ctk]\"`, "
+    "which the 'cuda12' and 'cuda13' extras of minitorch_amp do) or a CUDA toolkit"
+)
 
 
 class DeviceError(RuntimeError):
@@ -26,9 +45,14 @@ class DeviceError(RuntimeError):
 
 
 def _probe_cupy():
-    """Return ``(cupy_module, None)`` when a GPU is usable, else ``(None, reason)``."""
+    """Return ``(cupy_module, None)`` when a GPU is usable, else ``(None, reason)``.
+
+    Usable means: CuPy imports, a device answers, a kernel compiles with NVRTC and loads, and
+    cuBLAS gives a handle. A driver-only machine with CuPy but without CUDA's libraries fails
+    here, at start-up, instead of at the first kernel compile.
+    """
     try:
-        import cupy
+        cupy = importlib.import_module("cupy")
     except ImportError as exc:  # not installed, or a broken install
         return None, f"CuPy is not installed ({exc}); install the 'cuda12' or 'cuda13' extra"
     try:
@@ -37,7 +61,27 @@ def _probe_cupy():
         return None, f"CuPy is installed but no GPU was found ({exc}); check the NVIDIA driver"
     if count < 1:
         return None, "CuPy is installed but no GPU was found; check the NVIDIA driver"
+    try:
+        module = cupy.RawModule(code=_PROBE_KERNEL, options=("--std=c++17",))
+        module.get_function("minitorch_amp_probe")
+    except Exception as exc:  # libnvrtc missing or too old, headers missing
+        return None, (
+            f"CuPy found {count} GPU(s) but cannot compile a kernel with NVRTC "
+            f"({type(exc).__name__}: {_first_line(exc)}); {_CTK_HINT}"
+        )
+    try:
+        cupy.cuda.device.get_cublas_handle()
+    except Exception as exc:  # libcublas missing
+        return None, (
+            f"CuPy found {count} GPU(s) but cannot load cuBLAS "
+            f"({type(exc).__name__}: {_first_line(exc)}); {_CTK_HINT}"
+        )
     return cupy, None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else "no message"
 
 
 def _choose_backend():
@@ -53,10 +97,21 @@ def _choose_backend():
             f"(or [cuda13]) on a machine with an NVIDIA GPU, or set {_ENV}=cpu."
         )
     if cupy is None:
-        print(f"minitorch_amp: running on the CPU with NumPy ({reason}).", file=sys.stderr)
+        global cpu_reason
+        cpu_reason = reason
+        installed = not reason.startswith("CuPy is not installed")
+        logger.log(
+            logging.WARNING if installed else logging.INFO,
+            "minitorch_amp: running on the CPU with NumPy (%s).%s",
+            reason,
+            f" Set {_ENV}=cpu to choose the CPU without this message." if installed else "",
+        )
         return None, "cpu"
     return cupy, "gpu"
 
+
+cpu_reason: str | None = None
+"""Why the CPU was chosen at import (None when on a GPU, or when ``MINITORCH_AMP_DEVICE=cpu``)."""
 
 cupy, _initial_kind = _choose_backend()
 

@@ -10,14 +10,19 @@ with one definition of the numerics on both backends (the kernel's semantics):
    values too: two 8-bit significands multiply exactly);
 2. the epilogue runs in float32, each step rounded to nearest, in this order:
    ``v = alpha * acc``; ``v = v + beta * c`` (only when ``beta != 0``: ``c`` is not read
-   otherwise, so NaN in an output buffer does not leak in); ``v = v + bias``;
+   otherwise, so NaN in an output buffer does not leak in); with a bias, ``v`` is rounded
+   to ``out_dtype`` (the product as a GEMM would store it) and ``v = v + bias``;
    ``v = v < 0 ? 0 : v`` (NaN stays NaN);
-3. ``v`` is rounded ONCE to ``out_dtype`` (the input dtype or float32), round-to-nearest-
-   even; values beyond float16's range become inf, which is what the loss scaler looks for.
+3. ``v`` is rounded to ``out_dtype`` (the input dtype or float32), round-to-nearest-even;
+   values beyond float16's range become inf, which is what the loss scaler looks for.
 
 Kernels: float16 runs ``gemm_f16`` (``mma.sync`` m16n8k16 f16) and bfloat16 ``gemm_bf16``
 (the same body with the bf16 ``mma.sync``); on compute capability 9.0 both go to the Hopper
 kernel instead (``gemm_sm90.py``, and ``gemm_bf16_sm90.py`` for its bfloat16 instantiation).
+
+NOTE: the bias is added to the rounded product, not before the rounding: that is what a
+matmul followed by an add gives, and Paddle's ``F.linear`` is exactly those two ops. One
+launch, the two-op result.
 
 On NumPy arrays this module *is* the twin: ``backend.primitives.matmul``'s float32
 accumulation followed by the epilogue above. On CuPy arrays it launches the kernel. The only
@@ -207,12 +212,12 @@ def twin(
     a, b, transpose_a=False, transpose_b=False, bias=None, relu=False, alpha=1.0, beta=0.0,
     c=None, out_dtype=float16,
 ):  # fmt: skip
-    """The NumPy definition: float32 products and sums, float32 epilogue, one rounding.
+    """The NumPy definition: float32 products and sums, float32 epilogue, then the rounding.
 
     The arguments are :func:`gemm`'s. The CPU backend's float16 ``matmul`` and ``linear``
     (``backend.primitives``) are this function too, so they round exactly as the kernel does:
-    a bias is added in float32, before the one rounding. It takes any strides, and 1-D
-    operands as ``numpy.matmul`` does.
+    a bias is added in float32 to the product rounded to ``out_dtype``, then rounded again
+    (a matmul, then an add). It takes any strides, and 1-D operands as ``numpy.matmul`` does.
 
     Example:
         >>> a = np.array([[1.0, 2.0]], np.float16)
@@ -234,8 +239,8 @@ def twin(
             v = alpha * v
         if beta != 0:
             v = v + beta * c.astype(float32)
-        if bias is not None:
-            v = v + bias.astype(float32)
+        if bias is not None:  # the product as stored, then the add
+            v = v.astype(out_dtype).astype(float32) + bias.astype(float32)
         if relu:
             v = np.where(v < 0, np.float32(0), v)
         result = v.astype(out_dtype)

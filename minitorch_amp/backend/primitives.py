@@ -131,11 +131,15 @@ def matmul_float32(a, b, transpose_a: bool = False, transpose_b: bool = False):
 
 
 def linear(x, weight, bias=None):
-    """``x @ weight + bias`` (Paddle's layout: ``weight`` is ``[in, out]``).
+    """``x @ weight``, then ``+ bias`` in the bias's dtype (Paddle's layout: ``weight`` is
+    ``[in, out]``).
 
-    In float16 (and bfloat16) the bias is added in float32 before the single rounding, on both
-    backends: one launch of the GEMM kernel on the GPU (the bias in its epilogue), the
-    kernel's twin on the CPU. Other dtypes are a :func:`matmul` then an add.
+    What Paddle's ``F.linear`` computes with its two ops: the product in the inputs' dtype
+    (float16 or bfloat16: float32 sums, rounded once, as :func:`matmul`), then an add in
+    ``bias.dtype``, to which the product is cast (a 16-bit one to float32 exactly). A 16-bit
+    product with a bias of its dtype is one launch of the GEMM kernel on the GPU, the bias in
+    its epilogue added to the rounded product (the same result as the two ops), and the
+    kernel's twin on the CPU.
     """
     xp = get_array_module(x, weight)
     half = _same_16bit(x, weight) and (bias is None or bias.dtype == x.dtype)
@@ -148,10 +152,11 @@ def linear(x, weight, bias=None):
     out = matmul(x, weight)
     if bias is None:
         return out
-    if out.dtype == bias.dtype:
-        out += bias  # in place: the product is a fresh array
-        return out
-    return out + bias
+    if out.dtype != bias.dtype:
+        with np.errstate(over="ignore"):  # a float32 product past 65504 is inf in float16
+            out = out.astype(bias.dtype)
+    out += bias  # in place: the product (or its cast) is a fresh array
+    return out
 
 
 def _same_16bit(a, b) -> bool:

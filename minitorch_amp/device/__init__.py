@@ -26,7 +26,7 @@ from ..backend.sync import (
     set_sync_debug_mode,
     sync_debug_mode,
 )
-from . import cuda
+from . import amp, cuda
 
 
 def get_available_device() -> list[str]:
@@ -50,6 +50,7 @@ __all__ = [
     "Place",
     "SyncError",
     "SyncWarning",
+    "amp",
     "cuda",
     "device_count",
     "get_available_device",

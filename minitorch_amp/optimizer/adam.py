@@ -53,6 +53,8 @@ class Adam(Optimizer):
         array([ 0.9, -0.9], dtype=float32)
     """
 
+    _kernel_name = "adam_"  # its op in Paddle's operator statistics (eager)
+
     _group_keys = ("beta1", "beta2", "epsilon", "lazy_mode")
 
     @torch_spellings

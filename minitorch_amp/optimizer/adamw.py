@@ -43,6 +43,8 @@ class AdamW(Adam):
         array([1.9], dtype=float32)
     """
 
+    _kernel_name = "adamw_"  # its op in Paddle's operator statistics (eager)
+
     @torch_spellings
     def __init__(
         self,

@@ -45,6 +45,8 @@ class Momentum(Optimizer):
         array([0.71], dtype=float32)
     """
 
+    _kernel_name = "momentum_"  # its op in Paddle's operator statistics (eager)
+
     _group_keys = ("momentum", "use_nesterov", "rescale_grad")
 
     @torch_spellings

@@ -38,6 +38,7 @@ import warnings
 
 import numpy as np
 
+from ..autograd.dispatch import hooks
 from ..autograd.tensor import Tensor
 from ..backend import device as _device
 from ..backend import dtypes as _dtypes
@@ -92,6 +93,7 @@ class Optimizer(TorchOptimizerMethods):
     _group_keys: tuple[str, ...] = ()  # the subclass's hyper-parameters a group may override
     _takes_found_inf = True  # GradScaler calls _step(found_inf) / _minimize(found_inf, ...)
     _fused_update = None  # a subclass's fused twin of _update (see fused_step.py), if it has one
+    _kernel_name: str | None = None  # Paddle's update op in operator statistics ('adamw_')
 
     def __init__(
         self,
@@ -248,6 +250,11 @@ class Optimizer(TorchOptimizerMethods):
         atomic.prepare(self, plan)  # creates state; undone if it fails
         for group, pairs in plan:
             self._apply_group(group, pairs, base_lr, found_inf)
+        if hooks.counters and self._kernel_name:  # operator statistics: one call per param
+            for _, pairs in plan:
+                for param, _ in pairs:
+                    for count in hooks.counters:
+                        count(self._kernel_name, param._data.dtype)
 
     def _skip_on_host(self, found_inf) -> bool:
         """Whether a set flag on the host (free to read) skips the whole step."""

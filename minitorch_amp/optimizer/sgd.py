@@ -33,6 +33,8 @@ class SGD(Optimizer):
         array([0.95, 2.1 ], dtype=float32)
     """
 
+    _kernel_name = "sgd_"  # its op in Paddle's operator statistics (eager)
+
     @torch_spellings
     def __init__(
         self,

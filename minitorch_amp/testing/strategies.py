@@ -199,13 +199,19 @@ def gradient_magnitudes(
 
 
 def shapes(
-    min_dims: int = 0, max_dims: int = 4, min_side: int = 0, max_side: int = 8
+    min_dims: int = 0, max_dims: int = 4, min_side: int = 1, max_side: int = 8
 ) -> st.SearchStrategy[tuple[int, ...]]:
     """Array shapes (tuples) with ``min_dims..max_dims`` dims of ``min_side..max_side`` each.
 
+    Sides start at 1, as in Hypothesis's ``array_shapes`` and :func:`broadcastable_shapes`, so
+    a first property test reaches what it tests before it meets an empty tensor. Pass
+    ``min_side=0`` to include empty tensors (a side of 0), an edge case worth its own test.
+
     Example:
         >>> from hypothesis import find
-        >>> find(shapes(min_dims=2), lambda s: 0 in s)  # empty tensors are included
+        >>> find(shapes(min_dims=2), lambda s: True)  # the simplest shape: no empty sides
+        (1, 1)
+        >>> find(shapes(min_dims=2, min_side=0), lambda s: 0 in s)  # empty tensors: opt in
         (0, 0)
     """
     return hnp.array_shapes(

@@ -5,9 +5,12 @@ Both tools plug into the single dispatch point: ``apply`` calls every function i
 observer (a new tuple; the old one is never mutated); turning it off removes exactly that one,
 so the observers are what they were before.
 
-Backward calls each op's ``backward`` directly, not through ``apply``, so neither tool sees
-gradient computations: the operator counts match Paddle's (it skips ``*_grad`` kernels), and
-the checker covers forward outputs only. Gradients are checked by ``GradScaler`` (found_inf).
+Backward calls each op's ``backward`` directly, not through ``apply``; the checker also
+installs a ``hooks.grad_observers`` entry, so it sees each backward's gradients under the
+name ``<op>_grad`` (Paddle's ``elementwise_pow_grad`` is our ``pow_grad``). Operator counts
+skip backward, as Paddle's do (it skips ``*_grad`` kernels), and count the kernels that run
+outside ``apply`` (the optimizer's ``adamw_``, the scaler's ``check_finite_and_unscale``)
+through ``hooks.counters``.
 """
 
 from .operator_stats import (

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from ...autograd import Tensor
 from .observers import install as _install
+from .observers import install_counter, uninstall_counter
 from .observers import uninstall as _uninstall
 
 _BUCKETS = ("fp16", "bf16", "fp32", "other")
@@ -21,6 +22,9 @@ class OperatorStats:
 
     fp16, bf16 and fp32 have their own bucket; everything else (int, bool, float64) is
     ``'other'``. Casts are counted as ``'cast'`` (Paddle's table calls them ``transfer_dtype``).
+    The optimizer's update counts under Paddle's eager names (``sgd_``, ``momentum_``,
+    ``adam_``, ``adamw_``), once per parameter and step call, in the parameter's dtype; the
+    scaler's unscale as ``check_finite_and_unscale``, once per gradient dtype.
 
     Attributes:
         counts: ``{op_name: {'fp16': n, 'bf16': n, 'fp32': n, 'other': n}}``; ops that never
@@ -57,15 +61,25 @@ def _count_op(op, out: Tensor) -> None:
         stats.add(op.name, dtype)
 
 
+def _count_kernel(name: str, dtype) -> None:
+    """A kernel outside ``apply``: the optimizer's update, once per parameter, bucketed by
+    the parameter's dtype (``adamw_`` runs in float16 for a float16 parameter even with an
+    fp32 master), and the scaler's ``check_finite_and_unscale``, once per gradient dtype."""
+    for stats in _collectors:
+        stats.add(name, dtype)
+
+
 def _start(stats: OperatorStats) -> None:
     _collectors.append(stats)
     _install(_count_op)
+    install_counter(_count_kernel)
 
 
 def _stop(stats: OperatorStats) -> None:
     _collectors.remove(stats)
     if not _collectors:
         _uninstall(_count_op)
+        uninstall_counter(_count_kernel)
 
 
 def enable_operator_stats_collection() -> None:

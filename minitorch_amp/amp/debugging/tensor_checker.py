@@ -11,7 +11,9 @@ import numpy as np
 
 from ...autograd import OP_TABLE, Tensor
 from ...backend import asnumpy, get_array_module, place_of
+from ..op_lists import PADDLE_NAMES, PADDLE_ONLY
 from .observers import install as _install
+from .observers import install_grad_observer, uninstall_grad_observer
 from .observers import uninstall as _uninstall
 
 FP16_MAX = 65504.0  # the largest finite float16
@@ -33,18 +35,27 @@ class DebugMode(Enum):
     CHECK_ALL = 3
 
 
+def _op_name(name, what: str) -> str:
+    """Our name for a checked/skipped op: ours or Paddle's, forward or backward (``_grad``)."""
+    if not isinstance(name, str):
+        raise ValueError(f"{what} must hold op names (strings), got {name!r}")
+    base, grad = (name[: -len("_grad")], "_grad") if name.endswith("_grad") else (name, "")
+    ours = PADDLE_NAMES.get(base, base)
+    if ours not in OP_TABLE and ours not in PADDLE_ONLY:
+        raise ValueError(
+            f"{what} names an unknown op {name!r}; known ops are: {', '.join(sorted(OP_TABLE))}, "
+            "each also as '<op>_grad' for its backward, and Paddle's names such as "
+            "'elementwise_pow_grad' (Paddle's transfer_dtype is 'cast' here)"
+        )
+    return ours + grad
+
+
 def _op_names(names, what: str) -> frozenset | None:
     if names is None:
         return None
     if not isinstance(names, (list, tuple)):
         raise ValueError(f"{what} must be list or tuple of op names, got {type(names).__name__}")
-    unknown = [n for n in names if n not in OP_TABLE]
-    if unknown:
-        raise ValueError(
-            f"{what} names unknown ops {unknown}; known ops are: {', '.join(sorted(OP_TABLE))} "
-            "(Paddle's transfer_dtype is 'cast' here)"
-        )
-    return frozenset(names)
+    return frozenset(_op_name(n, what) for n in names)
 
 
 class TensorCheckerConfig:
@@ -55,11 +66,14 @@ class TensorCheckerConfig:
         debug_mode: a :class:`DebugMode`.
         output_dir: append report lines to ``output_dir/worker_cpu.log`` (``worker_gpu0.log``
             on GPU 0) instead of printing them.
-        checked_op_list: check only these ops (names from the op table).
-        skipped_op_list: never check these ops.
-        debug_step: ``[start, end)``: check only on the ``enable_tensor_checker`` calls numbered
-            start..end-1 (the counter ``TensorCheckerConfig.current_step_id`` is shared by all
-            configs and counts every enable call of an enabled config).
+        checked_op_list: check only these ops: names from the op table or Paddle's
+            (``elementwise_pow``), a backward as ``<op>_grad`` (``elementwise_pow_grad``).
+        skipped_op_list: never check these ops (the same names).
+        debug_step: ``[start, end)``: check only while the class-level counter
+            ``TensorCheckerConfig.current_step_id`` is in the window. Each
+            ``enable_tensor_checker`` call inside it moves the counter on by one; once it
+            reaches ``end`` it stops there and checking stays off (Paddle's rule: a window
+            that starts above the counter is never entered unless the counter is set).
         stack_height_limit: accepted for compatibility; the Python traceback shows the stack.
 
     Raises:
@@ -108,12 +122,17 @@ class TensorCheckerConfig:
         self.stack_height_limit = stack_height_limit
 
     def update_and_check_step_id(self) -> bool:
-        """Count one enable call; True when checking should be on for it."""
+        """True when checking should be on for this enable call; inside the ``debug_step``
+        window it also moves ``current_step_id`` on by one (Paddle's rule)."""
         if not self.enable:
             return False
+        if self.start_step is None:
+            return True
         step = TensorCheckerConfig.current_step_id
+        if not self.start_step <= step < self.end_step:
+            return False
         TensorCheckerConfig.current_step_id += 1
-        return self.start_step is None or self.start_step <= step < self.end_step
+        return True
 
     def wants(self, op_name: str) -> bool:
         """Whether the checked/skipped op lists let ``op_name`` be checked."""
@@ -196,8 +215,18 @@ def _check_op(op, out: Tensor) -> None:
         _check(out._data, op.name, "", _checker)
 
 
+def _check_grads(op, grads) -> None:
+    """Backward: the gradients ``op``'s backward returned for the inputs that take one."""
+    name = op.name + "_grad"
+    if _checker.wants(name):
+        for g in grads:
+            if g is not None:
+                _check(g, name, "", _checker)
+
+
 def enable_tensor_checker(checker_config: TensorCheckerConfig) -> None:
-    """Check every op's floating output after its forward, as ``checker_config`` says.
+    """Check every op's floating output after its forward, and the gradients each op's
+    backward returns (as ``<op>_grad``), as ``checker_config`` says.
 
     Counts one step; outside the config's ``debug_step`` window (or with ``enable=False``)
     checking is turned off instead. Each check reads three numbers back to the host.
@@ -217,6 +246,7 @@ def enable_tensor_checker(checker_config: TensorCheckerConfig) -> None:
     if checker_config.update_and_check_step_id():
         _checker = checker_config
         _install(_check_op)
+        install_grad_observer(_check_grads)
     else:
         disable_tensor_checker()
 
@@ -226,6 +256,7 @@ def disable_tensor_checker() -> None:
     global _checker
     _checker = None
     _uninstall(_check_op)
+    uninstall_grad_observer(_check_grads)
 
 
 def check_numerics(
@@ -264,7 +295,8 @@ def check_layer_numerics(forward: Callable) -> Callable:
     The first argument is checked (``op=<Layer>.forward, tensor=input``), then the checker runs
     over every op of the forward, so the outputs are checked too. It uses the config of the
     checker already on, else CHECK_NAN_INF_AND_ABORT; the previous state is restored after.
-    Only forward is checked: gradients never pass through ``apply`` (see the module notes).
+    Only the forward is checked (Paddle's also covers that layer's backward): the backward
+    runs later, outside the call; turn on :func:`enable_tensor_checker` to check gradients.
 
     Raises:
         RuntimeError: forward got no arguments, or its first one is not a Tensor (Paddle).

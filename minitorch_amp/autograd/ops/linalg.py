@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ...backend.primitives import linear, matmul, reduce_sum
 from ..op import WHITE, Op
 
@@ -85,10 +87,24 @@ class Matmul(Op):
 
 
 class Linear(Op):
-    """``x @ weight + bias`` with Paddle's ``weight`` layout ``[in_features, out_features]``."""
+    """``x @ weight``, then ``+ bias`` in the bias's dtype; ``weight`` is ``[in, out]`` (Paddle).
+
+    Paddle's ``F.linear`` is two ops, a ``matmul`` (white) and an ``add`` of the bias (gray),
+    and AMP decides each on its own. This op is both in one (one GEMM with the bias in its
+    epilogue where that gives the two ops' result): AMP casts ``x`` and ``weight`` by the
+    matmul's rule, ``linear`` or ``matmul`` in a custom black list keeps them float32, and
+    casts the bias by the add's rule (``amp_bias``). So a float32 bias after a float16
+    product gives a float32 result at O1, OD and O2 with promotion, as in Paddle.
+
+    d/dbias = sum of grad over the rows (in the bias's dtype, float32 sums); the product's
+    gradient is grad cast to the product's dtype, then d/dx = g @ W^T and d/dW = x^T @ g.
+    """
 
     name = "linear"
     amp = WHITE
+    amp_inputs = (0, 1)  # the matmul's inputs
+    amp_also = ("matmul",)  # Paddle's matmul: custom lists naming it decide the product too
+    amp_bias = 2  # added by Paddle's add op: cast by the add's rule
     promote = (0, 1, 2)
 
     @staticmethod
@@ -107,15 +123,20 @@ class Linear(Op):
         x, w = ctx.x, ctx.weight
         needs_x, needs_w, needs_b = (*ctx.needs_grad, False)[:3]
         _, w_out, b_out = ctx.grad_out or (None, None, None)  # the parameters' grad buffers
-        gx = matmul(grad, w, False, True) if needs_x else None  # data needs none
         rows = math.prod(x.shape[:-1])
+        gb = None
+        if ctx.has_bias and needs_b:  # in the add's dtype, the bias's
+            g2 = grad.reshape(rows, grad.shape[-1])
+            gb = reduce_sum(g2, axis=0, out=_same(b_out, None, grad.dtype))
+        product = np.result_type(x.dtype, w.dtype)
+        if grad.dtype != product:  # back through the add's cast of the product
+            with np.errstate(over="ignore"):
+                grad = grad.astype(product)
+        gx = matmul(grad, w, False, True) if needs_x else None  # data needs none
         g2 = grad.reshape(rows, grad.shape[-1])
         gw = None
         if needs_w:  # written straight into the weight's gradient buffer when it has one
             gw = matmul(x.reshape(rows, x.shape[-1]), g2, True, False, out=_same(w_out, w))
-        gb = None
-        if ctx.has_bias and needs_b:
-            gb = reduce_sum(g2, axis=0, out=_same(b_out, None, grad.dtype))
         return gx, gw, gb
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...backend import get_array_module, sync
+from ...backend.dtypes import accumulation_dtype
 from ...backend.primitives import scatter_add, unbroadcast
 from ..op import GRAY, Op
 
@@ -89,12 +90,15 @@ class GetItem(Op):
     @staticmethod
     def backward(ctx, grad):
         xp = get_array_module(grad)
-        full = xp.zeros(ctx.shape, dtype=grad.dtype)
         if _is_basic(ctx.index):
+            full = xp.zeros(ctx.shape, dtype=grad.dtype)
             full[ctx.index] = grad
-        else:  # repeated indices must add up
-            scatter_add(full, ctx.index, grad)
-        return full
+            return full
+        # Repeated indices must add up. NOTE: in float32 for float16 grads, rounded once: adding
+        # in float16 rounds after every add, and a sum that cancels keeps those errors.
+        full = xp.zeros(ctx.shape, dtype=accumulation_dtype(grad.dtype))
+        scatter_add(full, ctx.index, grad.astype(full.dtype, copy=False))
+        return full.astype(grad.dtype, copy=False)
 
 
 class Expand(Op):

@@ -2,20 +2,44 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...autograd import Tensor, apply
 from ...autograd import ops as _ops
+from ...autograd.dispatch import autocast_state
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``x @ weight + bias`` with Paddle's weight layout ``[in_features, out_features]``.
+
+    As in Paddle, a matmul and then an add, each with its own dtype: under ``auto_cast`` the
+    product follows the matmul's rule (float16) and the add the gray rule, so a float32 bias
+    gives a float32 result at O1, OD and O2 with promotion, and a float16 bias (after
+    ``decorate(level='O2')``) a float16 one. Outside AMP the add promotes: the result has the
+    wider of the product's and the bias's dtypes.
 
     Example:
         >>> import minitorch_amp as mt
         >>> import minitorch_amp.nn.functional as F
         >>> F.linear(mt.ones([2, 3]), mt.ones([3, 4]), mt.zeros([4])).shape
         [2, 4]
+        >>> with mt.amp.auto_cast():
+        ...     F.linear(mt.ones([2, 3]), mt.ones([3, 4]), mt.zeros([4])).dtype
+        dtype('float32')
     """
+    if bias is not None and autocast_state.get() is None:
+        bias = _promoted_bias(x, weight, bias)
     return apply(_ops.Linear, x, weight, bias)
+
+
+def _promoted_bias(x, weight, bias):
+    """``bias`` cast up to the product's dtype when it is narrower (Paddle's add promotes);
+    the op adds in the bias's dtype, which AMP's rule picks inside ``auto_cast``."""
+    tensors = (x, weight, bias)
+    if not all(isinstance(t, Tensor) and t._data.dtype.kind == "f" for t in tensors):
+        return bias
+    wide = np.result_type(x._data.dtype, weight._data.dtype, bias._data.dtype)
+    return bias if wide == bias._data.dtype else bias.astype(wide)
 
 
 def dropout(

@@ -1,0 +1,241 @@
+"""Does each raw kernel compile, and does it compute what its NumPy twin computes?
+
+On a GPU every file of ``cuda/`` is compiled by the loader and launched once on a small
+input, and the result is held to the twin run on the same input with NumPy: bit for bit
+where the kernel promises that (casts, unscaling, the loss-scale update, the optimizer, the
+Hopper GEMM on integer data, whose float32 sums are exact in any order), within two float16
+ulps for ``gemm_fp16.cu`` (it adds in another order). Each GEMM check chooses its kernel with
+``MINITORCH_AMP_GEMM_KERNEL``; ``gemm_sm90.cu`` runs only on compute capability 9.0 and is
+reported "not run" elsewhere. Without a GPU, each file is compiled with NVRTC for its target
+when the library is here (``pip install nvidia-cuda-nvrtc``), and nothing runs.
+
+The checks take ``to_device`` and ``to_host`` so that the tests can run them with NumPy on
+both sides; :func:`check_kernels` uses CuPy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+
+import numpy as np
+
+from ..backend import cast as _cast
+from ..backend import device as _device
+from ..backend import fused_optim as _fused_optim
+from ..backend import gemm as _gemm
+from ..backend import gemm_sm90 as _gemm_sm90
+from ..backend import kernels as _kernels
+from ..backend import loss_scaling as _loss_scaling
+from ..backend.dtypes import bfloat16
+
+Move = Callable[[np.ndarray], object]
+
+
+class NotApplicableError(Exception):
+    """A check that does not apply to this device; its message says why."""
+
+
+@contextlib.contextmanager
+def _gemm_kernel(choice: str):
+    """``MINITORCH_AMP_GEMM_KERNEL=choice`` inside (read at every launch), then as before."""
+    previous = os.environ.get(_gemm_sm90.KERNEL_ENV)
+    os.environ[_gemm_sm90.KERNEL_ENV] = choice
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ[_gemm_sm90.KERNEL_ENV]
+        else:
+            os.environ[_gemm_sm90.KERNEL_ENV] = previous
+
+
+def _cast_matches(to_device: Move, to_host: Move) -> bool:
+    edges = [1 + 2**-11, 65504, 65520, 2**-24, 2**-25, -3.5, np.nan, 1e-3, -np.inf]
+    x = np.array(edges * 3, dtype=np.float32)  # 27: whole 8-element vectors and a tail
+    flag, expected_flag = to_device(np.zeros(1, bool)), np.zeros(1, bool)
+    half = to_host(_cast.cast(to_device(x), "float16", flag))
+    expected = _cast.cast(x, "float16", expected_flag)
+    back = to_host(_cast.cast(to_device(expected), "float32"))
+    return (
+        np.array_equal(half, expected, equal_nan=True)
+        and np.array_equal(to_host(flag), expected_flag)
+        and np.array_equal(back, expected.astype(np.float32), equal_nan=True)
+    )
+
+
+def _amp_matches(to_device: Move, to_host: Move) -> bool:
+    rng = np.random.default_rng(0)
+    grads = [
+        (rng.standard_normal(70) * 1000).astype(np.float16),
+        np.float16([60000.0, 1.0, -2.0]),  # times 2: past 65504 once unscaled
+    ]
+    inv, flag = np.float32([2.0]), np.zeros(1, bool)
+    on_device = [to_device(g) for g in grads]
+    device_flag = to_device(flag)
+    _loss_scaling.unscale_and_check(on_device, to_device(inv), device_flag)
+    _loss_scaling.unscale_and_check(grads, inv, flag)
+    same = all(np.array_equal(to_host(d), g) for d, g in zip(on_device, grads))
+    same = same and np.array_equal(to_host(device_flag), flag)
+    rule = dict(
+        incr_every_n_steps=1,
+        decr_every_n_nan_or_inf=1,
+        incr_ratio=2.0,
+        decr_ratio=0.5,
+        min_loss_scaling=1.0,
+    )
+    for found in (False, True):
+        state = [
+            np.array([found]),
+            np.float32([1024.0]),
+            np.zeros(1, np.int32),
+            np.ones(1, np.int32),
+        ]
+        moved = [to_device(a) for a in state]
+        _loss_scaling.update_loss_scaling(*moved, **rule)
+        _loss_scaling.update_loss_scaling(*state, **rule)
+        same = same and all(np.array_equal(to_host(m), s) for m, s in zip(moved, state))
+    return same
+
+
+def _gemm_matches(to_device: Move, to_host: Move) -> bool:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((19, 40)).astype(np.float16)  # not multiples of any tile
+    b = rng.standard_normal((40, 23)).astype(np.float16)
+    bias = rng.standard_normal(23).astype(np.float16)
+    with _gemm_kernel("sm80"):  # gemm_fp16.cu itself, also where gemm_sm90.cu would run
+        out = to_host(_gemm.gemm(to_device(a), to_device(b), bias=to_device(bias), relu=True))
+        expected = _gemm.gemm(a, b, bias=bias, relu=True)
+    two_ulps = 2.0 * np.spacing(np.abs(expected)).astype(np.float32)
+    return out.dtype == expected.dtype and bool(
+        np.all(np.abs(out.astype(np.float32) - expected.astype(np.float32)) <= two_ulps)
+    )
+
+
+def _gemm_sm90_matches(to_device: Move, to_host: Move) -> bool:
+    # M = 40, N = 24: tails of a tile; K = 40 (one partial block of 64) and 1536 (24 blocks,
+    # split in 3). Each layout, both tile widths, both output types, the split-K reduction.
+    # Small integers: every float32 sum is exact, so the kernel must give the twin's bits.
+    cases = [  # (a's shape, b's shape, transpose_a, transpose_b, bias, relu, out, bn, splits)
+        ((40, 40), (40, 24), False, False, True, True, np.float16, 128, 1),
+        ((40, 1536), (24, 1536), False, True, True, False, np.float16, 128, 3),
+        ((1536, 40), (1536, 24), True, False, False, False, np.float32, 256, 1),
+    ]
+    return _hopper_matches(to_device, to_host, np.float16, cases)
+
+
+def _gemm_bf16_sm90_matches(to_device: Move, to_host: Move) -> bool:
+    # gemm_sm90.cu's cases in bfloat16. Sums past 256 are rounded in a bfloat16 output: the
+    # bias goes with the float32 output, where both orders of "round, add" agree exactly.
+    bf16 = bfloat16
+    cases = [
+        ((40, 40), (40, 24), False, False, False, True, bf16, 128, 1),
+        ((40, 1536), (24, 1536), False, True, False, False, bf16, 128, 3),
+        ((1536, 40), (1536, 24), True, False, True, False, np.float32, 256, 1),
+    ]
+    return _hopper_matches(to_device, to_host, bf16, cases)
+
+
+def _hopper_matches(to_device: Move, to_host: Move, dtype, cases) -> bool:
+    on_gpu = _device.get_array_module(to_device(np.zeros(1, np.float16))) is not np
+    if on_gpu and not _gemm_sm90.device_is_hopper():
+        reason = "needs compute capability 9.0 (wgmma, TMA); gemm_fp16.cu runs here"
+        raise NotApplicableError(reason)
+    rng = np.random.default_rng(0)
+    same = True
+    for shape_a, shape_b, ta, tb, with_bias, relu, out_dtype, bn, splits in cases:
+        with _gemm_kernel("sm90"), _gemm_sm90.forced_plan(bn, splits):
+            a = rng.integers(-3, 4, shape_a).astype(dtype)
+            b = rng.integers(-3, 4, shape_b).astype(dtype)
+            bias = rng.integers(-8, 9, 24).astype(out_dtype) if with_bias else None
+            moved_a, moved_b = to_device(a), to_device(b)
+            k = shape_a[0] if ta else shape_a[1]
+            if on_gpu and not _gemm_sm90.usable(moved_a, moved_b, k):
+                raise RuntimeError("the check's operands are not TMA-addressable")
+            moved_bias = to_device(bias) if with_bias else None
+            args = dict(relu=relu, out_dtype=out_dtype)
+            out = _gemm.gemm(moved_a, moved_b, ta, tb, moved_bias, **args)
+            expected = _gemm.gemm(a, b, ta, tb, bias, **args)
+            same = same and np.array_equal(bits(to_host(out)), bits(expected))
+    return same
+
+
+def bits(array) -> np.ndarray:
+    """The array's bytes as unsigned integers (bfloat16 has no NumPy equality of its own)."""
+    array = np.asarray(array)
+    return array.view({2: np.uint16, 4: np.uint32}[array.itemsize])
+
+
+def _optim_matches(to_device: Move, to_host: Move) -> bool:
+    rng = np.random.default_rng(0)
+    param = rng.standard_normal(300).astype(np.float16)
+    grad = rng.standard_normal(300).astype(np.float16)
+    host = [param.copy(), param.astype(np.float32), np.zeros(300, np.float32)]
+    host += [np.zeros(300, np.float32), np.float32([0.9]), np.float32([0.999])]
+    moved = [to_device(a) for a in host]
+    hyper = dict(beta1=0.9, beta2=0.999, epsilon=1e-8)
+    for state, g in ((moved, to_device(grad)), (host, grad)):
+        p, master, m1, m2, b1, b2 = state
+        flag = to_device(np.zeros(1, bool)) if state is moved else np.zeros(1, bool)
+        _fused_optim.fused_adam([p], [master], [g], [m1], [m2], [b1], [b2], 1e-3, flag, **hyper)
+    return all(np.array_equal(to_host(m), h) for m, h in zip(moved, host))
+
+
+CHECKS: dict[str, Callable[[Move, Move], bool]] = {
+    "cast.cu": _cast_matches,
+    "amp.cu": _amp_matches,
+    "gemm_fp16.cu": _gemm_matches,
+    "gemm_sm90.cu": _gemm_sm90_matches,
+    "gemm_bf16_sm90.cu": _gemm_bf16_sm90_matches,
+    "optim.cu": _optim_matches,
+}
+
+
+def run_checks(to_device: Move, to_host: Move) -> list[tuple[str, str]]:
+    """``(file, status)`` for every check: launch, hold to the twin, report; never raise."""
+    results = []
+    for file, check in CHECKS.items():
+        try:
+            ok = check(to_device, to_host)
+        except NotApplicableError as reason:
+            results.append((file, f"not run: {reason}"))
+            continue
+        except Exception as exc:
+            results.append((file, f"FAILED: {type(exc).__name__}: {exc}".splitlines()[0]))
+            continue
+        results.append((file, "compiles, matches its twin" if ok else "MISMATCH with its twin"))
+    return results
+
+
+def compile_checks() -> list[tuple[str, str]]:
+    """Without a GPU: compile each registered file with NVRTC, as the loader would."""
+    from ..backend import nvrtc
+
+    try:
+        version = "{}.{}".format(*nvrtc.version())
+        nvrtc.include_dir()
+    except Exception as exc:
+        return [(file, f"not checked: no GPU, and {exc}") for file in _kernels.REGISTRY]
+    results = []
+    for file, entry in _kernels.REGISTRY.items():
+        arch = entry.arch or "compute_80"  # a file built for one target only, else Ampere's
+        try:
+            nvrtc.compile_source(entry.source(), file, entry.all_options(), entry.names, arch)
+        except Exception as exc:
+            results.append((file, f"FAILED to compile: {str(exc).splitlines()[0]}"))
+            continue
+        results.append((file, f"compiles for {arch} with NVRTC {version}; not run (no GPU)"))
+    return results
+
+
+def check_kernels(compile_without_gpu: bool = True) -> list[tuple[str, str]]:
+    """The kernel lines of the report: run on the GPU, else compiled only (or skipped)."""
+    cupy = _device.cupy
+    if cupy is not None and _device.current_place().kind == "gpu":
+        if not _kernels.enabled():
+            return [(f, "not run: MINITORCH_AMP_RAW_KERNELS=0") for f in _kernels.REGISTRY]
+        return run_checks(cupy.asarray, cupy.asnumpy)
+    if not compile_without_gpu:
+        return [(file, "not run (no GPU)") for file in _kernels.REGISTRY]
+    return compile_checks()

@@ -1,0 +1,106 @@
+"""cuda/amp.cu's unscale_and_check against its NumPy twin, bit for bit, on a CPU emulator.
+
+The emulator (tests/amp_emulator.cpp, built on tests/cuda_emulator.h) runs the kernel file
+unchanged, fed by the real launcher (``loss_scaling.unscale_and_check`` packing its chunk
+table around NumPy arrays that pose as CuPy arrays). So without a GPU the suite checks what
+test_amp_kernels.py checks on one: every element's rounding (float16 products round to
+nearest even, ties included), the vector and the element-by-element paths, the chunking, and
+the block-wide OR that sets found_inf.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import emulated_gpu
+import numpy as np
+import pytest
+from emulated_gpu import HostArray
+from test_amp_kernels import assert_same_bits
+
+from minitorch_amp.backend import loss_scaling
+from minitorch_amp.backend.loss_scaling import unscale_and_check
+
+CHUNK = loss_scaling._CHUNK
+# 0 (no chunk), tails under one 16-byte vector, exact vectors, and two chunks with a tail
+SIZES = [0, 1, 3, 8, 9, 33, 1000, CHUNK + 17]
+
+
+@pytest.fixture(scope="module")
+def emulator(tmp_path_factory):
+    return emulated_gpu.build("amp_emulator.cpp", tmp_path_factory.mktemp("emulator"))
+
+
+@pytest.fixture
+def on_emulator(emulator, monkeypatch):
+    return emulated_gpu.install(
+        emulator, monkeypatch, "amp.cu", block=loss_scaling._UNSCALE_THREADS
+    )
+
+
+def on_device(a: np.ndarray, offset: int = 0) -> HostArray:
+    """A copy of ``a`` in 'device' memory, starting ``offset`` elements into its buffer."""
+    out = np.empty(a.size + offset, a.dtype)[offset:].view(HostArray)
+    out[...] = a.view(HostArray)
+    return out
+
+
+def run_both(grads: list, inv: float, misaligned=()):
+    """The twin and the emulated kernel on copies of ``grads``: (twin, kernel, flags)."""
+    inv_scale = np.array([inv], np.float32)
+    twin = [g.copy() for g in grads]
+    found_twin = np.zeros(1, bool)
+    unscale_and_check(twin, inv_scale, found_twin)
+    kernel = [on_device(g, 1 if i in misaligned else 0) for i, g in enumerate(grads)]
+    found_kernel = on_device(np.zeros(1, bool))
+    unscale_and_check(kernel, inv_scale.view(HostArray), found_kernel)
+    return twin, kernel, (bool(found_twin[0]), bool(found_kernel[0]))
+
+
+def half_round_to_nearest_even(x: float) -> np.float16:
+    """Python's struct 'e' format rounds to nearest, ties to even: an oracle independent of
+    NumPy, of the twin and of cuda_fp16.h."""
+    return np.frombuffer(struct.pack("<e", x), np.float16)[0]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("inv", [2.0**-10, 1 / 3, 1 / 1000.0, 3.0])
+def test_the_kernel_unscales_like_the_twin_bit_for_bit(dtype, inv, on_emulator):
+    rng = np.random.default_rng(0)
+    grads = [(rng.standard_normal(n) * 1000).astype(dtype) for n in SIZES]
+    twin, kernel, (found_twin, found_kernel) = run_both(grads, inv, misaligned=(2, 4, 7))
+    chunks = sum(-(-n // CHUNK) for n in SIZES)  # none for the empty tensor
+    name = loss_scaling._UNSCALE_KERNELS[np.dtype(dtype)]
+    assert on_emulator == [(name, (chunks,))]
+    for i, (want, have) in enumerate(zip(twin, kernel)):
+        assert_same_bits(have, want, f"tensor {i} of size {SIZES[i]}")
+    assert found_twin is found_kernel is False
+
+
+def test_float16_products_round_to_nearest_even_ties_included(on_emulator):
+    """Every float16 value in [1, 2) times 1.5: of the 1024 products (exact in float32) 341 are
+    float16 numbers, 342 lie exactly halfway between two (ties) and 341 a quarter of the way.
+    Rounding toward zero, or ties away from zero, shows at once."""
+    g = np.arange(0x3C00, 0x4000, dtype=np.uint16).view(np.float16)  # [1, 2), 1024 values
+    twin, (kernel,), _ = run_both([g], 1.5)
+    expected = np.array([half_round_to_nearest_even(float(v) * 1.5) for v in g])
+    assert_same_bits(twin[0], expected, "the twin")
+    assert_same_bits(kernel, expected, "the kernel")
+
+
+@pytest.mark.parametrize("where", [0, 5, CHUNK + 3, CHUNK + 16])
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan, 40000.0])
+def test_one_bad_element_anywhere_sets_the_flag(where, bad, on_emulator):
+    """inf, NaN, or a finite float16 that overflows only after the multiply (40000 * 2)."""
+    g = np.ones(CHUNK + 17, np.float16)
+    g[where] = bad
+    twin, (kernel, _), (found_twin, found_kernel) = run_both([g, np.ones(9, np.float16)], 2.0)
+    assert found_twin is found_kernel is True
+    assert_same_bits(kernel, twin[0])
+
+
+def test_a_set_flag_stays_set(on_emulator):
+    """found_inf is only ever OR-ed: a clean bucket after a bad one leaves it set."""
+    found = on_device(np.array([True]))
+    unscale_and_check([on_device(np.ones(8, np.float32))], on_device(np.ones(1, np.float32)), found)
+    assert bool(found[0])

@@ -1,0 +1,54 @@
+"""The examples' command lines: ``--help`` shows every default, and long loops show progress."""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minitorch_amp.utils.progress import progress
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = [
+    "simple_net.py",
+    "digits_mlp.py",
+    "digits_cnn.py",
+    "distributed_simple_net.py",
+    "plot_amp.py",
+]
+
+
+@pytest.mark.parametrize("script", EXAMPLES)
+def test_help_shows_the_default_of_every_option(script):
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / script), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == ""
+    # argparse's help: an option, its help text, and "(default: ...)" before the next option
+    text = out.stdout.split("options:", 1)[1]
+    options = re.split(r"\n  (?=-)", text)[1:]
+    assert options, out.stdout
+    for option in options:
+        if option.startswith("-h, --help"):
+            continue
+        assert "(default: " in option, option
+
+
+def test_progress_draws_a_bar_when_asked_and_returns_the_items():
+    pytest.importorskip("tqdm")
+    stream = io.StringIO()
+    assert list(progress(range(3), desc="steps", disable=False, file=stream)) == [0, 1, 2]
+    assert "steps:" in stream.getvalue() and "0/3" in stream.getvalue()  # then wiped: leave=False
+
+
+def test_progress_is_silent_when_stderr_is_not_a_terminal(capsys):
+    assert list(progress(range(3), desc="steps")) == [0, 1, 2]
+    assert capsys.readouterr() == ("", "")
