@@ -1,4 +1,5 @@
-"""SimpleNet training steps in fp32, O1, O2 and O2 with accumulation: minitorch_amp vs PyTorch.
+"""SimpleNet training steps in fp32, O1, O2 (float16 or bfloat16), O2 with accumulation:
+minitorch_amp vs PyTorch.
 
 One training step is forward, MSE loss, backward, loss scaling and the SGD update. Both
 frameworks train the same SimpleNet (three Linear layers, ReLU between) from the same initial
@@ -25,6 +26,9 @@ O2         ``amp.decorate(level='O2')`` (fp16 model,   ``model.half()`` and fp32
                                                        copied back into the fp16 model
 O2+acc4    O2, gradients of 4 batches summed in fp16   the same
            before one update
+O1-bf16,   O1 / O2 in bfloat16 (``dtype='bfloat16'``  ``torch.autocast(device, bfloat16)`` /
+O2-bf16    in ``auto_cast`` and ``decorate``), no      ``model.bfloat16()`` with fp32 masters as
+           GradScaler (bfloat16 has float32's range)   above; no GradScaler
 O1+graph,  the O1 / O2 step captured once as a CUDA    the same step captured with
 O2+graph   graph (``device.cuda.graphs.CUDAGraph``)    ``torch.cuda.graph``; its optimizer is
            after one eager step, then replayed: one    SGD(fused=True), whose GradScaler step
@@ -35,8 +39,9 @@ The graph modes need a GPU (CuPy on an NVIDIA device); elsewhere their rows say 
 ``kernels/step`` columns count the GPU activities of one step (kernels, memsets, copies) with
 ``torch.profiler``, which sees CuPy's launches too; they need PyTorch with CUDA.
 
-The loss is computed in float32 in every mode by both (our AMP lists run MSE in float32; the
-PyTorch O2 step casts the fp16 output up first). Both scalers start at 1024, dynamic. For
+The loss is computed in float32 in every mode by both (our AMP lists run MSE in float32, or
+promote it to the float32 targets in bfloat16; the PyTorch O2 step casts the 16-bit output up
+first). Both float16 scalers start at 1024, dynamic. For
 O2+acc4 one timed step is 4 batches and one update; the table divides it by 4 (ms per batch).
 
 Memory: the peak device memory of each mode above what was allocated before it (model, grads,
@@ -79,8 +84,9 @@ try:
 except ImportError:  # the comparison is optional: ours alone still runs
     torch = None
 
-MODES = ("fp32", "O1", "O2", "O2+acc4", "O1+graph", "O2+graph")
+MODES = ("fp32", "O1", "O2", "O2+acc4", "O1+graph", "O2+graph", "O1-bf16", "O2-bf16")
 GRAPH = "+graph"
+BF16 = "-bf16"
 ACCUMULATE = 4
 LEARNING_RATE = 1e-4
 INIT_SCALE = 1024.0
@@ -126,15 +132,17 @@ def ours_step(mode: str, width: int, batches: list):
 
         return step, weights
 
-    level = "O1" if mode == "O1" else "O2"
+    level = "O1" if mode.startswith("O1") else "O2"
+    dtype = "bfloat16" if mode.endswith(BF16) else "float16"
     if level == "O2":
-        model, optimizer = amp.decorate(models=model, optimizers=optimizer, level="O2")
-    scaler = amp.GradScaler(init_loss_scaling=INIT_SCALE)
+        model, optimizer = amp.decorate(model, optimizer, level="O2", dtype=dtype)
+    # bfloat16 needs no loss scaling: a disabled scaler passes the loss and the step through
+    scaler = amp.GradScaler(enable=dtype == "float16", init_loss_scaling=INIT_SCALE)
     accumulate = ACCUMULATE if mode == "O2+acc4" else 1
 
     def step():
         for x, y in batches[:accumulate]:
-            with amp.auto_cast(level=level):
+            with amp.auto_cast(level=level, dtype=dtype):
                 loss = mse(model(x), y)
             scaler.scale(loss).backward()
         scaler.minimize(optimizer, loss)
@@ -170,14 +178,15 @@ def torch_step(mode: str, weights: list, batches: list, device):
 
         return step
 
-    scaler = torch.amp.GradScaler(device.type, init_scale=INIT_SCALE)
+    low = torch.bfloat16 if mode.endswith(BF16) else torch.float16
+    scaler = torch.amp.GradScaler(device.type, init_scale=INIT_SCALE, enabled=low == torch.float16)
     fused = mode.endswith(GRAPH)  # capturable: its scaler step reads no host value
     if mode.startswith("O1"):
         optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, fused=fused)
 
         def step():
             x, y = batches[0]
-            with torch.autocast(device.type, dtype=torch.float16):
+            with torch.autocast(device.type, dtype=low):
                 loss = mse_loss(model(x), y)
             scaler.scale(loss).backward()
             scaler.step(optimizer)
@@ -187,22 +196,22 @@ def torch_step(mode: str, weights: list, batches: list, device):
 
         return torch_graph(step) if fused else step
 
-    # O2 by hand: an fp16 model, fp32 master copies that the optimizer owns.
-    params = list(model.half().parameters())
+    # O2 by hand: a 16-bit model, fp32 master copies that the optimizer owns.
+    params = list(model.to(low).parameters())
     masters = [p.detach().float().requires_grad_() for p in params]
     optimizer = torch.optim.SGD(masters, lr=LEARNING_RATE, fused=fused)
     accumulate = ACCUMULATE if mode == "O2+acc4" else 1
 
     def step():
         for x, y in batches[:accumulate]:
-            loss = mse_loss(model(x.half()).float(), y)
+            loss = mse_loss(model(x.to(low)).float(), y)
             scaler.scale(loss).backward()
         for master, p in zip(masters, params):
             master.grad = p.grad.float()
         scaler.step(optimizer)  # unscales the master grads, skips the step on inf/NaN
         scaler.update()
         with torch.no_grad():
-            torch._foreach_copy_(params, masters)  # fp32 -> fp16, round to nearest even
+            torch._foreach_copy_(params, masters)  # fp32 -> 16 bits, round to nearest even
         model.zero_grad()
         optimizer.zero_grad()
         return loss
@@ -259,7 +268,8 @@ def torch_device_for_ours():
 def check_same_start(mode: str, ours_loss, torch_loss) -> None:
     """Both frameworks must train the same model: their first losses agree."""
     a, b = float(ours_loss.item()), float(torch_loss.item())
-    tolerance = 1e-4 if mode == "fp32" else 1e-2  # fp16 activations round differently
+    # 16-bit activations round differently; bfloat16 keeps 3 bits fewer than float16
+    tolerance = 1e-4 if mode == "fp32" else 3e-2 if mode.endswith(BF16) else 1e-2
     if abs(a - b) > tolerance * max(abs(a), abs(b)):
         raise RuntimeError(f"{mode}: first losses differ (ours {a}, torch {b}): not one model")
 

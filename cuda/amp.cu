@@ -1,9 +1,11 @@
 // amp.cu: the two kernels of dynamic loss scaling, so that GradScaler never waits for the host.
 //
 // 1. unscale_and_check<T>: multi-tensor "g = g * inv_scale; found_inf |= !isfinite(g)".
-//    ONE launch handles every gradient of one dtype T (__half, float or double), in place.
+//    ONE launch handles every gradient of one dtype T (__half, __nv_bfloat16, float or
+//    double), in place.
 //      - T = __half: g is widened to float, multiplied by inv_scale in float, rounded to
 //        nearest even back to half (__float2half_rn);
+//      - T = __nv_bfloat16: the same with __float2bfloat16_rn (a CuPy >= 14 bfloat16 array);
 //      - T = float: one float multiply;  T = double: (double)inv_scale * g.
 //    NOTE: finiteness is judged on the value just written, AFTER narrowing: a finite half
 //    such as 40000 times an inv_scale of 2 becomes inf only here, and must be found.
@@ -39,6 +41,7 @@
 // update_loss_scaling on CuPy arrays, when backend.kernels.enabled()).
 // NumPy twins (the specification): the same two functions on NumPy arrays.
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 namespace {
@@ -52,6 +55,12 @@ __device__ __forceinline__ __half unscale(__half g, float inv, bool& bad)
 {
     const __half out = __float2half_rn(__half2float(g) * inv);
     bad |= (__half_as_ushort(out) & 0x7c00u) == 0x7c00u;
+    return out;
+}
+__device__ __forceinline__ __nv_bfloat16 unscale(__nv_bfloat16 g, float inv, bool& bad)
+{
+    const __nv_bfloat16 out = __float2bfloat16_rn(__bfloat162float(g) * inv);
+    bad |= (__bfloat16_as_ushort(out) & 0x7f80u) == 0x7f80u;
     return out;
 }
 __device__ __forceinline__ float unscale(float g, float inv, bool& bad)
@@ -155,10 +164,12 @@ extern "C" __global__ void update_loss_scaling(const bool* __restrict__ found_in
     *good_steps = increase ? 0 : good;  // reset even when growing was refused (inf)
 }
 
-// The three gradient dtypes, instantiated explicitly so that nvcc builds (and CI checks) them
+// The four gradient dtypes, instantiated explicitly so that nvcc builds (and CI checks) them
 // too; the loader names the same instantiations in its name expressions.
 template __global__ void unscale_and_check<__half>(const long long*, int, int, const float*,
                                                    bool*);
+template __global__ void unscale_and_check<__nv_bfloat16>(const long long*, int, int,
+                                                         const float*, bool*);
 template __global__ void unscale_and_check<float>(const long long*, int, int, const float*,
                                                   bool*);
 template __global__ void unscale_and_check<double>(const long long*, int, int, const float*,

@@ -1,11 +1,14 @@
-// cast.cu: float32 <-> float16 elementwise casts, 16-byte vectorised, with an optional
-// device-side overflow flag.
+// cast.cu: float32 <-> float16 and float32 <-> bfloat16 elementwise casts, 16-byte
+// vectorised, with an optional device-side overflow flag.
 //
 // What it computes
 //   cast_f32_to_f16        dst[i] = __float2half_rn(src[i])   round to nearest even
 //   cast_f32_to_f16_check  the same, and *found_inf = true when any dst[i] is inf or NaN
 //   cast_f16_to_f32        dst[i] = __half2float(src[i])      exact (every half is a float)
 //   cast_f16_to_f32_check  the same, and *found_inf = true when any dst[i] is inf or NaN
+//   cast_f32_to_bf16[_check]  dst[i] = __float2bfloat16_rn(src[i])  round to nearest even;
+//                          at or above (2 - 2^-8) * 2^127 it becomes +-inf, NaN stays NaN
+//   cast_bf16_to_f32[_check]  dst[i] = __bfloat162float(src[i])      exact (a shift by 16)
 //
 //   Rounding is IEEE round-to-nearest-even: a float32 at or above 65520 (65504 plus half an
 //   ulp) becomes +-inf, NaN stays NaN (its payload and sign are not specified), float16
@@ -26,25 +29,47 @@
 //   view offset by one element into a fresh half array) every element takes the scalar
 //   path: still coalesced, just more instructions per byte.
 //
-// Dtypes: float* <-> __half* (C-contiguous), n as int64 (long long), found_inf bool [1].
+// Dtypes: float* <-> __half* or __nv_bfloat16* (C-contiguous), n as int64 (long long),
+// found_inf bool [1]. A bfloat16 array is a CuPy array of ml_dtypes.bfloat16 (CuPy >= 14);
+// the kernel reads its bytes as __nv_bfloat16.
 //
 // Python caller: minitorch_amp/backend/cast.py, cast(x, dtype, found_inf=None).
 // NumPy twin (the specification): the same function on NumPy arrays,
 //   x.astype(dtype), and found_inf |= not isfinite(result).all().
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 namespace {
 
 constexpr int kVec = 8;  // elements per vector step
 
-__device__ __forceinline__ __half convert(float x) { return __float2half_rn(x); }
-__device__ __forceinline__ float convert(__half x) { return __half2float(x); }
+// convert<Dst>(x): the one rounding of each direction (the result type picks the overload).
+template <typename Dst, typename Src>
+__device__ __forceinline__ Dst convert(Src x);
+template <>
+__device__ __forceinline__ __half convert<__half, float>(float x) { return __float2half_rn(x); }
+template <>
+__device__ __forceinline__ float convert<float, __half>(__half x) { return __half2float(x); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 convert<__nv_bfloat16, float>(float x)
+{
+    return __float2bfloat16_rn(x);
+}
+template <>
+__device__ __forceinline__ float convert<float, __nv_bfloat16>(__nv_bfloat16 x)
+{
+    return __bfloat162float(x);
+}
 
 // Non-finite (inf or NaN) means an all-ones exponent.
 __device__ __forceinline__ bool non_finite(__half x)
 {
     return (__half_as_ushort(x) & 0x7c00u) == 0x7c00u;
+}
+__device__ __forceinline__ bool non_finite(__nv_bfloat16 x)
+{
+    return (__bfloat16_as_ushort(x) & 0x7f80u) == 0x7f80u;
 }
 __device__ __forceinline__ bool non_finite(float x)
 {
@@ -96,7 +121,7 @@ __device__ __forceinline__ void cast_body(const Src* __restrict__ src, Dst* __re
     const long long tail = head + n_vec * kVec;
 
     for (long long i = tid; i < head; i += stride) {
-        dst[i] = convert(src[i]);
+        dst[i] = convert<Dst>(src[i]);
         if (kCheck) bad |= non_finite(dst[i]);
     }
     for (long long k = tid; k < n_vec; k += stride) {
@@ -105,13 +130,13 @@ __device__ __forceinline__ void cast_body(const Src* __restrict__ src, Dst* __re
         in.load(src + head + k * kVec);
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
-            out.v[j] = convert(in.v[j]);
+            out.v[j] = convert<Dst>(in.v[j]);
             if (kCheck) bad |= non_finite(out.v[j]);
         }
         out.store(dst + head + k * kVec);
     }
     for (long long i = tail + tid; i < n; i += stride) {
-        dst[i] = convert(src[i]);
+        dst[i] = convert<Dst>(src[i]);
         if (kCheck) bad |= non_finite(dst[i]);
     }
     // NOTE: a plain store, no atomic: every writer stores the same value, and nobody clears.
@@ -144,4 +169,30 @@ extern "C" __global__ void cast_f16_to_f32_check(const __half* __restrict__ src,
                                                  bool* found_inf)
 {
     cast_body<__half, float, true>(src, dst, n, found_inf);
+}
+
+extern "C" __global__ void cast_f32_to_bf16(const float* __restrict__ src,
+                                            __nv_bfloat16* __restrict__ dst, long long n)
+{
+    cast_body<float, __nv_bfloat16, false>(src, dst, n, nullptr);
+}
+
+extern "C" __global__ void cast_f32_to_bf16_check(const float* __restrict__ src,
+                                                  __nv_bfloat16* __restrict__ dst, long long n,
+                                                  bool* found_inf)
+{
+    cast_body<float, __nv_bfloat16, true>(src, dst, n, found_inf);
+}
+
+extern "C" __global__ void cast_bf16_to_f32(const __nv_bfloat16* __restrict__ src,
+                                            float* __restrict__ dst, long long n)
+{
+    cast_body<__nv_bfloat16, float, false>(src, dst, n, nullptr);
+}
+
+extern "C" __global__ void cast_bf16_to_f32_check(const __nv_bfloat16* __restrict__ src,
+                                                  float* __restrict__ dst, long long n,
+                                                  bool* found_inf)
+{
+    cast_body<__nv_bfloat16, float, true>(src, dst, n, found_inf);
 }

@@ -12,7 +12,7 @@
 //       v = alpha * acc;  v = v + beta * C_in (only when beta != 0: C is not read otherwise);
 //       with flag EPILOGUE_BIAS: v = OutT(v) (rounded to the output type), v = v + bias[n];
 //       v = v < 0 ? 0 : v (flag EPILOGUE_RELU; NaN stays);
-//   then a rounding to OutT (float16 or float32) on the store. C is M x N with ldc, updated
+//   then a rounding to OutT (float16, bfloat16 or float32) on the store. C is M x N with ldc, updated
 //   in place; bias has N entries of type OutT. Any M, N, K >= 0 works, and any lda/ldb/ldc.
 //   NOTE: the product is rounded to OutT before the bias is added, as an unfused GEMM then
 //   add would (Paddle's F.linear is a matmul op then an add op): one launch, their result.
@@ -23,6 +23,13 @@
 //       wgrad     dW = x^T @ dy    gemm_f16<true,  false, float or __half>   (TN)
 //   No data is transposed in memory: the transposes are absorbed by how tiles are loaded
 //   into shared memory and by ldmatrix's .trans variant (below).
+//
+//   bfloat16: gemm_bf16<TRANS_A, TRANS_B, OutT> (OutT = __nv_bfloat16 or float) is the same
+//   kernel body with InT = __nv_bfloat16: the tiles, swizzle, cp.async and ldmatrix move
+//   16-bit values whatever they mean, and only the tensor-core instruction differs
+//   (mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, the same fragment layout). A
+//   product of two bfloat16 values (8 significant bits each) is exact in float32 too, so
+//   the twin's float32 products, float32 sums and roundings to OutT hold unchanged.
 //
 // TILING (one block = 256 threads = 8 warps computes a 128 x 128 tile of C)
 //
@@ -88,7 +95,8 @@
 //   dynamic shared memory = STAGES * 16 KB = 64 KB (> 48 KB: the caller raises the kernel's
 //   max_dynamic_shared_size_bytes first). Needs sm_80+ (cp.async, the m16n8k16 f16 mma).
 //
-// DTYPES: A, B float16; C, C_in and bias OutT (float16 or float32); alpha, beta float32;
+// DTYPES: A, B float16 (gemm_bf16: bfloat16); C, C_in and bias OutT (the input type or
+//   float32); alpha, beta float32;
 //   M, N, K, lda, ldb, ldc, flags int32.
 //
 // CALLER: minitorch_amp/backend/gemm.py (gemm(), which registers the six instantiations at
@@ -101,6 +109,7 @@
 //   threads as cooperative fibers, so the index arithmetic is tested without a GPU
 //   (tests/test_gemm_emulator.py).
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #ifndef GEMM_STAGES
@@ -195,7 +204,35 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4],
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// The bfloat16 tensor-core instruction: the same fragments, bfloat16 pairs in the registers.
+__device__ __forceinline__ void mma_16816_bf16(float (&d)[4], const unsigned (&a)[4],
+                                               const unsigned (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
 #endif  // MINITORCH_GEMM_HOST_EMULATION
+
+// The instruction for the input type: Mma<__half>::run or Mma<__nv_bfloat16>::run.
+template <typename InT>
+struct Mma;
+template <>
+struct Mma<__half> {
+    static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4],
+                                               const unsigned (&b)[2]) {
+        mma_16816(d, a, b);
+    }
+};
+template <>
+struct Mma<__nv_bfloat16> {
+    static __device__ __forceinline__ void run(float (&d)[4], const unsigned (&a)[4],
+                                               const unsigned (&b)[2]) {
+        mma_16816_bf16(d, a, b);
+    }
+};
 
 // ---------------------------------------------------------------------------------------
 // Shared-memory tiles: layout, swizzle, and the global -> shared copy.
@@ -210,7 +247,8 @@ __device__ __forceinline__ unsigned swizzled(int row, int chunk) {
 }
 
 // Rows of the operand start on 16-byte boundaries: cp.async may copy 8 halves at a time.
-__device__ __forceinline__ bool vectorizable(const __half* p, int ld) {
+template <typename InT>
+__device__ __forceinline__ bool vectorizable(const InT* p, int ld) {
     return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0 && ld % 8 == 0;
 }
 
@@ -223,8 +261,8 @@ __device__ __forceinline__ int clamp_0_8(int x) {
 // the tile starts at row outer0, column inner0. K_MAJOR tiles ([128][32]) hold A or B^T
 // (outer = m or n, inner = k); the others ([32][128]) hold A^T or B (outer = k, inner = m
 // or n). Every thread copies two 16-byte chunks; outside the matrix they are zeros.
-template <bool K_MAJOR>
-__device__ __forceinline__ void load_tile(unsigned tile, const __half* __restrict__ g, int ld,
+template <bool K_MAJOR, typename InT>
+__device__ __forceinline__ void load_tile(unsigned tile, const InT* __restrict__ g, int ld,
                                           int outer0, int outer_extent, int inner0,
                                           int inner_extent, bool vec, int tid) {
     constexpr int CHUNKS = K_MAJOR ? BK / 8 : BM / 8;
@@ -236,7 +274,7 @@ __device__ __forceinline__ void load_tile(unsigned tile, const __half* __restric
         const int outer = outer0 + row;
         const int inner = inner0 + chunk * 8;
         const int count = outer < outer_extent ? clamp_0_8(inner_extent - inner) : 0;
-        const __half* src = count > 0 ? g + static_cast<long long>(outer) * ld + inner : g;
+        const InT* src = count > 0 ? g + static_cast<long long>(outer) * ld + inner : g;
         const unsigned dst = tile + swizzled<CHUNKS>(row, chunk);
         if (vec) {
             cp_async_16(dst, src, count * 2);
@@ -268,11 +306,21 @@ __device__ __forceinline__ void store_out_pair(float* p, float v0, float v1) {
 __device__ __forceinline__ void store_out_pair(__half* p, float v0, float v1) {
     *reinterpret_cast<__half2*>(p) = __floats2half2_rn(v0, v1);
 }
+__device__ __forceinline__ float load_out(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+__device__ __forceinline__ void store_out(__nv_bfloat16* p, float v) {
+    *p = __float2bfloat16_rn(v);
+}
+__device__ __forceinline__ void store_out_pair(__nv_bfloat16* p, float v0, float v1) {
+    *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(v0, v1);
+}
 
 // v rounded to OutT and back: what a GEMM that stored its result would hand an add.
 __device__ __forceinline__ float round_to(float v, const float*) { return v; }
 __device__ __forceinline__ float round_to(float v, const __half*) {
     return __half2float(__float2half_rn(v));
+}
+__device__ __forceinline__ float round_to(float v, const __nv_bfloat16*) {
+    return __bfloat162float(__float2bfloat16_rn(v));
 }
 
 // float32 epilogue; __fmul_rn/__fadd_rn forbid FMA contraction so the NumPy twin's separate
@@ -307,11 +355,12 @@ __device__ __forceinline__ void grouped_tile(int b, int tiles_m, int tiles_n, in
 // The kernel.
 // ---------------------------------------------------------------------------------------
 
-template <bool TRANS_A, bool TRANS_B, typename OutT>
-__global__ void __launch_bounds__(THREADS, 2)
-    gemm_f16(const __half* __restrict__ A, const __half* __restrict__ B, OutT* C,
-             const OutT* bias, int M, int N, int K, int lda, int ldb, int ldc, float alpha,
-             float beta, int flags) {
+// The body of both kernels; InT (__half or __nv_bfloat16) picks only the mma instruction.
+template <typename InT, bool TRANS_A, bool TRANS_B, typename OutT>
+__device__ __forceinline__ void gemm_body(const InT* __restrict__ A, const InT* __restrict__ B,
+                                          OutT* C, const OutT* bias, int M, int N, int K,
+                                          int lda, int ldb, int ldc, float alpha, float beta,
+                                          int flags) {
     const unsigned smem = smem_address(dynamic_smem());
     const int tid = static_cast<int>(threadIdx.x);
     const int lane = tid % 32;
@@ -404,7 +453,7 @@ __global__ void __launch_bounds__(THREADS, 2)
 #pragma unroll
             for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
-                for (int ni = 0; ni < NI; ++ni) mma_16816(acc[mi][ni], a[mi], b[ni]);
+                for (int ni = 0; ni < NI; ++ni) Mma<InT>::run(acc[mi][ni], a[mi], b[ni]);
             }
         }
     }
@@ -452,7 +501,25 @@ __global__ void __launch_bounds__(THREADS, 2)
     }
 }
 
-// The six kernels backend/gemm.py registers (NVRTC instantiates them from the name
+template <bool TRANS_A, bool TRANS_B, typename OutT>
+__global__ void __launch_bounds__(THREADS, 2)
+    gemm_f16(const __half* __restrict__ A, const __half* __restrict__ B, OutT* C,
+             const OutT* bias, int M, int N, int K, int lda, int ldb, int ldc, float alpha,
+             float beta, int flags) {
+    gemm_body<__half, TRANS_A, TRANS_B, OutT>(A, B, C, bias, M, N, K, lda, ldb, ldc, alpha,
+                                               beta, flags);
+}
+
+template <bool TRANS_A, bool TRANS_B, typename OutT>
+__global__ void __launch_bounds__(THREADS, 2)
+    gemm_bf16(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ B,
+              OutT* C, const OutT* bias, int M, int N, int K, int lda, int ldb, int ldc,
+              float alpha, float beta, int flags) {
+    gemm_body<__nv_bfloat16, TRANS_A, TRANS_B, OutT>(A, B, C, bias, M, N, K, lda, ldb, ldc,
+                                                      alpha, beta, flags);
+}
+
+// The kernels backend/gemm.py registers (NVRTC instantiates them from the name
 // expressions; these explicit instantiations make `nvcc -c` build them too).
 #define GEMM_INSTANTIATE(TA, TB, OUT)                                                         \
     template __global__ void gemm_f16<TA, TB, OUT>(const __half* __restrict__,                \
@@ -466,4 +533,16 @@ GEMM_INSTANTIATE(false, false, float)
 GEMM_INSTANTIATE(false, true, float)
 GEMM_INSTANTIATE(true, false, float)
 #undef GEMM_INSTANTIATE
+#define GEMM_BF16_INSTANTIATE(TA, TB, OUT)                                                     \
+    template __global__ void gemm_bf16<TA, TB, OUT>(const __nv_bfloat16* __restrict__,         \
+                                                    const __nv_bfloat16* __restrict__, OUT*,   \
+                                                    const OUT*, int, int, int, int, int, int,  \
+                                                    float, float, int);
+GEMM_BF16_INSTANTIATE(false, false, __nv_bfloat16)
+GEMM_BF16_INSTANTIATE(false, true, __nv_bfloat16)
+GEMM_BF16_INSTANTIATE(true, false, __nv_bfloat16)
+GEMM_BF16_INSTANTIATE(false, false, float)
+GEMM_BF16_INSTANTIATE(false, true, float)
+GEMM_BF16_INSTANTIATE(true, false, float)
+#undef GEMM_BF16_INSTANTIATE
 

@@ -59,13 +59,17 @@
 // vector load/store per array when the tensor's pointers are aligned to the vector size
 // (chunk starts keep that alignment: kChunk is a multiple of kVec), else element by element.
 //
-// Launch: grid (C,), block (kThreads,). Kernels (name expressions, T/G in {__half, float}):
+// Launch: grid (C,), block (kThreads,). Kernels (name expressions, T/G in {__half,
+// __nv_bfloat16, float}):
 //     sgd_step<T, G>(tensors, chunks, found_inf, base_lr)
 //     momentum_step<T, G>(tensors, chunks, found_inf, base_lr, float mu, int nesterov)
 //     adam_step<T, G>(tensors, chunks, int n_tensors, unsigned* blocks_done, found_inf,
 //                     base_lr, float beta1, float beta2, float one_minus_beta1,
 //                     float one_minus_beta2, float epsilon)
-// compiled for (T, G) = (__half, __half), (__half, float), (float, float).
+// compiled for (T, G) = (__half, __half), (__half, float), (__nv_bfloat16, __nv_bfloat16),
+// (__nv_bfloat16, float), (float, float). A bfloat16 parameter or gradient is a CuPy (>= 14)
+// array of ml_dtypes.bfloat16; its bytes are read as __nv_bfloat16, and the optimize-cast
+// rounds with __float2bfloat16_rn (nearest even, as ml_dtypes' astype in the twin).
 //
 // Python caller: minitorch_amp/backend/fused_optim.py (fused_sgd, fused_momentum, fused_adam
 // on CuPy arrays, when backend.kernels.enabled()), called by Optimizer.step() once per
@@ -75,6 +79,7 @@
 // tests/test_fused_optim_kernel.py holds this file to the twin bit for bit on a CPU
 // emulator (tests/optim_emulator.cpp) and, with a GPU, on the device.
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 // One tensor of the bucket, as fused_optim.TENSOR_ARGS packs it.
@@ -102,12 +107,17 @@ constexpr int kVec = 4;              // consecutive elements per thread per iter
 
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 
 template <typename X> __device__ __forceinline__ X from_float(float x);
 template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
 template <> __device__ __forceinline__ __half from_float<__half>(float x)
 {
     return __float2half_rn(x);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x)
+{
+    return __float2bfloat16_rn(x);
 }
 
 // kVec elements of X moved as one aligned load/store (16 bytes of float, 8 of half).
@@ -282,5 +292,7 @@ __global__ void __launch_bounds__(kThreads)
                                              float, float);
 INSTANTIATE(__half, __half)
 INSTANTIATE(__half, float)
+INSTANTIATE(__nv_bfloat16, __nv_bfloat16)
+INSTANTIATE(__nv_bfloat16, float)
 INSTANTIATE(float, float)
 #undef INSTANTIATE

@@ -83,12 +83,42 @@ def render_amp_lists() -> str:
     return "\n".join(lines)
 
 
+BF16_BEGIN, BF16_END = "<!-- op-lists-bf16:begin -->", "<!-- op-lists-bf16:end -->"
+
+
+def render_bf16_lists() -> str:
+    """The per-level lists of auto_cast(dtype='bfloat16'), from amp.bf16's functions."""
+    from minitorch_amp.amp import bf16
+
+    never = {n for n, op in OP_TABLE.items() if op.amp == "none"}
+    lines = [
+        BF16_BEGIN,
+        "| level | bfloat16 (white) | float32 (black) | follow the inputs (promote) |",
+        "|---|---|---|---|",
+    ]
+    for level in ("OD", "O1", "O2"):
+        white, black = bf16.bf16_white_list(level), bf16.bf16_black_list(level)
+        if level == "OD":
+            black_text, gray = "every other op", "(none)"
+        else:
+            black_text = _names(black)
+            gray = _names(set(OP_TABLE) - white - black - never)
+        lines.append(f"| {level} | {_names(white)} | {black_text} | {gray} |")
+    lines.append(BF16_END)
+    return "\n".join(lines)
+
+
+def _replace(current: str, begin: str, end: str, block: str) -> str:
+    if begin not in current or end not in current:
+        raise SystemExit(f"docs/levels.md needs the markers {begin} and {end}")
+    head, rest = current.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return head + block + tail
+
+
 def render_amp_doc(current: str) -> str:
-    if BEGIN not in current or END not in current:
-        raise SystemExit(f"docs/levels.md needs the markers {BEGIN} and {END}")
-    head, rest = current.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return head + render_amp_lists() + tail
+    current = _replace(current, BEGIN, END, render_amp_lists())
+    return _replace(current, BF16_BEGIN, BF16_END, render_bf16_lists())
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ alone changes: on a CPU float16 is emulated and slower, and the test accuracy st
 
     python examples/digits_mlp.py               # fp32, O1 and O2 side by side
     python examples/digits_mlp.py --mode O2     # pure fp16 with fp32 master weights only
+    python examples/digits_mlp.py --dtype bfloat16   # O1 and O2 in bfloat16 (no loss scaling)
     python examples/digits_mlp.py --device gpu  # on the GPU (CuPy and a CUDA device)
 
 Needs scikit-learn (``pip install ".[examples]"``).
@@ -110,18 +111,20 @@ class DigitsMLP(nn.Layer):
         return self.net(x)
 
 
-def autocast_for(mode: str) -> amp.auto_cast:
-    """``auto_cast`` at the mode's level; switched off (a no-op region) for fp32."""
+def autocast_for(mode: str, dtype: str = "float16") -> amp.auto_cast:
+    """``auto_cast`` at the mode's level in ``dtype``; switched off (a no-op region) for fp32."""
     if mode == "fp32":
         return amp.auto_cast(enable=False)
-    return amp.auto_cast(level=mode)
+    return amp.auto_cast(level=mode, dtype=dtype)
 
 
-def evaluate(model: nn.Layer, x: np.ndarray, y: np.ndarray, mode: str) -> float:
+def evaluate(
+    model: nn.Layer, x: np.ndarray, y: np.ndarray, mode: str, dtype: str = "float16"
+) -> float:
     """Accuracy of ``model`` on ``(x, y)``, run as it would be deployed: eval mode, no graph,
-    the same ``auto_cast`` level as training (so O1/O2 infer in float16 too)."""
+    the same ``auto_cast`` as training (so O1/O2 infer in 16 bits too)."""
     model.eval()
-    with mt.no_grad(), autocast_for(mode):
+    with mt.no_grad(), autocast_for(mode, dtype):
         predicted = model(mt.to_tensor(x)).argmax(axis=-1).numpy()
     model.train()
     return float((predicted == y).mean())
@@ -135,6 +138,7 @@ def train(
     seed: int = 0,
     data: Digits | None = None,
     log=print,
+    dtype: str = "float16",
 ) -> Result:
     """Train :class:`DigitsMLP` in ``mode`` and return its test accuracy, loss and time.
 
@@ -142,6 +146,8 @@ def train(
     the loss with a ``GradScaler``; O2 also ``decorate``s model and optimizer (float16
     weights, fp32 master weights kept and updated by Adam). ``seed`` fixes the initial
     weights, the batch order and the dropout masks, identically for every mode.
+    ``dtype='bfloat16'`` runs O1/O2 in bfloat16, without a GradScaler (bfloat16 has float32's
+    exponent range: nothing underflows that loss scaling would rescue).
 
     Example:
         >>> result = train("O2", epochs=1, log=None)  # doctest: +SKIP
@@ -150,6 +156,8 @@ def train(
     """
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} is not available; choose one of {MODES}")
+    if dtype not in ("float16", "bfloat16"):
+        raise ValueError(f"dtype must be 'float16' or 'bfloat16', got {dtype!r}")
     if epochs < 1 or batch_size < 1:
         raise ValueError(f"epochs and batch_size must be at least 1, got {epochs}, {batch_size}")
     data = load_data() if data is None else data
@@ -159,9 +167,9 @@ def train(
     mt.seed(seed)
     model = DigitsMLP()
     optimizer = mt.optimizer.Adam(learning_rate=learning_rate, parameters=model.parameters())
-    scaler = amp.GradScaler(enable=mode != "fp32", init_loss_scaling=1024)
+    scaler = amp.GradScaler(enable=mode != "fp32" and dtype == "float16", init_loss_scaling=1024)
     if mode == "O2":
-        model, optimizer = amp.decorate(models=model, optimizers=optimizer, level="O2")
+        model, optimizer = amp.decorate(model, optimizer, level="O2", dtype=dtype)
 
     order = np.random.default_rng(seed)  # the batch order: a NumPy generator, same every mode
     n = len(data.y_train)
@@ -172,7 +180,7 @@ def train(
         batch_losses = []  # device scalars, read once per epoch: no host sync per step
         for i in range(0, n, batch_size):
             x, y = x_all[i : i + batch_size], y_all[i : i + batch_size]
-            with autocast_for(mode):
+            with autocast_for(mode, dtype):
                 loss = nn.functional.cross_entropy(model(x), y)
             scaler.scale(loss).backward()
             scaler.minimize(optimizer, loss)  # = optimizer.step() when scaling is off
@@ -182,7 +190,7 @@ def train(
         log(f"{mode} epoch {epoch + 1}/{epochs}: train loss = {epoch_losses[-1]:.4f}")
     seconds = time.perf_counter() - start
 
-    accuracy = evaluate(model, data.x_test, data.y_test, mode)
+    accuracy = evaluate(model, data.x_test, data.y_test, mode, dtype)
     return Result(mode, accuracy, epoch_losses[-1], seconds, epoch_losses)
 
 
@@ -208,6 +216,9 @@ def main(argv=None) -> None:
     parser.add_argument("--learning-rate", type=float, default=2e-3, help="Adam's step")
     parser.add_argument("--seed", type=int, default=0, help="weights and batch order")
     parser.add_argument(
+        "--dtype", default="float16", choices=("float16", "bfloat16"), help="O1/O2's 16-bit type"
+    )
+    parser.add_argument(
         "--device", default=None, help="'cpu', 'gpu' or 'gpu:N'; None: the GPU if usable"
     )
     parser.add_argument("--verbose", action="store_true", help="print the loss of every epoch")
@@ -232,6 +243,7 @@ def main(argv=None) -> None:
             seed=args.seed,
             data=data,
             log=write if args.verbose else None,
+            dtype=args.dtype,
         )
         for mode in modes
     ]

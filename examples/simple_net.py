@@ -6,8 +6,10 @@ CPU; ``--full`` uses the tutorial's sizes (4096 wide, batch 512, 50 batches, 5 e
 
     python examples/simple_net.py                  # fp32, small and quick, CPU or GPU
     python examples/simple_net.py --mode O2        # pure fp16 with fp32 master weights
+    python examples/simple_net.py --mode O2 --dtype bfloat16   # pure bf16 (no loss scaling)
     python examples/simple_net.py --accumulate 10  # update every 10 batches
     python examples/simple_net.py --compare        # fp32, O1 and O2 side by side, each warmed up
+    python examples/simple_net.py --compare --dtype bfloat16   # plus O1 and O2 in bfloat16
     python examples/simple_net.py --mode O2 --graph   # GPU: each update replayed as a CUDA graph
 
 Losses are summed on the device and read once per epoch: a ``loss.item()`` per batch would
@@ -69,6 +71,7 @@ def train(
     progress=False,
     log=print,
     graph=False,
+    dtype="float16",
 ) -> list[float]:
     """Train SimpleNet and return the mean loss of each epoch.
 
@@ -78,7 +81,13 @@ def train(
     gradients of N batches add up before each update. With ``graph=True`` (O1 or O2, on a
     GPU) the first update runs eagerly, is then captured as a CUDA graph, and every later
     update replays it on new batches copied into the same input tensors.
+
+    ``dtype='bfloat16'`` runs O1/O2 in bfloat16 without a GradScaler: bfloat16 has float32's
+    exponent range, so there is no underflow for a loss scale to prevent (Paddle's GradScaler
+    turns dynamic scaling off by itself after a bfloat16 auto_cast, with a warning).
     """
+    if dtype not in ("float16", "bfloat16"):
+        raise ValueError(f"dtype must be 'float16' or 'bfloat16', got {dtype!r}")
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} is not available; choose one of {MODES}")
     if accumulate < 1:
@@ -90,12 +99,13 @@ def train(
     optimizer = mt.optimizer.SGD(learning_rate=learning_rate, parameters=model.parameters())
     mse = nn.MSELoss()
     data, labels = make_data(input_size, batch_size, batches)
-    scaler = amp.GradScaler(enable=mode != "fp32", init_loss_scaling=1024)
+    scaler = amp.GradScaler(enable=mode != "fp32" and dtype == "float16", init_loss_scaling=1024)
     if mode == "O2":
-        model, optimizer = amp.decorate(models=model, optimizers=optimizer, level="O2")
+        model, optimizer = amp.decorate(models=model, optimizers=optimizer, level="O2", dtype=dtype)
 
     def forward_backward(x, y):
-        with amp.auto_cast(enable=mode != "fp32", level="O1" if mode == "fp32" else mode):
+        level = "O1" if mode == "fp32" else mode
+        with amp.auto_cast(enable=mode != "fp32", level=level, dtype=dtype):
             loss = mse(model(x), y)
         scaler.scale(loss).backward()
         return loss
@@ -182,11 +192,12 @@ def warm_up(mode: str, seconds: float = 1.0, **kwargs) -> int:
             return done
 
 
-def compare(graph=False, **kwargs) -> None:
+def compare(graph=False, bfloat16=False, **kwargs) -> None:
     """Run every mode on the same data; print time, speed-up, final loss, peak device memory.
 
     With ``graph=True`` the O1 and O2 runs are repeated with every update replayed as a
-    CUDA graph (rows ``O1 graph``, ``O2 graph``).
+    CUDA graph (rows ``O1 graph``, ``O2 graph``). With ``bfloat16=True`` O1 and O2 run in
+    bfloat16 as well (rows ``O1 bf16``, ``O2 bf16``).
 
     Each mode is timed after its own :func:`warm_up`. NOTE: timing a cold run is wrong on a
     GPU: its first steps compile the kernels the mode launches, which is not training time
@@ -196,18 +207,19 @@ def compare(graph=False, **kwargs) -> None:
     storage on the CPU, CuPy's pool on a GPU, above what was allocated before the run.
     """
     rows, warmup_batches = [], float("inf")
-    runs = [(mode, False) for mode in MODES]
-    runs += [(mode, True) for mode in MODES if graph and mode != "fp32"]
-    for mode, graphed in runs:
-        warmup_batches = min(warmup_batches, warm_up(mode, graph=graphed, **kwargs))
+    runs = [(mode, False, "float16") for mode in MODES]
+    runs += [(mode, True, "float16") for mode in MODES if graph and mode != "fp32"]
+    runs += [(mode, False, "bfloat16") for mode in MODES if bfloat16 and mode != "fp32"]
+    for mode, graphed, dtype in runs:
+        warmup_batches = min(warmup_batches, warm_up(mode, graph=graphed, dtype=dtype, **kwargs))
         gc.collect()
         base = mt.device.memory_allocated()
         mt.device.reset_max_memory_allocated()
         start = time.perf_counter()
-        run = {**kwargs, "mode": mode, "graph": graphed, "log": lambda *_: None}
+        run = {**kwargs, "mode": mode, "graph": graphed, "dtype": dtype, "log": lambda *_: None}
         losses = train(**run, progress=True)
         seconds = time.perf_counter() - start
-        name = f"{mode} graph" if graphed else mode
+        name = f"{mode} graph" if graphed else f"{mode} bf16" if dtype == "bfloat16" else mode
         rows.append((name, seconds, losses[-1], mt.device.max_memory_allocated() - base))
     base = rows[0][1]
     print(
@@ -234,6 +246,9 @@ def main(argv=None) -> None:
         "--device", default=None, help="'cpu', 'gpu' or 'gpu:N'; None: the GPU if usable"
     )
     parser.add_argument("--mode", default="fp32", choices=MODES, help="precision")
+    parser.add_argument(
+        "--dtype", default="float16", choices=("float16", "bfloat16"), help="O1/O2's 16-bit type"
+    )
     parser.add_argument("--accumulate", type=int, default=1, help="batches per update")
     parser.add_argument("--compare", action="store_true", help="run fp32, O1 and O2; a table")
     parser.add_argument(
@@ -269,11 +284,12 @@ def main(argv=None) -> None:
         except ValueError as exc:
             parser.error(str(exc))
     if args.compare:
-        compare(graph=args.graph, **sizes)
+        compare(graph=args.graph, bfloat16=args.dtype == "bfloat16", **sizes)
         return
     start = time.perf_counter()
-    train(**sizes, mode=args.mode, progress=True, log=write, graph=args.graph)
-    name = f"{args.mode}{' graph' if args.graph else ''}"
+    train(**sizes, mode=args.mode, progress=True, log=write, graph=args.graph, dtype=args.dtype)
+    bf16 = " bf16" if args.dtype == "bfloat16" and args.mode != "fp32" else ""
+    name = f"{args.mode}{bf16}{' graph' if args.graph else ''}"
     print(f"\n{name} time:\ntotal time = {time.perf_counter() - start:.3f} sec")
 
 

@@ -69,6 +69,7 @@ from .autograd.gradients import grad
 from .backend import Place, get_device, is_compiled_with_cuda, set_device
 from .backend.device import CPUPlace, CUDAPlace
 from .backend.dtypes import (
+    bfloat16,
     bool_,
     float16,
     float32,

@@ -49,6 +49,7 @@ class HostArray(np.ndarray):
 
 class NoDevice:
     id = 0
+    compute_capability = "80"  # what bfloat16's device check asks (Ampere: it has bfloat16)
 
     def __enter__(self):
         return self
@@ -103,6 +104,7 @@ def install(emulator, monkeypatch, file: str, block: int) -> list:
         assert emulator.launch(name.encode(), grid[0], block, argv) == 0, emulator.last_error()
 
     fake_cupy = SimpleNamespace(
+        __version__="14.0.0",  # a CuPy with a bfloat16 dtype
         ndarray=HostArray,
         asarray=lambda a: np.array(a).view(HostArray),
         zeros=lambda n, dtype: np.zeros(n, dtype).view(HostArray),

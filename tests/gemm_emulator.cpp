@@ -23,10 +23,12 @@
 // Build: g++ -std=c++17 -O2 -ffp-contract=off -I<cuda>/include -I<repo>/cuda gemm_emulator.cpp
 // Run:   gemm_emulator TA TB OUT M N K lda ldb ldc alpha beta flags misalign mode
 //                      a.bin b.bin c.bin bias.bin out.bin
-//   TA, TB: 0/1; OUT: f16 or f32; misalign: 1 offsets A, B and C by one element;
+//   TA, TB: 0/1; OUT: f16 or f32 (float16 inputs), bf16 or bf16f32 (bfloat16 inputs, bfloat16
+//   or float32 output: the gemm_bf16 kernel); misalign: 1 offsets A, B and C by one element;
 //   mode: early or late; the .bin files hold raw little-endian arrays (bias.bin may be "-").
 //   Prints one line: "ok blocks=<n> ldmatrix=<n> conflicts=<n>" and writes C to out.bin.
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <sys/mman.h>
 #include <ucontext.h>
@@ -39,6 +41,7 @@
 #include <deque>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #define MINITORCH_GEMM_HOST_EMULATION
@@ -297,16 +300,27 @@ static void fill_half_table() {
 //   B: b0 = (k 2t..2t+1, n g), b1 = (k 2t+8..2t+9, n g)
 //   C/D: c0, c1 = (g, 2t), (g, 2t+1); c2, c3 = (g+8, 2t), (g+8, 2t+1)
 // (in each 32-bit register the lower column / row index is the low half)
-static float a_element(const Exchange& e, int row, int col) {
-    const unsigned reg = e.a[4 * (row % 8) + (col % 8) / 2][row / 8 + 2 * (col / 8)];
-    return half_table[(reg >> (16 * (col % 2))) & 0xffff];
+// A bfloat16 is the upper half of a float32.
+static float bf16_value(unsigned bits) {
+    const unsigned word = (bits & 0xffffu) << 16;
+    float f;
+    std::memcpy(&f, &word, 4);
+    return f;
 }
-static float b_element(const Exchange& e, int k, int n) {
+static float half_value(unsigned bits) { return half_table[bits & 0xffffu]; }
+
+static float a_element(const Exchange& e, int row, int col, float (*value)(unsigned)) {
+    const unsigned reg = e.a[4 * (row % 8) + (col % 8) / 2][row / 8 + 2 * (col / 8)];
+    return value(reg >> (16 * (col % 2)));
+}
+static float b_element(const Exchange& e, int k, int n, float (*value)(unsigned)) {
     const unsigned reg = e.b[4 * n + (k % 8) / 2][k / 8];
-    return half_table[(reg >> (16 * (k % 2))) & 0xffff];
+    return value(reg >> (16 * (k % 2)));
 }
 
-void mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+// Both element types share the model: the fragments are the same, only the decoding differs.
+static void mma_model(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2],
+                      float (*value)(unsigned)) {
     const int lane = current % 32;
     Exchange& mine = slot();
     for (int i = 0; i < 4; ++i) mine.a[lane][i] = a[i];
@@ -316,9 +330,20 @@ void mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
     for (int i = 0; i < 4; ++i) {  // d[i] is (row g + 8 * (i / 2), column 2t + i % 2)
         const int row = g + 8 * (i / 2), col = 2 * t + i % 2;
         float sum = d[i];
-        for (int k = 0; k < 16; ++k) sum += a_element(e, row, k) * b_element(e, k, col);
+        for (int k = 0; k < 16; ++k) {
+            sum += a_element(e, row, k, value) * b_element(e, k, col, value);
+        }
         d[i] = sum;
     }
+}
+
+void mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+    mma_model(d, a, b, half_value);
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32: the same fragments, bfloat16 pairs.
+void mma_16816_bf16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+    mma_model(d, a, b, bf16_value);
 }
 
 #include "gemm_fp16.cu"
@@ -394,7 +419,7 @@ static unsigned char* load(const char* path, size_t lead, size_t* bytes) {
     return p;
 }
 
-template <bool TA, bool TB, typename OutT>
+template <bool TA, bool TB, typename OutT, typename InT = __half>
 static void launch(char** argv) {
     const int M = std::atoi(argv[4]), N = std::atoi(argv[5]), K = std::atoi(argv[6]);
     const int lda = std::atoi(argv[7]), ldb = std::atoi(argv[8]), ldc = std::atoi(argv[9]);
@@ -403,8 +428,8 @@ static void launch(char** argv) {
     const bool misalign = std::atoi(argv[13]) != 0;
     mode = std::string(argv[14]) == "late" ? LATE : EARLY;
     size_t a_bytes, b_bytes, c_bytes, bias_bytes = 0;
-    const auto* A = reinterpret_cast<const __half*>(load(argv[15], misalign ? 2 : 0, &a_bytes));
-    const auto* B = reinterpret_cast<const __half*>(load(argv[16], misalign ? 2 : 0, &b_bytes));
+    const auto* A = reinterpret_cast<const InT*>(load(argv[15], misalign ? 2 : 0, &a_bytes));
+    const auto* B = reinterpret_cast<const InT*>(load(argv[16], misalign ? 2 : 0, &b_bytes));
     auto* C = reinterpret_cast<OutT*>(load(argv[17], misalign ? sizeof(OutT) : 0, &c_bytes));
     const OutT* bias = C;  // never read unless flags say so
     if (std::string(argv[18]) != "-")
@@ -414,7 +439,11 @@ static void launch(char** argv) {
                 {reinterpret_cast<const unsigned char*>(B),
                  reinterpret_cast<const unsigned char*>(B) + b_bytes}};
     kernel_body = [=] {
-        gemm_f16<TA, TB, OutT>(A, B, C, bias, M, N, K, lda, ldb, ldc, alpha, beta, flags);
+        if constexpr (std::is_same<InT, __nv_bfloat16>::value) {
+            gemm_bf16<TA, TB, OutT>(A, B, C, bias, M, N, K, lda, ldb, ldc, alpha, beta, flags);
+        } else {
+            gemm_f16<TA, TB, OutT>(A, B, C, bias, M, N, K, lda, ldb, ldc, alpha, beta, flags);
+        }
     };
     const int blocks = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
     run_grid(blocks);
@@ -435,6 +464,12 @@ int main(int argc, char** argv) {
     else if (layout == "00f32") launch<false, false, float>(argv);
     else if (layout == "01f32") launch<false, true, float>(argv);
     else if (layout == "10f32") launch<true, false, float>(argv);
-    else fail("unknown layout: TA, TB in {00, 01, 10}, OUT in {f16, f32}");
+    else if (layout == "00bf16") launch<false, false, __nv_bfloat16, __nv_bfloat16>(argv);
+    else if (layout == "01bf16") launch<false, true, __nv_bfloat16, __nv_bfloat16>(argv);
+    else if (layout == "10bf16") launch<true, false, __nv_bfloat16, __nv_bfloat16>(argv);
+    else if (layout == "00bf16f32") launch<false, false, float, __nv_bfloat16>(argv);
+    else if (layout == "01bf16f32") launch<false, true, float, __nv_bfloat16>(argv);
+    else if (layout == "10bf16f32") launch<true, false, float, __nv_bfloat16>(argv);
+    else fail("unknown layout: TA, TB in {00, 01, 10}, OUT in {f16, f32, bf16, bf16f32}");
     return 0;
 }

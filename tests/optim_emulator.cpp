@@ -53,6 +53,10 @@ extern "C" int launch(const char* name, int grid, int block, void** args)
     std::function<void()> body;
     if (types == "<__half, __half>") body = kernel<__half, __half>(kind, args);
     if (types == "<__half, float>") body = kernel<__half, float>(kind, args);
+    if (types == "<__nv_bfloat16, __nv_bfloat16>") {
+        body = kernel<__nv_bfloat16, __nv_bfloat16>(kind, args);
+    }
+    if (types == "<__nv_bfloat16, float>") body = kernel<__nv_bfloat16, float>(kind, args);
     if (types == "<float, float>") body = kernel<float, float>(kind, args);
     if (!body) {
         emu::error = "unknown kernel name";

@@ -99,10 +99,12 @@ def test_unknown_devices_raise_value_error(device):
 def test_known_devices_answer():
     assert amp.is_float16_supported() and amp.is_float16_supported("cpu")
     assert amp.is_float16_supported(mt.Place("cpu"))
-    assert not amp.is_bfloat16_supported("cpu")
+    assert amp.is_bfloat16_supported("cpu")  # emulated with ml_dtypes (docs/bf16.md)
     if not mt.is_compiled_with_cuda():  # Paddle: a GPU it cannot use is a ValueError too
         with pytest.raises(ValueError, match="cannot use 'gpu'"):
             amp.is_float16_supported("gpu")
+        with pytest.raises(ValueError, match="cannot use 'gpu'"):
+            amp.is_bfloat16_supported("gpu")
 
 
 # ---- the tensor checker sees backward ops; its step window stops (test_tensor_checker.py) --

@@ -106,6 +106,7 @@ def test_the_chunk_table_covers_every_element_exactly_once(chunk):
 SIZES = [0, 1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 33, 100, 1000, 0, 4097, 65535, 65536, 65537]
 SIZES += [3 * 65536 + 5, 123_457]
 INV_SCALES = [2.0**-16, 1 / 3, 1.0, 2.0, 2.0**-30]
+UNSCALE_DTYPES = ["float16", "float32", "float64", "bfloat16"]  # bfloat16: CuPy >= 14
 
 
 def _grads(rng, dtype, sizes, with_bad: bool) -> list[np.ndarray]:
@@ -146,9 +147,9 @@ def launches(monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.parametrize("inv", INV_SCALES)
 @pytest.mark.parametrize("with_bad", [False, True])
-@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("dtype", UNSCALE_DTYPES)
 def test_multi_tensor_unscale_equals_the_twin_in_one_launch(cp, launches, dtype, with_bad, inv):
-    seed = [["float16", "float32", "float64"].index(dtype), int(with_bad), INV_SCALES.index(inv)]
+    seed = [UNSCALE_DTYPES.index(dtype), int(with_bad), INV_SCALES.index(inv)]
     host = _grads(np.random.default_rng(seed), dtype, SIZES, with_bad)
     inv_scale = np.array([inv], dtype="float32")
     for start in (False, True):  # a set flag is never cleared
@@ -167,7 +168,7 @@ def test_multi_tensor_unscale_equals_the_twin_in_one_launch(cp, launches, dtype,
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "bfloat16"])
 def test_views_misaligned_strided_and_0d_are_unscaled_in_place(cp, launches, dtype):
     host_base = _grads(np.random.default_rng(5), dtype, [280_000], with_bad=False)[0]
     host_base[[10, 70_001, 140_007, 200_002]] = [np.inf, np.nan, -np.inf, np.nan]

@@ -104,15 +104,17 @@ def test_get_array_module_is_numpy_for_numpy_arrays():
 
 
 # ---- dtypes ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["float16", "float32", "float64", "int32", "int64", "bool"])
+@pytest.mark.parametrize(
+    "name", ["float16", "bfloat16", "float32", "float64", "int32", "int64", "bool"]
+)
 def test_supported_dtypes_round_trip_by_name(name):
     assert dtypes.convert_dtype(name) == np.dtype(name)
     assert mt.zeros([2], dtype=name).dtype == name
 
 
-@pytest.mark.parametrize("bad", ["int8", "complex64", "float8", "bfloat16", object])
+@pytest.mark.parametrize("bad", ["int8", "complex64", "float8", "uint16", object])
 def test_unsupported_dtypes_are_rejected_with_the_supported_list(bad):
-    with pytest.raises(TypeError, match="use one of: float16, float32"):
+    with pytest.raises(TypeError, match="use one of: float16, bfloat16, float32"):
         dtypes.convert_dtype(bad)
 
 

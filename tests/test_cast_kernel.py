@@ -20,6 +20,7 @@ from minitorch_amp.backend import device, kernels, nvrtc
 from minitorch_amp.backend.cast import cast
 
 F16, F32 = np.dtype("float16"), np.dtype("float32")
+BF16 = np.dtype("bfloat16")  # ml_dtypes' (registered by importing minitorch_amp)
 _UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
@@ -203,6 +204,7 @@ def test_cast_cu_compiles_with_nvrtc_and_uses_16_byte_accesses(arch, nvrtc_avail
         body = ptx["ptx"].split(f".entry {name}(")[1].split(".entry")[0]
         assert "ld.global.nc.v4" in body and "st.global.v4" in body, name
     assert ptx["ptx"].count("cvt.rn.f16.f32") >= 8  # round to nearest even, spelled out
+    assert ptx["ptx"].count("cvt.rn.bf16.f32") >= 8  # Ampere and later: one instruction
 
 
 # ---- the kernel == the twin (GPU) ---------------------------------------------------------
@@ -210,10 +212,21 @@ def _sources(direction: str, n: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     if direction == "f32_to_f16":
         return edge_floats(rng, n)
-    return rng.integers(0, 2**16, n, dtype=np.uint16).view(F16)  # every half, NaN and inf too
+    if direction == "f32_to_bf16":  # any float32, and as many exact ties and near-ties
+        words = rng.integers(0, 2**32, n, dtype=np.uint32)
+        low = rng.choice(np.array([0x8000, 0x7FFF, 0x8001], np.uint32), n)
+        tie = rng.random(n) < 0.5
+        return np.where(tie, (words & 0xFFFF0000) | low, words).astype(np.uint32).view(F32)
+    narrow = BF16 if direction == "bf16_to_f32" else F16
+    return rng.integers(0, 2**16, n, dtype=np.uint16).view(narrow)  # every pattern, NaN too
 
 
-DIRECTIONS = {"f32_to_f16": (F32, F16), "f16_to_f32": (F16, F32)}
+DIRECTIONS = {
+    "f32_to_f16": (F32, F16),
+    "f16_to_f32": (F16, F32),
+    "f32_to_bf16": (F32, BF16),
+    "bf16_to_f32": (BF16, F32),
+}
 LENGTHS = [*range(71), 255, 256, 257, 4097, 1_000_003]
 
 

@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 import digits_mlp  # noqa: E402
 
 from minitorch_amp import amp  # noqa: E402
+from minitorch_amp.amp import debugging  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +72,27 @@ def test_amp_modes_really_ran_in_float16(results):
     assert o2[1]["weight"] == 0 and o2[1]["optimizer"] > 0  # float16 weights, optimize-cast
     assert o1[0].epoch_losses != fp32[0].epoch_losses
     assert o2[0].epoch_losses != fp32[0].epoch_losses
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["O1", "O2"])
+def test_bf16_learns_the_digits_as_well_as_fp32_without_a_scaler(results, data, mode):
+    with debugging.collect_operator_stats() as stats:
+        bf16 = digits_mlp.train(mode, epochs=10, data=data, log=None, dtype="bfloat16")
+    fp32, _ = results["fp32"]
+    assert bf16.accuracy >= 0.9 and abs(bf16.accuracy - fp32.accuracy) <= 0.02
+    assert bf16.loss < 0.1 * bf16.epoch_losses[0]
+    # its products really ran in bfloat16: at O2 the Linear layers run whole in bfloat16; at
+    # O1 their operands are cast to bfloat16, then a float32 bias is added (Paddle's matmul,
+    # then add), so the layers count as float32
+    ran = stats.counts["linear"] if mode == "O2" else stats.counts["cast"]
+    assert ran.get("bf16", 0) > 0
+    assert stats.counts["linear"]["fp16"] == 0 and stats.counts["cast"]["fp16"] == 0
+
+
+def test_a_dtype_that_is_not_16_bits_is_rejected(data):
+    with pytest.raises(ValueError, match="dtype must be 'float16' or 'bfloat16'"):
+        digits_mlp.train("O1", data=data, dtype="float32")
 
 
 def test_same_seed_same_run_different_seed_different_run(data):

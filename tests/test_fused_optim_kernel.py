@@ -32,7 +32,10 @@ KINDS = {  # name -> (kernel family, options)
     "adam": ("adam", {}),
     "adamw_l2": ("adam", {"decay": 0.1, "l2": 0.02}),
 }
-DTYPES = [("float16", "float16"), ("float16", "float32"), ("float32", "float32")]
+DTYPES = [
+    ("float16", "float16"), ("float16", "float32"), ("bfloat16", "bfloat16"),
+    ("bfloat16", "float32"), ("float32", "float32"),
+]  # fmt: skip
 SIZES = [0, 1, 3, 4, 5, 17, 1023, fused_optim.CHUNK - 1, fused_optim.CHUNK + 5, 140_003]
 MISALIGNED = (3, 6)  # these tensors start one element into their buffer: the scalar path
 

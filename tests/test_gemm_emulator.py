@@ -18,8 +18,9 @@ import pytest
 from test_gemm import LAYOUTS, SOURCE, assert_within_bound, error_bound, exact, stored
 
 from minitorch_amp.backend import gemm
-from minitorch_amp.backend.dtypes import float16, float32
+from minitorch_amp.backend.dtypes import bfloat16, float16, float32
 from minitorch_amp.backend.gemm import gemm as run_gemm
+from minitorch_amp.testing import ulp_distance
 
 EMULATOR = gemm.KERNELS.path.parents[1] / "tests" / "gemm_emulator.cpp"
 
@@ -78,7 +79,7 @@ def emulate(
         pad = (-a.shape[1] % 8, -b.shape[1] % 8, -n % 8)
     lda = write("a.bin", a, pad[0], np.nan)
     ldb = write("b.bin", b, pad[1], np.nan)
-    sentinel = 12345.0
+    sentinel = 12288.0 if out_dtype == bfloat16 else 12345.0  # (exact in the output dtype)
     start = c if beta != 0 else np.full((m, n), np.nan, dtype=out_dtype)  # unwritten shows
     ldc = write("c.bin", start.astype(out_dtype), pad[2], sentinel)
     bias_file = "-"
@@ -88,6 +89,8 @@ def emulate(
     flags = gemm.EPILOGUE_BIAS if bias is not None else 0
     flags |= gemm.EPILOGUE_RELU if epilogue.get("relu") else 0
     out_type = "f16" if out_dtype == float16 else "f32"
+    if a.dtype == bfloat16:  # the gemm_bf16 kernel: bfloat16 inputs, bfloat16 or float32 out
+        out_type = "bf16" if out_dtype == bfloat16 else "bf16f32"
     numbers = [int(ta), int(tb), out_type, m, n, k, lda, ldb, ldc, repr(float(alpha))]
     numbers += [repr(float(beta)), flags, int(misalign), mode]
     files = [workdir / "a.bin", workdir / "b.bin", workdir / "c.bin", bias_file]
@@ -198,3 +201,45 @@ def test_emulated_bias_is_added_to_the_rounded_product(emulator, tmp_path):
     # float32 output: rounding to float32 changes nothing, the sum is exact
     out32, _ = emulate(emulator, tmp_path, a, b, False, False, float32, bias=bias.astype(float32))
     assert out32[0, 0] == np.float32(1 + 2.0**-10)
+
+
+def test_emulated_bf16_bias_is_added_to_the_rounded_product(emulator, tmp_path):
+    """The same in bfloat16 (8 significant bits): 1 + 2**-8 is a tie stored as 1.0, and
+    1.0 + 2**-8 rounds to 1.0 again; adding the bias first would give 1 + 2**-7."""
+    a = np.array([[1.0, 2.0**-8]], dtype=bfloat16)
+    b = np.array([[1.0], [1.0]], dtype=bfloat16)
+    bias = np.array([2.0**-8], dtype=bfloat16)
+    out, _ = emulate(emulator, tmp_path, a, b, False, False, bfloat16, bias=bias)
+    assert out[0, 0] == bfloat16.type(1.0)
+    np.testing.assert_array_equal(out, gemm.twin(a, b, bias=bias, out_dtype=bfloat16))
+
+
+# ---- gemm_bf16: the same body with the bfloat16 mma ------------------------------------------
+BF16_SHAPES = [
+    (136, 136, 72, (0, 0, 0), False),  # 16-byte copies, M, N and K tails
+    (17, 7, 15, (0, 0, 0), False),  # element-wise loads
+    (40, 24, 32, (0, 0, 0), True),  # misaligned pointers
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ta, tb", LAYOUTS)
+@pytest.mark.parametrize("case", range(len(BF16_SHAPES)))
+def test_emulated_bf16_kernel_matches_the_twin(emulator, tmp_path, ta, tb, case):
+    m, n, k, pad, misalign = BF16_SHAPES[case]
+    rng = np.random.default_rng(100 + case)
+    a = stored(rng, m, k, ta).astype(bfloat16)
+    b = stored(rng, k, n, tb).astype(bfloat16)
+    for out_dtype, options in ((bfloat16, {"relu": True}), (float32, {"alpha": 0.5})):
+        options = dict(options, bias=rng.standard_normal(n).astype(out_dtype))
+        workdir = tmp_path / str(out_dtype)
+        workdir.mkdir()
+        out, conflicts = emulate(
+            emulator, workdir, a, b, ta, tb, out_dtype, pad, misalign, "late", **options
+        )
+        assert conflicts == 0
+        twin = gemm.twin(a, b, ta, tb, out_dtype=out_dtype, **options)
+        if out_dtype == bfloat16:  # float32 sums in another order: at most one rounding apart
+            assert (ulp_distance(out, twin, "bfloat16") <= 1).all()
+        else:
+            np.testing.assert_allclose(out, twin, rtol=1e-5, atol=1e-5)

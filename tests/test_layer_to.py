@@ -126,13 +126,16 @@ def test_bad_excluded_layers_raise_and_change_nothing():
     assert set(dtypes_of(model).values()) == {"float32", "int64"}
 
 
-def test_bfloat16_is_refused_clearly():
+def test_bfloat16_converts_floating_tensors_and_keeps_batch_norm_float32():
     model = Counted()
-    with pytest.raises(NotImplementedError, match="bfloat16"):
-        model.bfloat16()
-    with pytest.raises(NotImplementedError, match="bfloat16"):
-        model.to(dtype="bfloat16")
-    assert set(dtypes_of(model).values()) == {"float32", "int64"}
+    model.bfloat16()  # as float16(): integer buffers and (by default) batch norm stay
+    kinds = dtypes_of(model)
+    assert {k: v for k, v in kinds.items() if not k.startswith("bn.")} == {
+        "fc.weight": "bfloat16", "fc.bias": "bfloat16", "scale": "bfloat16", "steps": "int64"
+    }  # fmt: skip
+    assert {v for k, v in kinds.items() if k.startswith("bn.")} == {"float32"}
+    model.to(dtype="bfloat16")  # Layer.to converts everything, integers included (Paddle)
+    assert set(dtypes_of(model).values()) == {"bfloat16"}
 
 
 @pytest.mark.parametrize(

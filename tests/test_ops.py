@@ -20,7 +20,7 @@ import minitorch_amp as mt
 import minitorch_amp.nn.functional as F
 from minitorch_amp.autograd import OP_TABLE, Tensor
 
-DTYPES = ["float16", "float32", "float64"]
+DTYPES = ["float16", "bfloat16", "float32", "float64"]
 DIFFERENTIABLE = [e for e in CATALOGUE if e.differentiable]
 SEEDS = st.integers(0, 2**32 - 1)
 # Finite differences cost two forwards per input element: fewer examples than the profile.

@@ -10,6 +10,7 @@ from ..backend.cast_counter import cast_counts, reset_cast_counts
 from . import apex, debugging
 from .apex import initialize, master_params, scale_loss
 from .auto_cast import AmpState, amp_state, auto_cast
+from .bf16 import is_bfloat16_supported
 from .decorate import decorate
 from .grad_scaler import AmpScaler, GradScaler, OptimizerState
 from .op_lists import black_list, gray_list, white_list
@@ -33,14 +34,6 @@ def is_float16_supported(device=None) -> bool:
     if device is not None:
         _usable_device(device, "is_float16_supported")
     return True
-
-
-def is_bfloat16_supported(device=None) -> bool:
-    """False for now: bfloat16 is not implemented yet. Raises ValueError as
-    :func:`is_float16_supported` does for a device it does not know."""
-    if device is not None:
-        _usable_device(device, "is_bfloat16_supported")
-    return False
 
 
 def _usable_device(device, what: str) -> None:

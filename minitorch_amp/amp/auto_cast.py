@@ -17,6 +17,7 @@ float64 tensors are never cast.
 from __future__ import annotations
 
 import contextvars
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,10 +26,11 @@ from ..autograd import dispatch
 from ..autograd.grad_mode import ReentrantContext, is_grad_enabled
 from ..autograd.ops import Cast
 from ..backend.cast_counter import count_cast
-from ..backend.dtypes import float16, float32
+from ..backend.dtypes import bfloat16, float16, float32
+from .bf16 import bfloat16_unsupported_reason, resolve_bf16_lists
 from .op_lists import LEVELS, resolve_lists
 
-LOW_PRECISION = (float16, float32)  # the dtypes AMP casts between
+LOW_PRECISION = (float16, bfloat16, float32)  # the dtypes AMP casts between (Paddle's NeedCast)
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,17 @@ class AmpState:
     white: frozenset
     black: frozenset
     use_promote: bool
+
+
+# Paddle's amp_global_state().amp_dtype: the dtype of the last auto_cast entered in this
+# thread or task ('float32' before any). Set on entry and NOT restored on exit, as in Paddle:
+# GradScaler.scale(), called after the region, reads it to turn itself off for bfloat16.
+_last_amp_dtype = contextvars.ContextVar("minitorch_amp_last_amp_dtype", default="float32")
+
+
+def last_amp_dtype() -> str:
+    """``'float16'`` or ``'bfloat16'``: the dtype of the last ``auto_cast`` entered here."""
+    return _last_amp_dtype.get()
 
 
 # id(param), dtype -> (param, cast copy); one dict per outermost auto_cast region (False
@@ -57,10 +70,6 @@ def _validate(level, dtype, use_promote) -> str:
         raise ValueError("level should be O0, OD, O1 or O2.")
     if not isinstance(dtype, str) or dtype.lower() not in ("float16", "bfloat16"):
         raise ValueError(f"dtype should be 'float16' or 'bfloat16', got {dtype!r}")
-    if dtype.lower() == "bfloat16":
-        raise NotImplementedError(
-            "auto_cast(dtype='bfloat16') is not available yet; use dtype='float16'"
-        )
     if not isinstance(use_promote, bool):
         raise TypeError(f"use_promote must be True or False, got {use_promote!r}")
     return level.upper()
@@ -76,7 +85,10 @@ class auto_cast(ReentrantContext):  # noqa: N801 - Paddle's name; a context and 
         custom_black_list: a list or set of op names to run in float32.
         level: ``'O1'`` (mixed, the default), ``'O2'`` (pure fp16 with
             :func:`~minitorch_amp.amp.decorate`), ``'OD'`` (only white ops in fp16), ``'O0'`` (off).
-        dtype: ``'float16'`` (``'bfloat16'`` is not available yet).
+        dtype: ``'float16'`` or ``'bfloat16'`` (Paddle's bfloat16 op lists: only matmul
+            is white and nothing is black at O1 but the extra-black ops; see
+            :mod:`~minitorch_amp.amp.bf16`). On a GPU that cannot run bfloat16 (compute
+            capability below 8.0) AMP is turned off inside, with a warning, as in Paddle.
         use_promote: at O2, False runs every non-black op in float16 (Paddle < 2.5's O2).
 
     One object may be entered by several threads or asyncio tasks at once, nested inside
@@ -107,16 +119,27 @@ class auto_cast(ReentrantContext):  # noqa: N801 - Paddle's name; a context and 
         use_promote: bool = True,
     ):
         level = _validate(level, dtype, use_promote)
-        white, black = resolve_lists(level, custom_white_list, custom_black_list)
+        self._dtype_name = dtype.lower()
+        bf16 = self._dtype_name == "bfloat16"
+        resolve = resolve_bf16_lists if bf16 else resolve_lists
+        white, black = resolve(level, custom_white_list, custom_black_list)
+        if bf16 and enable and level != "O0":
+            reason = bfloat16_unsupported_reason()
+            if reason is not None:  # Paddle: warn, and run the region without AMP
+                warnings.warn(
+                    f"auto_cast(dtype='bfloat16') makes no effect here: {reason}", stacklevel=2
+                )
+                enable = False
         if not enable or level == "O0":
             self._state = None
         else:
             promote = use_promote if level == "O2" else True
-            self._state = AmpState(level, float16, white, black, promote)
+            self._state = AmpState(level, bfloat16 if bf16 else float16, white, black, promote)
 
     _cache_casts = True  # PyTorch's autocast(cache_enabled=False) turns it off
 
     def _enter(self):
+        _last_amp_dtype.set(self._dtype_name)  # sticky, never reset (Paddle's global state)
         outer = _cast_cache.get()
         if not self._cache_casts:  # no cache in this region (False: off, not "not yet made")
             cache_token = _cast_cache.set(False) if outer is not False else None

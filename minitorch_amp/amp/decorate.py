@@ -36,6 +36,7 @@ import weakref
 from ..autograd import engine
 from ..autograd.tensor import Tensor
 from ..backend import dtypes as _dtypes
+from ..backend.cast import cast as _cast
 from ..nn.layer.convert import (
     convert_layers_,
     convert_tensor_,
@@ -69,11 +70,13 @@ def decorate(
         models: a Layer or a list of Layers.
         optimizers: None, an Optimizer or a list of Optimizers.
         level: ``'O1'`` (returns the inputs unchanged) or ``'O2'`` (pure float16).
-        dtype: ``'float16'`` (``'bfloat16'`` is not available yet).
+        dtype: ``'float16'`` or ``'bfloat16'``. bfloat16 casts layer norm too (Paddle keeps
+            only batch norm in float32 then: bfloat16 has float32's range).
         master_weight: False turns fp32 master weights off; None or True turns them on.
-        save_dtype: None, or ``'float16'``/``'float32'``/``'float64'``: the dtype of the
-            floating entries of ``state_dict()``.
-        master_grad: cast the decorated float16 parameters' grads to float32 after backward.
+        save_dtype: None, or ``'float16'``/``'bfloat16'``/``'float32'``/``'float64'``: the
+            dtype of the floating entries of ``state_dict()``.
+        master_grad: cast the decorated float16/bfloat16 parameters' grads to float32 after
+            backward.
         excluded_layers: a Layer instance (with its sublayers) or Layer type, or a list of
             them, to keep in float32.
 
@@ -83,7 +86,6 @@ def decorate(
 
     Raises:
         ValueError: a bad ``level``, ``dtype`` or ``save_dtype``.
-        NotImplementedError: bfloat16 as ``dtype`` or ``save_dtype``.
         RuntimeError: a model that is not a Layer, an optimizer that is not an Optimizer.
         TypeError: ``models``/``optimizers`` of the wrong kind, a bad ``excluded_layers`` entry.
     """
@@ -95,8 +97,6 @@ def decorate(
     dtype = str(dtype).replace("paddle.", "")
     if dtype not in ("float16", "bfloat16"):
         raise ValueError("dtype only support float16 or bfloat16.")
-    if dtype == "bfloat16":
-        raise NotImplementedError("decorate: bfloat16 is not supported yet; use dtype='float16'")
     if level == "O1":  # nothing to do: O1 keeps fp32 weights and casts per op in auto_cast
         return models if optimizers is None else (models, optimizers)
 
@@ -134,7 +134,6 @@ def decorate(
                 "save_dtype can only be float16 float32 or float64, but your input save_dtype "
                 f"is {save_dtype}."
             )
-        parse_dtype(save_dtype)  # bfloat16: NotImplementedError
     excluded = excluded_layer_ids(model_list, excluded_layers)
 
     # Everything is valid: from here on, change things.
@@ -200,9 +199,9 @@ class _SaveDtypeHook:
     def __call__(self, state_dict):
         for key, value in state_dict.items():
             data = value._data if isinstance(value, Tensor) else None
-            if data is None or data.dtype.kind != "f" or data.dtype == self.dtype:
+            if data is None or not _dtypes.is_floating(data.dtype) or data.dtype == self.dtype:
                 continue
-            cast = Tensor._wrap(data.astype(self.dtype))  # a copy: the parameter is untouched
+            cast = Tensor._wrap(_cast(data, self.dtype))  # a copy: the parameter is untouched
             cast.name = value.name
             cast.persistable = value.persistable
             state_dict[key] = cast
@@ -225,12 +224,12 @@ def _register_master_grads(models: list) -> None:
 
 
 def _cast_master_grads() -> None:
-    """Paddle's ``set_master_grads``: float16 grads of the registered params -> float32.
+    """Paddle's ``set_master_grads``: float16/bfloat16 grads of the registered params -> fp32.
 
     NOTE: the cast happens once per backward, on the accumulated grad. A later backward adds
     its float16 grad into the float32 one, so gradient accumulation also sums in fp32.
     """
     for param in list(_master_grad_params.values()):
         grad = param._grad
-        if grad is not None and grad._data.dtype == _dtypes.float16:
+        if grad is not None and grad._data.dtype in _dtypes.LOW_PRECISION:
             convert_tensor_(grad, _dtypes.float32)

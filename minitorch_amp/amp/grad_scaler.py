@@ -42,6 +42,7 @@ from ..backend.loss_scaling import (
     unscale_and_check,
     update_loss_scaling,
 )
+from .bf16 import disable_for_bfloat16
 from .scaler_args import parse_scaler_args
 from .scaler_settings import ScalerSettings
 
@@ -162,6 +163,8 @@ class AmpScaler(ScalerSettings):
         tensor is scaled and the same structure returned.
         """
         _check_scale_input(var, "var")  # the whole structure, before anything is scaled
+        if self._enable and self._use_dynamic_loss_scaling:
+            disable_for_bfloat16(self)  # Paddle: dynamic scaling is off for bfloat16
         if not self._enable:
             return var
         if not isinstance(var, Tensor):

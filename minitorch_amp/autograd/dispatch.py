@@ -12,6 +12,8 @@ import contextvars
 
 import numpy as np
 
+from ..backend.cast import cast
+from ..backend.dtypes import bfloat16, float32, result_type
 from .grad_mode import _enabled
 from .op import NONE, Context, Op
 from .ops.cast import Cast
@@ -73,6 +75,31 @@ class Node:
         return f"<Node {self.op.name}{' (freed)' if self.freed else ''}>"
 
 
+def _floating(dtype) -> bool:
+    """A floating dtype: kind ``'f'``, or bfloat16 (whose kind is ``'V'``, see backend.dtypes)."""
+    return dtype.kind == "f" or dtype == bfloat16
+
+
+def _bfloat16_inputs(inputs) -> bool:
+    """True when the floating tensor inputs are all bfloat16 (and there is one).
+
+    NOTE: NumPy has no weak bfloat16 scalars: ``bf16_array * 0.5`` is float32 (``ml_dtypes``
+    promotes the Python float like a float32), and so is every constant an op's forward
+    multiplies by. The result of such an op is rounded back to bfloat16 here, once, as a GPU
+    kernel computing in float and storing bfloat16 would do. Backward needs no such step:
+    the engine casts each gradient to its input's dtype.
+    """
+    seen = False
+    for x in inputs:
+        if isinstance(x, Tensor):
+            dt = x._data.dtype
+            if dt == bfloat16:
+                seen = True
+            elif dt.kind == "f":
+                return False
+    return seen
+
+
 def promote(op: type[Op], inputs: tuple) -> tuple:
     """Paddle's type promotion of the inputs ``op.promote`` names, by recorded casts.
 
@@ -93,17 +120,17 @@ def promote(op: type[Op], inputs: tuple) -> tuple:
     floating = integer = False  # two flags, no lists: this runs for every add and multiply
     for i in positions:
         if i < len(inputs) and isinstance(inputs[i], Tensor):
-            if inputs[i]._data.dtype.kind == "f":
+            if _floating(inputs[i]._data.dtype):
                 floating = True
             else:
                 integer = True  # or bool
     if not (floating and integer):
         return inputs
     tensors = [i for i in positions if i < len(inputs) and isinstance(inputs[i], Tensor)]
-    dtype = np.result_type(*(inputs[i].dtype for i in tensors if inputs[i].dtype.kind == "f"))
+    dtype = result_type(*(inputs[i].dtype for i in tensors if _floating(inputs[i].dtype)))
     promoted = list(inputs)
     for i in tensors:
-        if inputs[i].dtype.kind != "f":
+        if not _floating(inputs[i].dtype):
             promoted[i] = apply(Cast, inputs[i], dtype=dtype)
     return tuple(promoted)
 
@@ -112,9 +139,10 @@ _HALF = np.dtype(np.float16)
 
 
 def _has_half(arrays) -> bool:
-    """True when one of ``arrays`` is float16 (where overflow to inf is expected)."""
-    for a in arrays:  # noqa: SIM110 - any(generator) costs more, on every op
-        if getattr(a, "dtype", None) is _HALF:  # native float16 dtypes are one object
+    """True when one of ``arrays`` is float16 or bfloat16 (where overflow to inf is expected)."""
+    for a in arrays:  # a loop, not any(generator): that costs more, on every op
+        dtype = getattr(a, "dtype", None)
+        if dtype is _HALF or dtype is bfloat16:  # their dtypes are one object each
             return True
     return False
 
@@ -133,7 +161,7 @@ def apply(op: type[Op], *inputs, **attrs) -> Tensor:
     record = False
     if _enabled.get():
         for x in inputs:
-            if isinstance(x, Tensor) and not x.stop_gradient and x._data.dtype.kind == "f":
+            if isinstance(x, Tensor) and not x.stop_gradient and _floating(x._data.dtype):
                 record = True
                 break
     arrays = [x._data if isinstance(x, Tensor) else x for x in inputs]
@@ -148,11 +176,13 @@ def apply(op: type[Op], *inputs, **attrs) -> Tensor:
             out = Tensor._wrap(op.forward(ctx, *arrays, **attrs))
     else:
         out = Tensor._wrap(op.forward(ctx, *arrays, **attrs))
-    if record and out._data.dtype.kind == "f":
+    if out._data.dtype == float32 and op is not Cast and _bfloat16_inputs(inputs):
+        out._data = cast(out._data, bfloat16)
+    if record and _floating(out._data.dtype):
         # keep the inputs that get a gradient: floating Tensors with stop_gradient=False
         wants = tuple(
             x
-            if isinstance(x, Tensor) and not x.stop_gradient and x._data.dtype.kind == "f"
+            if isinstance(x, Tensor) and not x.stop_gradient and _floating(x._data.dtype)
             else None
             for x in inputs
         )

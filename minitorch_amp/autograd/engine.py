@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backend import dtypes as _dtypes
 from ..backend import sync
 from ..backend.primitives import unbroadcast
 from .dispatch import hooks
@@ -141,7 +142,7 @@ def backward(
             "gradient. Set stop_gradient=False on the inputs (parameters have it already) "
             "and make sure the computation did not run under no_grad()."
         )
-    if root._data.dtype.kind != "f":
+    if not _dtypes.is_floating(root._data.dtype):
         raise RuntimeError(
             f"backward() on a {root.dtype} tensor: only floating tensors have gradients"
         )

@@ -13,6 +13,7 @@ from ..backend import device as _device
 from ..backend import dtypes as _dtypes
 from ..backend import memory as _memory
 from ..backend import sync as _sync
+from ..backend.cast import to_bfloat16
 
 
 class Tensor:
@@ -307,9 +308,10 @@ class Tensor:
         return self.to(f"gpu:{device_id}")
 
     def __repr__(self) -> str:
-        body = np.array2string(
-            self._to_host("repr(Tensor)"), separator=", ", prefix=" " * 7, precision=8
-        )
+        host = self._to_host("repr(Tensor)")
+        if host.dtype == _dtypes.bfloat16:  # NumPy formats user dtypes without alignment
+            host = host.astype(np.float32)  # exact: every bfloat16 is a float32
+        body = np.array2string(host, separator=", ", prefix=" " * 7, precision=8)
         return (
             f"Tensor(shape={self.shape}, dtype={self.dtype}, place={self.place!r}, "
             f"stop_gradient={self.stop_gradient},\n       {body})"
@@ -481,6 +483,8 @@ def _as_array(data, dtype, place):
     else:
         dtype = _dtypes.convert_dtype(data.dtype)
     array = _device.to_place(data if _device.is_array(data) else np.asarray(data), place)
+    if dtype == _dtypes.bfloat16 and array.dtype != dtype:
+        return to_bfloat16(array)  # rounded once, also from float64 (see backend.cast)
     with np.errstate(over="ignore"):  # past float16's range is inf, as in Paddle, no warning
         return array.astype(dtype, copy=False)
 

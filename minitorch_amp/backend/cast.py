@@ -1,12 +1,13 @@
-"""Dtype casts: the raw float32 <-> float16 kernels (``cuda/cast.cu``) and their NumPy twin.
+"""Dtype casts: the raw float32 <-> float16/bfloat16 kernels (``cuda/cast.cu``) and their twin.
 
 :func:`cast` is ``x.astype(dtype)`` with the rounding spelled out, plus an optional device
 flag that records whether the result holds an inf or a NaN (a float32 activation above
 65504 becomes inf in float16: that is exactly the overflow AMP watches for).
 
 * NumPy arrays: ``astype``, which rounds to nearest even. This is the specification.
-* CuPy float32 -> float16 and float16 -> float32: the raw kernels, 16 bytes per load and
-  store, with the flag set on the device (no host sync).
+* CuPy float32 <-> float16 and float32 <-> bfloat16: the raw kernels, 16 bytes per load
+  and store, with the flag set on the device (no host sync). (CuPy's own ``astype`` to
+  bfloat16 exists only from CuPy 14; these kernels use ``__nv_bfloat16`` on its bytes.)
 * Any other pair, or ``MINITORCH_AMP_RAW_KERNELS=0``: CuPy's ``astype``, same rounding.
 
 Example:
@@ -23,9 +24,9 @@ import numpy as np
 
 from . import kernels
 from .device import get_array_module
-from .dtypes import bool_, float16, float32
+from .dtypes import bfloat16, bool_, float16, float32
 
-__all__ = ["cast"]
+__all__ = ["cast", "to_bfloat16"]
 
 # name in cast.cu for (source dtype, target dtype, with found_inf check)
 _KERNELS = {
@@ -33,6 +34,10 @@ _KERNELS = {
     (float32, float16, True): "cast_f32_to_f16_check",
     (float16, float32, False): "cast_f16_to_f32",
     (float16, float32, True): "cast_f16_to_f32_check",
+    (float32, bfloat16, False): "cast_f32_to_bf16",
+    (float32, bfloat16, True): "cast_f32_to_bf16_check",
+    (bfloat16, float32, False): "cast_bf16_to_f32",
+    (bfloat16, float32, True): "cast_bf16_to_f32_check",
 }
 CAST = kernels.register("cast.cu", names=tuple(_KERNELS.values()))
 
@@ -100,7 +105,48 @@ def cast(x, dtype, found_inf=None):
 def _cast_twin(xp, x, dtype, found_inf):
     """The specification: ``astype`` (round to nearest even), then OR the inf/NaN check."""
     with np.errstate(over="ignore", invalid="ignore"):  # overflow to inf is the point here
-        out = x.astype(dtype, order="C")  # a new C-contiguous array, as from the kernel
-    if found_inf is not None and out.dtype.kind in "fc":
+        if dtype == bfloat16 and x.dtype != float32 and x.dtype not in (float16, bfloat16):
+            out = to_bfloat16(x)
+        else:
+            out = x.astype(dtype, order="C")  # a new C-contiguous array, as from the kernel
+    if found_inf is not None and (out.dtype.kind in "fc" or out.dtype == bfloat16):
         xp.logical_or(found_inf, ~xp.isfinite(out).all(), out=found_inf)
     return out
+
+
+def to_bfloat16(x):
+    """``x`` (float64, an integer or any dtype) rounded ONCE to nearest-even bfloat16.
+
+    float32, float16 and bfloat16 sources convert with ``astype`` (float16 is exact in
+    float32, and ``ml_dtypes`` rounds float32 correctly). Wider sources need care.
+
+    NOTE: ``ml_dtypes`` converts float64 through float32, rounding twice: 1 + 2**-8 + 2**-30
+    becomes 1 + 2**-8 in float32 (a tie for bfloat16), then the even 1.0, where the correct
+    answer is 1 + 2**-7. So the rounding happens in float64, where nothing is lost: a normal
+    result keeps 8 significant bits (``frexp`` gives ``|x| = m * 2**e``, ``rint(m * 256)``
+    rounds to nearest even), a subnormal one is a whole multiple of 2**-133. Only the exact
+    result goes to float32 (for its top 16 bits), never a float32 subnormal: the GPU would
+    flush it to zero (CuPy compiles every kernel with ``-ftz=true``), losing bfloat16's
+    subnormals 2**-133 .. 2**-126. Overflow becomes inf and NaN stays NaN.
+
+    Example:
+        >>> import numpy as np
+        >>> float(to_bfloat16(np.array(1 + 2**-8 + 2**-30)))
+        1.0078125
+    """
+    xp = get_array_module(x)
+    if x.dtype in (float32, float16, bfloat16):
+        return x.astype(bfloat16, order="C")
+    wide = x.astype(np.float64)  # integers: exact below 2**53
+    a = xp.abs(wide)
+    with np.errstate(over="ignore", invalid="ignore"):
+        m, e = xp.frexp(a)  # a = m * 2**e with m in [0.5, 1) (inf and NaN pass through)
+        exact = xp.ldexp(xp.rint(m * 256.0), e - 8)  # 8 significant bits, nearest even
+        top = (exact.astype(float32).view(xp.uint32) >> 16).astype(xp.uint16)  # >= 2**128: inf
+        small = a < 2.0**-126
+        # below 2**-126: k * 2**-133, k in 0..128, and the bit pattern of k * 2**-133 is k
+        k = xp.rint(xp.where(small, a, 0.0) * 2.0**133).astype(xp.uint16)
+        bits = xp.where(small, k, top)
+        bits = xp.where(xp.isnan(wide), xp.uint16(0x7FC0), bits)
+        bits = xp.where(xp.signbit(wide), bits | xp.uint16(0x8000), bits)  # (where: an array)
+    return bits.view(bfloat16)

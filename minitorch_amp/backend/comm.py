@@ -42,6 +42,7 @@ import numpy as np
 
 from . import device as _device
 from .comm_check import _explain, describe, mismatch_message
+from .dtypes import LOW_PRECISION
 
 __all__ = [
     "CollectiveMismatchError",
@@ -188,7 +189,7 @@ class Comm:
         """float16 in float32, bool as uint8, AVG as SUM then a division; result in place
         (all_reduce) or as a new block (reduce_scatter), in ``array``'s dtype."""
         wire = array
-        if array.dtype == np.float16:
+        if array.dtype in LOW_PRECISION:  # float16 and bfloat16 reduce in float32
             wire = array.astype(np.float32)
         elif array.dtype == np.bool_:
             wire = array.view(np.uint8)

@@ -22,7 +22,7 @@ OP_NAMES = {0: "SUM", 1: "MAX", 2: "MIN", 3: "PROD", 4: "AVG"}
 # Collective codes in a descriptor (0 is "no collective"), and dtype codes.
 OPS = ("all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier", "check",
        "gather_object")  # fmt: skip
-_DTYPES = ("bool", "uint8", "int32", "int64", "float16", "float32", "float64")
+_DTYPES = ("bool", "uint8", "int32", "int64", "float16", "float32", "float64", "bfloat16")
 
 
 def describe(op: str, array=None, arg: int = 0, caller: str = "", detail: int = 0) -> np.ndarray:

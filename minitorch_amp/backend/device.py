@@ -278,6 +278,10 @@ def to_place(array, place: Place):
     with cupy.cuda.Device(place.index):
         if isinstance(array, cupy.ndarray) and array.device.id == place.index:
             return array
+        if array.dtype.char == "E" and array.dtype.kind == "V":  # ml_dtypes.bfloat16
+            reason = bfloat16_unsupported(place)
+            if reason is not None:
+                raise DeviceError(f"cannot put a bfloat16 array on {place}: {reason}")
         return cupy.asarray(array)
 
 
@@ -291,3 +295,31 @@ def asnumpy(array) -> np.ndarray:
 def is_array(value) -> bool:
     """True for a NumPy or CuPy ndarray."""
     return isinstance(value, np.ndarray) or (cupy is not None and isinstance(value, cupy.ndarray))
+
+
+def bfloat16_unsupported(place: Place) -> str | None:
+    """Why ``place`` cannot hold and compute bfloat16 tensors, or None when it can.
+
+    The CPU always can: NumPy with ``ml_dtypes`` emulates it (float32 arithmetic, rounded to
+    nearest even bfloat16 after each op, as a GPU kernel does). A GPU needs:
+
+    * compute capability 8.0 or newer (Ampere): bfloat16 arithmetic and tensor cores;
+    * CuPy 14 or newer, whose arrays take ``ml_dtypes.bfloat16`` as their dtype (CuPy 13
+      has no bfloat16 dtype at all). minitorch_amp's own kernels (casts, unscale, the fused
+      optimizers, the GEMM) use ``__nv_bfloat16`` on those arrays' bytes.
+    """
+    if place.kind == "cpu":
+        return None
+    version = str(getattr(cupy, "__version__", "0"))
+    if int(version.split(".")[0] or 0) < 14:
+        return (
+            f"CuPy {version} has no bfloat16 dtype (CuPy 14 added it through "
+            "ml_dtypes); upgrade CuPy, or keep bfloat16 tensors on the CPU"
+        )
+    capability = int(cupy.cuda.Device(place.index).compute_capability)
+    if capability < 80:
+        return (
+            f"GPU {place.index} has compute capability {capability // 10}.{capability % 10}; "
+            "bfloat16 needs 8.0 or newer (Ampere); use float16 with a GradScaler"
+        )
+    return None

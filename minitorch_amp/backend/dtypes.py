@@ -2,21 +2,33 @@
 
 A dtype is a plain ``numpy.dtype``: ``minitorch_amp.float16 == numpy.dtype('float16')``, and it
 compares equal to its name (``x.dtype == 'float32'``). CuPy uses the same dtype objects.
+
+bfloat16 is ``ml_dtypes.bfloat16``, the NumPy extension dtype JAX and others use: NumPy has no
+bfloat16, and ``ml_dtypes`` gives it real arrays (``Tensor.numpy()`` of a bfloat16 tensor is
+one), ufuncs computed in float32 and rounded to nearest even, and ``astype`` both ways. Two
+things differ from the built-in floats, so ask this module rather than NumPy:
+
+* its ``dtype.kind`` is ``'V'`` (NumPy's code for user dtypes), not ``'f'``: use
+  :func:`is_floating`;
+* NumPy cannot promote it with float16 or the integers: use :func:`result_type`.
 """
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 float16 = np.dtype("float16")
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
 float32 = np.dtype("float32")
 float64 = np.dtype("float64")
 int32 = np.dtype("int32")
 int64 = np.dtype("int64")
 bool_ = np.dtype("bool")
 
-SUPPORTED = (float16, float32, float64, int32, int64, bool_)
-FLOATING = (float16, float32, float64)
+SUPPORTED = (float16, bfloat16, float32, float64, int32, int64, bool_)
+FLOATING = (float16, bfloat16, float32, float64)
+LOW_PRECISION = (float16, bfloat16)  # the 16-bit floats AMP computes in
 
 _default_dtype = float32
 
@@ -25,7 +37,8 @@ def convert_dtype(dtype) -> np.dtype:
     """Normalise ``dtype`` (a name, a numpy dtype or type, ``float``/``int``/``bool``).
 
     Raises:
-        TypeError: the dtype is not one of float16, float32, float64, int32, int64, bool.
+        TypeError: the dtype is not one of float16, bfloat16, float32, float64, int32, int64,
+            bool.
     """
     if dtype is float:
         return _default_dtype
@@ -46,8 +59,34 @@ def convert_dtype(dtype) -> np.dtype:
 
 
 def is_floating(dtype) -> bool:
-    """True for float16, float32 and float64."""
-    return np.dtype(dtype) in FLOATING
+    """True for float16, bfloat16, float32 and float64 (bfloat16's ``kind`` is not ``'f'``)."""
+    dt = np.dtype(dtype)
+    return dt.kind == "f" or dt == bfloat16
+
+
+def is_low_precision(dtype) -> bool:
+    """True for the 16-bit floats, float16 and bfloat16."""
+    return np.dtype(dtype) in LOW_PRECISION
+
+
+def result_type(*dtypes) -> np.dtype:
+    """NumPy's ``result_type``, extended to bfloat16 the way Paddle and PyTorch promote it.
+
+    bfloat16 with float16 is float32 (neither holds the other: float16 has the precision,
+    bfloat16 the range); bfloat16 with an integer or bool is bfloat16; with float32 or
+    float64, the wider one.
+
+    Example:
+        >>> str(result_type("bfloat16", "float16")), str(result_type("bfloat16", "int64"))
+        ('float32', 'bfloat16')
+    """
+    dts = [np.dtype(d) for d in dtypes]
+    if bfloat16 not in dts:
+        return np.result_type(*dts)
+    floats = {d for d in dts if is_floating(d) and d != bfloat16}
+    if not floats:
+        return bfloat16
+    return np.result_type(float32, *floats)
 
 
 def get_default_dtype() -> str:
@@ -56,11 +95,11 @@ def get_default_dtype() -> str:
 
 
 def set_default_dtype(dtype) -> None:
-    """Set the default floating dtype; must be float16, float32 or float64."""
+    """Set the default floating dtype; must be float16, bfloat16, float32 or float64."""
     global _default_dtype
     dt = convert_dtype(dtype)
     if dt not in FLOATING:
-        raise TypeError(f"the default dtype must be floating (float16/32/64), got {dt}")
+        raise TypeError(f"the default dtype must be floating (float16/32/64, bfloat16), got {dt}")
     _default_dtype = dt
 
 
@@ -69,10 +108,11 @@ def default_float() -> np.dtype:
 
 
 def accumulation_dtype(dtype) -> np.dtype:
-    """The dtype reductions accumulate in: float32 for float16, else the dtype itself.
+    """The dtype reductions accumulate in: float32 for float16 and bfloat16, else the dtype.
 
     NOTE: summing float16 in float16 loses everything past 2048 (the spacing there is 2),
     so every reduction over half data accumulates in float32 and rounds once at the end.
+    bfloat16 is worse (past 256 the spacing is 2), so it accumulates in float32 too.
     """
     dt = np.dtype(dtype)
-    return float32 if dt == float16 else dt
+    return float32 if dt in LOW_PRECISION else dt

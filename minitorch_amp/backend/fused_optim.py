@@ -48,15 +48,18 @@ import numpy as np
 
 from . import device as _device
 from . import kernels
-from .dtypes import accumulation_dtype, bool_, float16, float32
+from .dtypes import accumulation_dtype, bfloat16, bool_, float16, float32
 
 __all__ = ["fused_adam", "fused_momentum", "fused_sgd", "update_path"]
 
 CHUNK = 65536  # elements per block: kChunk in optim.cu
 THREADS = 256  # threads per block: kThreads in optim.cu
 _KINDS = ("sgd", "momentum", "adam")
-_CUDA_TYPE = {float16: "__half", float32: "float"}
-_KERNEL_DTYPES = ((float16, float16), (float16, float32), (float32, float32))  # (param, grad)
+_CUDA_TYPE = {float16: "__half", bfloat16: "__nv_bfloat16", float32: "float"}
+_KERNEL_DTYPES = (  # (param, grad)
+    (float16, float16), (float16, float32), (bfloat16, bfloat16), (bfloat16, float32),
+    (float32, float32),
+)  # fmt: skip
 
 OPTIM = kernels.register(
     "optim.cu",

@@ -1,19 +1,24 @@
-"""The float16 tensor-core GEMM with a fused epilogue: ``cuda/gemm_fp16.cu`` and its NumPy twin.
+"""The 16-bit tensor-core GEMM with a fused epilogue: ``cuda/gemm_fp16.cu`` and its NumPy twin.
 
-:func:`gemm` computes, for float16 ``a`` and ``b``::
+:func:`gemm` computes, for float16 ``a`` and ``b`` (or bfloat16 ``a`` and ``b``)::
 
     out = relu?(alpha * op(a) @ op(b) + beta * c + bias)        op(x) = x or x.T
 
 with one definition of the numerics on both backends (the kernel's semantics):
 
-1. products of float16 values are exact in float32 and are summed in float32;
+1. products of float16 values are exact in float32 and are summed in float32 (bfloat16
+   values too: two 8-bit significands multiply exactly);
 2. the epilogue runs in float32, each step rounded to nearest, in this order:
    ``v = alpha * acc``; ``v = v + beta * c`` (only when ``beta != 0``: ``c`` is not read
    otherwise, so NaN in an output buffer does not leak in); with a bias, ``v`` is rounded
    to ``out_dtype`` (the product as a GEMM would store it) and ``v = v + bias``;
    ``v = v < 0 ? 0 : v`` (NaN stays NaN);
-3. ``v`` is rounded to ``out_dtype`` (float16 or float32), round-to-nearest-even;
+3. ``v`` is rounded to ``out_dtype`` (the input dtype or float32), round-to-nearest-even;
    values beyond float16's range become inf, which is what the loss scaler looks for.
+
+Kernels: float16 runs ``gemm_f16`` (``mma.sync`` m16n8k16 f16) and bfloat16 ``gemm_bf16``
+(the same body with the bf16 ``mma.sync``); on compute capability 9.0 both go to the Hopper
+kernel instead (``gemm_sm90.py``, and ``gemm_bf16_sm90.py`` for its bfloat16 instantiation).
 
 NOTE: the bias is added to the rounded product, not before the rounding: that is what a
 matmul followed by an add gives, and Paddle's ``F.linear`` is exactly those two ops. One
@@ -31,9 +36,9 @@ when ``b`` is 2-D and ``a`` is not transposed (the batch folds into M), else one
 batch entry. ``transpose_a`` together with ``transpose_b`` (no backward pass needs it) copies
 ``a`` transposed first.
 
-Both backends check arguments the same way: float16 inputs, C-contiguous arrays (the kernel
-sees only bytes), ``bias`` and ``c`` in ``out_dtype``, so a call that works on the CPU works
-on the GPU.
+Both backends check arguments the same way: float16 (or bfloat16) inputs, C-contiguous
+arrays (the kernel sees only bytes), ``bias`` and ``c`` in ``out_dtype``, so a call that
+works on the CPU works on the GPU.
 
 Example:
     >>> import numpy as np
@@ -53,9 +58,10 @@ from typing import NamedTuple
 import numpy as np
 
 from . import device as _device
+from . import gemm_bf16_sm90 as _sm90_bf16
 from . import gemm_sm90 as _sm90
 from .device import get_array_module
-from .dtypes import float16, float32
+from .dtypes import bfloat16, float16, float32
 from .kernels import check_array, get_function, register
 
 # Tile sizes and pipeline depth of cuda/gemm_fp16.cu (tests/test_gemm.py checks they agree).
@@ -64,7 +70,7 @@ BLOCK_N = 128
 BLOCK_K = 32
 STAGES = 4
 THREADS = 256
-SHARED_MEM_BYTES = STAGES * (BLOCK_M + BLOCK_N) * BLOCK_K * 2  # 64 KiB of float16 tiles
+SHARED_MEM_BYTES = STAGES * (BLOCK_M + BLOCK_N) * BLOCK_K * 2  # 64 KiB of 16-bit tiles
 DEFAULT_SHARED_MEM_LIMIT = 48 * 1024  # above this a kernel must opt in
 EPILOGUE_BIAS = 1
 EPILOGUE_RELU = 2
@@ -72,16 +78,25 @@ EPILOGUE_RELU = 2
 FILE = "gemm_fp16.cu"
 _LAYOUTS = {(False, False): "false,false", (False, True): "false,true", (True, False): "true,false"}
 _OUT_TYPES = {float16: "__half", float32: "float"}
+_BF16_OUT_TYPES = {bfloat16: "__nv_bfloat16", float32: "float"}
+INPUT_DTYPES = (float16, bfloat16)
 _INT32_MAX = 2**31 - 1
 
 
-def kernel_name(transpose_a: bool, transpose_b: bool, out_dtype) -> str:
-    """The name expression of the instantiation for this layout and output dtype."""
-    return f"gemm_f16<{_LAYOUTS[(transpose_a, transpose_b)]},{_OUT_TYPES[np.dtype(out_dtype)]}>"
+def kernel_name(transpose_a: bool, transpose_b: bool, out_dtype, in_dtype=float16) -> str:
+    """The name expression of the instantiation for this layout, output and input dtype."""
+    layout = _LAYOUTS[(transpose_a, transpose_b)]
+    if np.dtype(in_dtype) == bfloat16:
+        return f"gemm_bf16<{layout},{_BF16_OUT_TYPES[np.dtype(out_dtype)]}>"
+    return f"gemm_f16<{layout},{_OUT_TYPES[np.dtype(out_dtype)]}>"
 
 
 NAMES = tuple(kernel_name(ta, tb, out) for out in _OUT_TYPES for ta, tb in _LAYOUTS)
-KERNELS = register(FILE, names=NAMES, options=(f"-DGEMM_STAGES={STAGES}",))
+# The bfloat16 instantiations: the same body with the bf16 mma.sync.
+BF16_NAMES = tuple(
+    kernel_name(ta, tb, out, bfloat16) for out in _BF16_OUT_TYPES for ta, tb in _LAYOUTS
+)
+KERNELS = register(FILE, names=NAMES + BF16_NAMES, options=(f"-DGEMM_STAGES={STAGES}",))
 
 
 def gemm(
@@ -99,27 +114,29 @@ def gemm(
     """``relu?(alpha * op(a) @ op(b) + beta * c + bias)`` with float32 accumulation.
 
     Args:
-        a, b: float16 arrays, ``op(a)`` of shape ``(..., M, K)`` and ``op(b)`` ``(..., K, N)``.
+        a, b: float16 arrays (or both bfloat16), ``op(a)`` of shape ``(..., M, K)`` and
+            ``op(b)`` ``(..., K, N)``.
         transpose_a, transpose_b: use the transpose of the last two axes.
         bias: ``(N,)`` array in ``out_dtype``, added to every row.
         relu: replace negative results by 0 (NaN is kept).
         alpha, beta: float32 scale factors; ``beta != 0`` needs ``c``.
         c: ``(..., M, N)`` array in ``out_dtype``; the result is written into it.
-        out_dtype: float16 or float32; defaults to ``c``'s dtype, else float16.
+        out_dtype: the input dtype or float32; defaults to ``c``'s dtype, else the input
+            dtype.
 
     Returns:
         The result (``c`` itself when given).
 
     Raises:
-        TypeError: an input is not float16, ``bias``/``c`` are not in ``out_dtype``, or the
-            arrays are on different devices.
+        TypeError: the inputs are not both float16 or both bfloat16, ``bias``/``c`` are not
+            in ``out_dtype``, or the arrays are on different devices.
         ValueError: shapes do not fit, an array is not C-contiguous, or ``beta`` without ``c``.
     """
     arrays = [x for x in (a, b, bias, c) if x is not None]
     xp = get_array_module(*arrays)
     if any(get_array_module(x) is not xp for x in arrays):
         raise TypeError("gemm's arrays are on different devices; move them to one first")
-    out_dtype = _output_dtype(out_dtype, c)
+    out_dtype = _output_dtype(out_dtype, c, a.dtype if a.dtype == bfloat16 else float16)
     batch, m, n, _ = _check(a, b, transpose_a, transpose_b, bias, c, beta, out_dtype)
     epilogue = _Epilogue(bias, relu, np.float32(alpha), np.float32(beta))
     if xp is np:
@@ -137,26 +154,28 @@ class _Epilogue(NamedTuple):
     beta: np.float32
 
 
-def _output_dtype(out_dtype, c):
+def _output_dtype(out_dtype, c, in_dtype):
     if out_dtype is None:
-        out_dtype = c.dtype if c is not None else float16
+        out_dtype = c.dtype if c is not None else in_dtype
     out_dtype = np.dtype(out_dtype)
-    if out_dtype not in _OUT_TYPES:
-        raise TypeError(f"out_dtype must be float16 or float32, got {out_dtype}")
+    if out_dtype not in (in_dtype, float32):
+        raise TypeError(f"out_dtype must be {in_dtype} or float32, got {out_dtype}")
     return out_dtype
 
 
 def _check(a, b, transpose_a, transpose_b, bias, c, beta, out_dtype):
     """Validate the arguments; return ``(batch_shape, M, N, K)``."""
+    in_dtype = a.dtype if a.dtype in INPUT_DTYPES else float16
     for name, x in (("a", a), ("b", b)):
-        if x.dtype != float16:
+        if x.dtype != in_dtype:
             raise TypeError(
-                f"gemm takes float16 inputs, {name} is {x.dtype}; cast it with "
-                f".astype('float16') or use backend.primitives.matmul for other dtypes"
+                f"gemm takes float16 inputs (or bfloat16 ones, both), {name} is {x.dtype}; "
+                f"cast it with .astype('{in_dtype}') or use backend.primitives.matmul for "
+                f"other dtypes"
             )
         if x.ndim < 2:
             raise ValueError(f"{name} must have at least 2 dimensions, got shape {x.shape}")
-        check_array(x, float16, name)
+        check_array(x, in_dtype, name)
     m, k = _rows_cols(a.shape, transpose_a)
     k_b, n = _rows_cols(b.shape, transpose_b)
     if k_b != k:
@@ -277,9 +296,10 @@ def _batch_item(x, index):
 def _launch_2d(a, b, transpose_a, transpose_b, epilogue: _Epilogue, out) -> None:
     """One launch on 2-D contiguous arrays; ``out`` already holds ``c`` when ``beta != 0``.
 
-    The one place that picks the kernel: ``gemm_sm90.cu`` (wgmma + TMA) on compute
-    capability 9.0 when TMA can address the operands, else this file's ``gemm_fp16.cu``
-    (``mma.sync``, sm_80 and later). Both compute the same specification.
+    The one place that picks the kernel: ``gemm_sm90.cu`` (wgmma + TMA; bfloat16 through
+    ``gemm_bf16_sm90.cu``) on compute capability 9.0 when TMA can address the operands, else
+    this file's ``gemm_fp16.cu`` (``mma.sync``, sm_80 and later; ``gemm_f16`` or
+    ``gemm_bf16``). All compute the same specification.
     """
     m, n = out.shape
     k = _rows_cols(a.shape, transpose_a)[1]
@@ -292,7 +312,8 @@ def _launch_2d(a, b, transpose_a, transpose_b, epilogue: _Epilogue, out) -> None
     bias = epilogue.bias
     flags = (EPILOGUE_BIAS if bias is not None else 0) | (EPILOGUE_RELU if epilogue.relu else 0)
     if _sm90.usable(a, b, k):
-        _sm90.launch(a, b, transpose_a, transpose_b, epilogue, out, flags)
+        hopper = _sm90_bf16 if a.dtype == bfloat16 else _sm90
+        hopper.launch(a, b, transpose_a, transpose_b, epilogue, out, flags)
         return
     args = (
         a,
@@ -309,5 +330,5 @@ def _launch_2d(a, b, transpose_a, transpose_b, epilogue: _Epilogue, out) -> None
         epilogue.beta,
         np.int32(flags),
     )
-    kernel = _kernel(kernel_name(transpose_a, transpose_b, out.dtype))
+    kernel = _kernel(kernel_name(transpose_a, transpose_b, out.dtype, a.dtype))
     kernel((blocks, 1, 1), (THREADS, 1, 1), args, shared_mem=SHARED_MEM_BYTES)

@@ -7,6 +7,11 @@ Each Python launcher module registers the kernels it needs from one ``.cu`` file
 A file whose instructions exist on one architecture only names it (``arch="sm_90a"`` for
 ``wgmma``): it is compiled for that target, and only launched on devices that have it.
 
+A file may build on another one of ``cuda/`` with ``#include "other.cu"`` (a line of its
+own): ``nvcc`` follows it, and :meth:`KernelFile.source` inlines it, because NVRTC compiles
+a string and CuPy keys its on-disk kernel cache on that string (an included file's change
+must change the key).
+
 and launches them with :func:`launch`. Registration is the single source of truth for what
 is compiled and how: the loader uses it on the GPU, and the tests compile every registered
 file with the same options and name expressions through NVRTC (``backend/nvrtc.py``) on
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +71,8 @@ class KernelFile:
         return cuda_dir() / self.file
 
     def source(self) -> str:
-        return self.path.read_text()
+        """The file's text, with every ``#include "<file>.cu"`` of ``cuda/`` inlined."""
+        return _inline_includes(self.path, ())
 
     def all_options(self) -> tuple[str, ...]:
         """The options besides the target (the NVRTC tests add the target themselves)."""
@@ -74,6 +81,21 @@ class KernelFile:
     def loader_options(self) -> tuple[str, ...]:
         """What the loader passes to CuPy: the options, and the target when the file has one."""
         return self.all_options() + ((f"-arch={self.arch}",) if self.arch else ())
+
+
+_LOCAL_INCLUDE = re.compile(r'^#include "(\w+\.cu)"[ \t]*$', re.MULTILINE)
+
+
+def _inline_includes(path: Path, seen: tuple[str, ...]) -> str:
+    if path.name in seen:
+        raise ValueError(f"{path.name} includes itself (through {' -> '.join(seen)})")
+
+    def inline(match: re.Match) -> str:
+        name = match.group(1)
+        text = _inline_includes(path.parent / name, (*seen, path.name))
+        return f"// ---- {name}, inlined by the loader ----\n{text}\n// ---- end of {name} ----"
+
+    return _LOCAL_INCLUDE.sub(inline, path.read_text())
 
 
 REGISTRY: dict[str, KernelFile] = {}

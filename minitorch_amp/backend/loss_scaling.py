@@ -30,12 +30,13 @@ import functools
 import math
 import numbers
 
+import ml_dtypes
 import numpy as np
 
 from . import device as _device
 from . import kernels
 from .device import get_array_module
-from .dtypes import accumulation_dtype, bool_, float16, float32, float64, int32
+from .dtypes import accumulation_dtype, bfloat16, bool_, float16, float32, float64, int32
 
 __all__ = [
     "check_attr",
@@ -48,6 +49,7 @@ __all__ = [
 
 _UNSCALE_KERNELS = {
     float16: "unscale_and_check<__half>",
+    bfloat16: "unscale_and_check<__nv_bfloat16>",
     float32: "unscale_and_check<float>",
     float64: "unscale_and_check<double>",
 }
@@ -175,10 +177,13 @@ def chunk_table(pointers, sizes, chunk: int) -> np.ndarray:
 
 
 def _overflow_threshold(dtype) -> float:
-    """The smallest magnitude that rounds to infinity in ``dtype`` (65520 for float16)."""
-    largest = np.finfo(dtype).max
-    ulp = float(largest) - float(np.nextafter(largest, np.zeros((), dtype)))  # 32 for float16
-    return float(largest) + ulp / 2
+    """The smallest magnitude that rounds to infinity in ``dtype`` (65520 for float16).
+
+    The largest value plus half its spacing, ``eps * 2**(maxexp - 1)``: 65504 + 16 for
+    float16, ``(2 - 2**-8) * 2**127`` for bfloat16 (``ml_dtypes.finfo`` knows both).
+    """
+    info = ml_dtypes.finfo(dtype)
+    return float(info.max) + float(info.eps) * 2.0 ** (info.maxexp - 2)
 
 
 def update_loss_scaling(

@@ -3,26 +3,52 @@ and the one place that says which raw CUDA kernel runs each AMP hot path.
 
 The autograd ops call these instead of spelling the numerics out each time:
 
-* :func:`matmul` and :func:`linear`: float16 inputs are multiplied as exact float32
-  products, accumulated in float32, and rounded to float16 once at the end (a tensor core).
-* :func:`reduce_sum`, :func:`sum_squares` and :func:`unbroadcast` accumulate float16 in
-  float32.
-* :func:`scatter_add` is ``numpy.add.at`` / ``cupyx.scatter_add``.
+* :func:`matmul` and :func:`linear`: float16 (and bfloat16) inputs are multiplied as exact
+  float32 products, accumulated in float32, and rounded once at the end (a tensor core).
+* :func:`reduce_sum`, :func:`sum_squares` and :func:`unbroadcast` accumulate float16 and
+  bfloat16 in float32.
+* :func:`scatter_add` is ``numpy.add.at`` / ``cupyx.scatter_add`` (bfloat16: in float32).
 
 Dispatch of the AMP hot paths (``MINITORCH_AMP_RAW_KERNELS=0`` selects the CuPy fallback):
 
 =========================  =====================  ===================  ======================
 hot path                   NumPy (the twin)       CuPy, raw kernel     CuPy fallback
 =========================  =====================  ===================  ======================
-fp16 matmul                :func:`matmul`          ``gemm_fp16.cu``     ``cupy.matmul`` (cuBLAS)
-fp16 linear (+bias)        :func:`linear`          ``gemm_fp16.cu``,    ``cupy.matmul`` + add
-                                                  bias in epilogue
-fp32 <-> fp16 cast         ``backend.cast``       ``cast.cu``          ``astype``
+fp16/bf16 matmul           :func:`matmul`          ``gemm_fp16.cu``     ``cupy.matmul`` (cuBLAS;
+                                                  (``gemm_bf16_sm90``  bf16: of float32
+                                                  on Hopper)           copies, then rounded)
+fp16/bf16 linear (+bias)   :func:`linear`          the same, bias in    ``cupy.matmul`` + add
+                                                  the epilogue
+fp32 <-> fp16/bf16 cast    ``backend.cast``       ``cast.cu``          ``astype``
 unscale + found_inf,       ``backend.             ``amp.cu``           the same xp code
 loss-scale update          loss_scaling``
 optimizer step with        per-parameter          ``optim.cu``         ``backend.fused_optim``
 fp32 master weights        ``_update``                                 twin, on the device
 =========================  =====================  ===================  ======================
+
+bfloat16 on CuPy. CuPy 14 is the first with a bfloat16 dtype (``ml_dtypes.bfloat16``, the
+one the CPU backend uses); earlier CuPy cannot hold a bfloat16 array at all, and
+``device.bfloat16_unsupported`` says so. What CuPy 14 does with it, and what runs instead:
+
+* **CuPy's own, used as is**: creating and copying arrays, ``astype`` to and from every
+  float type (round to nearest even through float32: float64 is rounded *once* by
+  ``cast.to_bfloat16`` instead), the arithmetic, comparison and math ufuncs (``exp``,
+  ``log``, ``tanh``, ``sqrt``, ``maximum``, ``where`` ...: each computes in float and rounds
+  its result), reductions (``sum``, ``mean``, ``max``; ours ask for float32 accumulation),
+  ``ElementwiseKernel`` / ``ReductionKernel`` with bfloat16 arguments (``relu_backward``
+  here), indexing, and 2-D ``matmul``.
+* **Raw kernels with ``__nv_bfloat16``**, for speed or because CuPy has no such operation:
+  the casts (``cast.cu``), unscale-and-check (``amp.cu``), the fused optimizers
+  (``optim.cu``) and every GEMM (``gemm_fp16.cu``'s ``gemm_bf16``, ``gemm_bf16_sm90.cu``).
+* **Worked around**, because CuPy 14 does not take bfloat16 there: batched or broadcast
+  ``matmul`` (float32 copies, when raw kernels are off), ``cupyx.scatter_add`` (refuses it:
+  :func:`scatter_add` sums in float32) and ``cupyx.scipy.special.erf`` (``gelu`` widens to
+  float32 first, as it does for float16).
+
+NOTE: CuPy compiles every kernel with ``-ftz=true``, so its elementwise ops, which compute
+bfloat16 in float32, flush bfloat16's subnormals (below 2**-126) to zero on the GPU; the CPU
+keeps them. Casts to bfloat16 are exact on both (``cast.cu`` rounds with ``cvt.rn.bf16.f32``;
+``cast.to_bfloat16`` never passes through a float32 subnormal).
 """
 
 from __future__ import annotations
@@ -35,7 +61,7 @@ from . import device as _device
 from . import gemm as _gemm
 from . import graphs, kernels
 from .device import get_array_module
-from .dtypes import accumulation_dtype, float16, float32, float64
+from .dtypes import accumulation_dtype, bfloat16, float16, float32, float64
 
 
 def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False, out=None):
@@ -43,27 +69,34 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False, out=None)
 
     float16 inputs follow what a tensor core does: products are exact in float32 (a float16
     times a float16 always fits), sums are float32, and the result is rounded to nearest even
-    float16 once. Other dtypes use the library's matmul directly.
+    float16 once; bfloat16 inputs the same, rounded to bfloat16. Other dtypes use the
+    library's matmul directly.
 
     ``out`` (an array of the result's shape and dtype) receives the result: on the GPU in
     float16 the GEMM writes it there directly (a gradient into its buffer, no copy after).
     """
     if out is not None:
-        if out.flags.c_contiguous and a.dtype is float16 and b.dtype is float16:
+        if out.flags.c_contiguous and _same_16bit(a, b):
             xp = get_array_module(a, b)
             if xp is not np and kernels.enabled() and a.ndim == b.ndim == 2:
                 a, b = xp.ascontiguousarray(a), xp.ascontiguousarray(b)
                 return _gemm.gemm(a, b, transpose_a, transpose_b, c=out)
         get_array_module(out).copyto(out, matmul(a, b, transpose_a, transpose_b))
         return out
-    if a.dtype is float16 and b.dtype is float16:  # (dtype objects are canonical singletons)
+    if _same_16bit(a, b):  # float16, or bfloat16 (two 8-bit significands: exact products too)
         xp = get_array_module(a, b)
         if xp is not np and kernels.enabled() and a.ndim >= 2 and b.ndim >= 2:
             # the GEMM kernel reads op(a), op(b) from the untransposed, contiguous operands
             a, b = xp.ascontiguousarray(a), xp.ascontiguousarray(b)
             return _gemm.gemm(a, b, transpose_a, transpose_b)
         if xp is np:  # the GEMM's twin: fp32 products and sums, one rounding
-            return _gemm.twin(a, b, transpose_a, transpose_b)
+            return _gemm.twin(a, b, transpose_a, transpose_b, out_dtype=a.dtype)
+        if a.dtype == bfloat16:
+            # NOTE: CuPy 14 multiplies 2-D bfloat16 (cuBLAS, float32 compute) but not batched
+            # or broadcast bfloat16 operands. The float32 copies give the same result (exact
+            # products, float32 sums) with the one rounding at the end.
+            wide = matmul(a.astype(float32), b.astype(float32), transpose_a, transpose_b)
+            return wide.astype(bfloat16)
     if transpose_a and a.ndim >= 2:
         a = a.swapaxes(-1, -2)
     if transpose_b and b.ndim >= 2:
@@ -79,14 +112,14 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False, out=None)
 
 
 def matmul_float32(a, b, transpose_a: bool = False, transpose_b: bool = False):
-    """``op(a) @ op(b)`` for float16 inputs, returned in float32: the GEMM's accumulator,
-    not yet rounded to float16 (other dtypes: :func:`matmul`).
+    """``op(a) @ op(b)`` for float16 (or bfloat16) inputs, returned in float32: the GEMM's
+    accumulator, not yet rounded to 16 bits (other dtypes: :func:`matmul`).
 
     For sums that go on after the product, so the result is rounded once at the very end: a
     convolution's input gradient adds up overlapping windows (col2im) after its GEMM. The GPU
     runs ``gemm_fp16.cu`` with a float32 output, the CPU its twin.
     """
-    if a.dtype is not float16 or b.dtype is not float16:
+    if not _same_16bit(a, b):
         return matmul(a, b, transpose_a, transpose_b)
     xp = get_array_module(a, b)
     if xp is np:
@@ -102,16 +135,17 @@ def linear(x, weight, bias=None):
     ``[in, out]``).
 
     What Paddle's ``F.linear`` computes with its two ops: the product in the inputs' dtype
-    (float16: float32 sums, rounded once, as :func:`matmul`), then an add in ``bias.dtype``,
-    to which the product is cast (float16 to float32 exactly). A float16 product with a
-    float16 bias is one launch of the GEMM kernel on the GPU, the bias in its epilogue added
-    to the rounded product (the same result as the two ops), and the kernel's twin on the CPU.
+    (float16 or bfloat16: float32 sums, rounded once, as :func:`matmul`), then an add in
+    ``bias.dtype``, to which the product is cast (a 16-bit one to float32 exactly). A 16-bit
+    product with a bias of its dtype is one launch of the GEMM kernel on the GPU, the bias in
+    its epilogue added to the rounded product (the same result as the two ops), and the
+    kernel's twin on the CPU.
     """
     xp = get_array_module(x, weight)
-    half = x.dtype == float16 and weight.dtype == float16
-    if half and (bias is None or bias.dtype == float16) and xp is np:
-        return _gemm.twin(x, weight, bias=bias)
-    if half and (bias is None or bias.dtype == float16) and kernels.enabled():
+    half = _same_16bit(x, weight) and (bias is None or bias.dtype == x.dtype)
+    if half and xp is np:
+        return _gemm.twin(x, weight, bias=bias, out_dtype=x.dtype)
+    if half and kernels.enabled():
         rows = x.reshape(-1, x.shape[-1]) if x.ndim != 2 else x
         out = _gemm.gemm(xp.ascontiguousarray(rows), xp.ascontiguousarray(weight), bias=bias)
         return out.reshape((*x.shape[:-1], weight.shape[1]))
@@ -123,6 +157,11 @@ def linear(x, weight, bias=None):
             out = out.astype(bias.dtype)
     out += bias  # in place: the product (or its cast) is a fresh array
     return out
+
+
+def _same_16bit(a, b) -> bool:
+    """Both float16, or both bfloat16: the dtypes the GEMM kernels take."""
+    return a.dtype == b.dtype and a.dtype in (float16, bfloat16)
 
 
 def reduce_sum(x, axis=None, keepdims: bool = False, out=None):
@@ -197,9 +236,18 @@ def unbroadcast(grad, shape):
 
 
 def scatter_add(target, index, values) -> None:
-    """``target[index] += values`` in place, adding every repeated index (unbuffered)."""
+    """``target[index] += values`` in place, adding every repeated index (unbuffered).
+
+    A bfloat16 ``target`` is summed in float32 and rounded once, on both backends: CuPy's
+    ``scatter_add`` (``add.at``) refuses bfloat16, and one rounding is what a reduction owes
+    its inputs anyway (``accumulation_dtype``).
+    """
     xp = get_array_module(target)
-    if xp is np:
+    if target.dtype == bfloat16:
+        wide = target.astype(float32)
+        scatter_add(wide, index, values.astype(float32))
+        target[...] = wide.astype(bfloat16)
+    elif xp is np:
         np.add.at(target, index, values)
     else:
         import cupyx

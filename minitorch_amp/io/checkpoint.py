@@ -4,7 +4,9 @@ A checkpoint is a zip archive (what ``numpy.savez`` writes, so ``numpy.load`` an
 tool can open it) holding:
 
 * ``arrays/0.npy``, ``arrays/1.npy``, ...: one ``.npy`` file per Tensor or array, in NumPy's
-  format, so every dtype (float16 included) round-trips bit for bit;
+  format, so every dtype (float16 included) round-trips bit for bit; bfloat16, which the
+  ``.npy`` format cannot name, is stored as its raw bits (``uint16``) and the index says
+  ``"dtype": "bfloat16"``;
 * ``__structure__.json``: the nesting, with the keys, the scalars and where each array goes::
 
     {"format": "minitorch_amp", "version": 1, "root": NODE}
@@ -45,6 +47,7 @@ import numpy as np
 
 from ..autograd.tensor import Tensor
 from ..backend import device as _device
+from ..backend.dtypes import bfloat16
 from ..serialization import paddle_pickle
 
 __all__ = ["DEFAULT_MAX_BYTES", "CheckpointError", "load", "save"]
@@ -53,6 +56,7 @@ _STRUCTURE = "__structure__.json"
 _FORMAT = "minitorch_amp"
 _VERSION = 1
 _ARRAY_KINDS = "biufcUS"  # dtypes NumPy stores without pickle
+_BF16_BITS = np.dtype("<u2")  # how a bfloat16 array is stored: its bits, little-endian
 DEFAULT_MAX_BYTES = 16 * 2**30  # what load() allocates at most, unless given max_bytes
 _CHUNK = 16 * 2**20  # bytes read from the archive at a time
 _OWNER = socket.gethostname()  # with the pid, who writes a temporary file
@@ -155,10 +159,10 @@ def _encode(value, where: str, arrays: list, active: set) -> dict:
             node["name"] = value.name
         return node
     if _device.is_array(value):
-        if value.dtype.kind not in _ARRAY_KINDS:
+        if not _storable(value.dtype):
             raise TypeError(f"{where}: cannot save an array of dtype {value.dtype}")
         return _array_node("ndarray", _device.asnumpy(value), arrays)
-    if isinstance(value, np.generic) and value.dtype.kind in _ARRAY_KINDS:
+    if isinstance(value, np.generic) and _storable(value.dtype):
         return _array_node("npscalar", np.asarray(value), arrays)
     if value is None:
         return {"type": "none"}
@@ -196,14 +200,25 @@ def _encode(value, where: str, arrays: list, active: set) -> dict:
     )
 
 
+def _storable(dtype) -> bool:
+    return dtype.kind in _ARRAY_KINDS or dtype == bfloat16
+
+
 def _array_node(kind: str, array: np.ndarray, arrays: list) -> dict:
-    arrays.append(array)
+    bf16 = array.dtype == bfloat16
+    arrays.append(array.view(_BF16_BITS) if bf16 else array)  # the bits, bit-exact
     return {
         "type": kind,
         "array": len(arrays) - 1,
-        "dtype": array.dtype.str,
+        "dtype": "bfloat16" if bf16 else array.dtype.str,
         "shape": list(array.shape),
     }
+
+
+def _file_dtype(node: dict):
+    """The dtype string the ``.npy`` entry must have for ``node`` (bfloat16: its bits)."""
+    dtype = node.get("dtype")
+    return _BF16_BITS.str if dtype == "bfloat16" else dtype
 
 
 # ---- load ---------------------------------------------------------------------------------------
@@ -352,10 +367,13 @@ class _Reader:
             self.arrays[name] = self.read_array(name, node, where)
         array = self.arrays[name]
         _need(
-            array.dtype.str == node.get("dtype") and list(array.shape) == node.get("shape"),
+            array.dtype.str == _file_dtype(node) and list(array.shape) == node.get("shape"),
             f"{where}: {name} holds {array.dtype.str}{list(array.shape)}, the index says "
             f"{node.get('dtype')}{node.get('shape')}",
         )
+        if node.get("dtype") == "bfloat16":
+            array = array.view(bfloat16)
+            name += ":bfloat16"  # its own device copy (an index may name the bits both ways)
         if kind == "npscalar":
             return array[()]
         if kind == "ndarray" or self.return_numpy:
@@ -388,7 +406,7 @@ class _Reader:
                 "the file is corrupt or was made to run code",
             )
             _need(
-                dtype.str == node.get("dtype") and list(shape) == node.get("shape"),
+                dtype.str == _file_dtype(node) and list(shape) == node.get("shape"),
                 f"{where}: {name} holds {dtype.str}{list(shape)}, the index says "
                 f"{node.get('dtype')}{node.get('shape')}",
             )

@@ -50,7 +50,7 @@ def prepare(opt, plan: list) -> None:
         for group, pairs in plan:
             for param, _ in pairs:
                 opt._state_for(param, group)
-                if opt._multi_precision and param._data.dtype == _dtypes.float16:
+                if opt._multi_precision and param._data.dtype in _dtypes.LOW_PRECISION:
                     opt._master_weight(param)
             if update_path(opt, pairs) != "per-param numpy":
                 opt._lr_buffer(_device.place_of(pairs[0][0]._data))

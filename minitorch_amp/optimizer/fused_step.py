@@ -58,7 +58,7 @@ def apply_fused(opt, group: dict, pairs, found_inf) -> None:
         data, g = param._data, _array(grad)
         state = opt._state_for(param, group)
         master = None
-        if data.dtype == _dtypes.float16:
+        if data.dtype in _dtypes.LOW_PRECISION:
             if opt._multi_precision:
                 master = opt._master_weight(param)._data
             else:

@@ -335,7 +335,7 @@ class Optimizer(TorchOptimizerMethods):
         """
         state = self._state_for(param, group)
         data = param._data
-        low_precision = data.dtype == _dtypes.float16
+        low_precision = data.dtype in _dtypes.LOW_PRECISION  # float16, bfloat16
         master = self._master_weight(param) if low_precision and self._multi_precision else None
         if master is not None:
             p = master._data

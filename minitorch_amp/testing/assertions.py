@@ -10,6 +10,7 @@ Default tolerances of :func:`assert_close`, by the dtype being checked
 dtype      rtol        atol        why
 =========  ==========  ==========  ==============================================
 float16    1e-3        1e-5        about 2 ulps (eps is 2**-10 = 9.8e-4)
+bfloat16   8e-3        1e-5        about 2 ulps (eps is 2**-7 = 7.8e-3)
 float32    1e-5        1e-8        about 80 ulps (eps is 2**-23 = 1.2e-7)
 float64    1e-12       1e-15       about 4500 ulps (eps is 2**-52 = 2.2e-16)
 others     0           0           integers and bools compare exactly
@@ -18,12 +19,16 @@ others     0           0           integers and bools compare exactly
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
+
+from ..backend.cast import to_bfloat16
 
 __all__ = ["DEFAULT_TOLERANCES", "as_numpy", "assert_bit_equal", "assert_close", "ulp_distance"]
 
 DEFAULT_TOLERANCES: dict[np.dtype, tuple[float, float]] = {
     np.dtype("float16"): (1e-3, 1e-5),
+    np.dtype(ml_dtypes.bfloat16): (8e-3, 1e-5),
     np.dtype("float32"): (1e-5, 1e-8),
     np.dtype("float64"): (1e-12, 1e-15),
 }
@@ -31,6 +36,17 @@ DEFAULT_TOLERANCES: dict[np.dtype, tuple[float, float]] = {
 
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}  # float itemsize -> its bits
 _INT = {2: np.int16, 4: np.int32, 8: np.int64}
+_BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def _is_float(dtype) -> bool:
+    """float16/32/64, or bfloat16 (an ``ml_dtypes`` dtype: its kind is 'V', not 'f')."""
+    return dtype.kind == "f" or dtype == _BF16
+
+
+def _precision(dtype) -> int:
+    """Significand bits: fewer means less precise (bfloat16 8 < float16 11 < float32 24)."""
+    return 8 if dtype == _BF16 else np.finfo(dtype).nmant + 1
 
 
 def as_numpy(x) -> np.ndarray:
@@ -140,9 +156,9 @@ def _least_precise_float(*pairs):
     found = [
         arr.dtype
         for r, arr in zip(raw, arrays)
-        if arr.dtype.kind == "f" and not isinstance(r, (int, float, list, tuple))
+        if _is_float(arr.dtype) and not isinstance(r, (int, float, list, tuple))
     ]
-    return min(found, key=lambda d: d.itemsize) if found else None
+    return min(found, key=_precision) if found else None
 
 
 def ulp_distance(a, b, dtype=None):
@@ -159,7 +175,7 @@ def ulp_distance(a, b, dtype=None):
 
     Args:
         a, b: values of any kind :func:`assert_close` takes; they broadcast together.
-        dtype: float16, float32 or float64. ``a`` and ``b`` are converted to it first
+        dtype: float16, bfloat16, float32 or float64. ``a`` and ``b`` are converted to it first
             (round to nearest even). Default: the dtype of ``a`` (of ``b`` if ``a`` is not
             floating).
 
@@ -174,15 +190,20 @@ def ulp_distance(a, b, dtype=None):
         >>> a = [-(2.0**-24), 0.0, 65504.0, np.nan]
         >>> ulp_distance(a, [2.0**-24, -0.0, np.inf, 1.0], "float16")
         array([ 2.,  0.,  1., nan])
+        >>> ulp_distance(1.0, 1.0 + 2**-6, "bfloat16")  # bfloat16's spacing at 1 is 2**-7
+        2.0
     """
     a, b = as_numpy(a), as_numpy(b)
     if dtype is None:
-        dtype = a.dtype if a.dtype.kind == "f" else b.dtype
+        dtype = a.dtype if _is_float(a.dtype) else b.dtype
     dtype = np.dtype(dtype)
-    if dtype.kind != "f" or dtype.itemsize not in _INT:
-        raise TypeError(f"ulp_distance needs float16, float32 or float64, got {dtype}")
+    if not _is_float(dtype) or dtype.itemsize not in _INT:
+        raise TypeError(f"ulp_distance needs float16, bfloat16, float32 or float64, got {dtype}")
     with np.errstate(over="ignore", invalid="ignore"):
-        a, b = np.broadcast_arrays(a.astype(dtype), b.astype(dtype))
+        if dtype == _BF16:  # rounded once, also from float64 (ml_dtypes would round twice)
+            a, b = np.broadcast_arrays(to_bfloat16(a), to_bfloat16(b))
+        else:
+            a, b = np.broadcast_arrays(a.astype(dtype), b.astype(dtype))
     signed = _INT[dtype.itemsize]
     smallest = np.iinfo(signed).min
 
@@ -227,7 +248,7 @@ def assert_bit_equal(actual, expected):
         raise AssertionError(
             f"shape mismatch: actual has shape {list(a.shape)}, expected {list(e.shape)}"
         )
-    if a.dtype.itemsize not in _UINT or a.dtype.kind not in "fiub":
+    if a.dtype.itemsize not in _UINT or (a.dtype.kind not in "fiub" and a.dtype != _BF16):
         raise TypeError(f"assert_bit_equal supports float, int and bool arrays, not {a.dtype}")
     uint = _UINT[a.dtype.itemsize]
     ab = np.array(a, order="C").view(uint)

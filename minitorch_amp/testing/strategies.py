@@ -33,10 +33,14 @@ except ImportError as exc:  # the rest of minitorch_amp.testing works without it
     ) from exc
 
 from ..autograd.tensor import Tensor
-from ..backend.dtypes import convert_dtype
+from ..backend.dtypes import bfloat16, convert_dtype
 from . import fp16
+from .bf16_strategies import BF16_EDGE_VALUES, bf16_values, fp32_values_near_bf16_edges
 
 __all__ = [
+    "BF16_EDGE_VALUES",
+    "bf16_values",
+    "fp32_values_near_bf16_edges",
     "FP16_EDGE_VALUES",
     "broadcastable_shapes",
     "fp16_values",
@@ -247,6 +251,8 @@ def _default_elements(dtype: np.dtype) -> st.SearchStrategy:
     """Finite values over the dtype's whole range (edges included); all ints; both bools."""
     if dtype == np.float16:
         return fp16_values(allow_nan=False, allow_infinity=False)
+    if dtype == bfloat16:
+        return bf16_values(allow_nan=False, allow_infinity=False)
     if dtype.kind == "f":
         return st.floats(width=8 * dtype.itemsize, allow_nan=False, allow_infinity=False)
     if dtype.kind in "iu":
@@ -268,9 +274,11 @@ def tensors(
 
     Args:
         shape: a shape (int or tuple) or a strategy of shapes (default: :func:`shapes`).
-        dtype: float16, float32, float64, int32, int64 or bool, or a strategy of them.
+        dtype: float16, bfloat16, float32, float64, int32, int64 or bool, or a strategy of
+            them.
         elements: a strategy for the values. Default, by dtype: float16 ->
-            ``fp16_values(allow_nan=False, allow_infinity=False)``; float32/float64 ->
+            ``fp16_values(allow_nan=False, allow_infinity=False)``; bfloat16 -> the same
+            with ``bf16_values``; float32/float64 ->
             any finite value of the dtype (subnormals and the largest values included);
             integers -> the dtype's whole range; bool -> both. Narrow it for ops that would
             overflow, e.g. ``st.floats(-10, 10, width=32)``.
@@ -293,5 +301,9 @@ def tensors(
     elements = _default_elements(dtype) if elements is None else elements
     # Filling with one drawn value and overwriting a few keeps big arrays fast; the values
     # are copied into the array, so reusing a drawn one is safe for these dtypes.
-    array = draw(hnp.arrays(dtype, shape, elements=elements, fill=elements))
+    if dtype == bfloat16:  # Hypothesis has no bfloat16: draw float32 (exact), then narrow
+        wide = elements.map(np.float32)
+        array = draw(hnp.arrays(np.float32, shape, elements=wide, fill=wide)).astype(dtype)
+    else:
+        array = draw(hnp.arrays(dtype, shape, elements=elements, fill=elements))
     return Tensor(array, dtype=dtype, place=place, stop_gradient=stop_gradient)

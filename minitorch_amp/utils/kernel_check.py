@@ -28,6 +28,7 @@ from ..backend import gemm as _gemm
 from ..backend import gemm_sm90 as _gemm_sm90
 from ..backend import kernels as _kernels
 from ..backend import loss_scaling as _loss_scaling
+from ..backend.dtypes import bfloat16
 
 Move = Callable[[np.ndarray], object]
 
@@ -113,11 +114,6 @@ def _gemm_matches(to_device: Move, to_host: Move) -> bool:
 
 
 def _gemm_sm90_matches(to_device: Move, to_host: Move) -> bool:
-    on_gpu = _device.get_array_module(to_device(np.zeros(1, np.float16))) is not np
-    if on_gpu and not _gemm_sm90.device_is_hopper():
-        reason = "needs compute capability 9.0 (wgmma, TMA); gemm_fp16.cu runs here"
-        raise NotApplicableError(reason)
-    rng = np.random.default_rng(0)
     # M = 40, N = 24: tails of a tile; K = 40 (one partial block of 64) and 1536 (24 blocks,
     # split in 3). Each layout, both tile widths, both output types, the split-K reduction.
     # Small integers: every float32 sum is exact, so the kernel must give the twin's bits.
@@ -126,11 +122,32 @@ def _gemm_sm90_matches(to_device: Move, to_host: Move) -> bool:
         ((40, 1536), (24, 1536), False, True, True, False, np.float16, 128, 3),
         ((1536, 40), (1536, 24), True, False, False, False, np.float32, 256, 1),
     ]
+    return _hopper_matches(to_device, to_host, np.float16, cases)
+
+
+def _gemm_bf16_sm90_matches(to_device: Move, to_host: Move) -> bool:
+    # gemm_sm90.cu's cases in bfloat16. Sums past 256 are rounded in a bfloat16 output: the
+    # bias goes with the float32 output, where both orders of "round, add" agree exactly.
+    bf16 = bfloat16
+    cases = [
+        ((40, 40), (40, 24), False, False, False, True, bf16, 128, 1),
+        ((40, 1536), (24, 1536), False, True, False, False, bf16, 128, 3),
+        ((1536, 40), (1536, 24), True, False, True, False, np.float32, 256, 1),
+    ]
+    return _hopper_matches(to_device, to_host, bf16, cases)
+
+
+def _hopper_matches(to_device: Move, to_host: Move, dtype, cases) -> bool:
+    on_gpu = _device.get_array_module(to_device(np.zeros(1, np.float16))) is not np
+    if on_gpu and not _gemm_sm90.device_is_hopper():
+        reason = "needs compute capability 9.0 (wgmma, TMA); gemm_fp16.cu runs here"
+        raise NotApplicableError(reason)
+    rng = np.random.default_rng(0)
     same = True
     for shape_a, shape_b, ta, tb, with_bias, relu, out_dtype, bn, splits in cases:
         with _gemm_kernel("sm90"), _gemm_sm90.forced_plan(bn, splits):
-            a = rng.integers(-3, 4, shape_a).astype(np.float16)
-            b = rng.integers(-3, 4, shape_b).astype(np.float16)
+            a = rng.integers(-3, 4, shape_a).astype(dtype)
+            b = rng.integers(-3, 4, shape_b).astype(dtype)
             bias = rng.integers(-8, 9, 24).astype(out_dtype) if with_bias else None
             moved_a, moved_b = to_device(a), to_device(b)
             k = shape_a[0] if ta else shape_a[1]
@@ -140,8 +157,14 @@ def _gemm_sm90_matches(to_device: Move, to_host: Move) -> bool:
             args = dict(relu=relu, out_dtype=out_dtype)
             out = _gemm.gemm(moved_a, moved_b, ta, tb, moved_bias, **args)
             expected = _gemm.gemm(a, b, ta, tb, bias, **args)
-            same = same and np.array_equal(to_host(out), expected)
+            same = same and np.array_equal(bits(to_host(out)), bits(expected))
     return same
+
+
+def bits(array) -> np.ndarray:
+    """The array's bytes as unsigned integers (bfloat16 has no NumPy equality of its own)."""
+    array = np.asarray(array)
+    return array.view({2: np.uint16, 4: np.uint32}[array.itemsize])
 
 
 def _optim_matches(to_device: Move, to_host: Move) -> bool:
@@ -164,6 +187,7 @@ CHECKS: dict[str, Callable[[Move, Move], bool]] = {
     "amp.cu": _amp_matches,
     "gemm_fp16.cu": _gemm_matches,
     "gemm_sm90.cu": _gemm_sm90_matches,
+    "gemm_bf16_sm90.cu": _gemm_bf16_sm90_matches,
     "optim.cu": _optim_matches,
 }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...backend import get_array_module
+from ...backend.dtypes import accumulation_dtype, is_floating
 from ...backend.primitives import reduce_sum
 from ..op import BLACK, GRAY, NONE, Op
 
@@ -54,9 +55,9 @@ class Mean(Op):
         for a in axes:
             count *= x.shape[a]
         ctx.shape, ctx.axes, ctx.keepdim, ctx.count = x.shape, axes, keepdim, count
-        if x.dtype.kind != "f":
+        if not is_floating(x.dtype):
             raise TypeError(f"mean needs a floating tensor, got {x.dtype}; cast it first")
-        acc = "float32" if x.dtype == "float16" else x.dtype
+        acc = accumulation_dtype(x.dtype)
         return x.mean(axis=axes, dtype=acc, keepdims=keepdim).astype(x.dtype, copy=False)
 
     @staticmethod

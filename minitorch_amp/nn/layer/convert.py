@@ -91,10 +91,18 @@ class ConvertMixin:
         return cast_floating_layers(self, "float16", excluded_layers)
 
     def bfloat16(self, excluded_layers=None) -> ConvertMixin:
-        """Not available yet: minitorch_amp has no bfloat16 dtype."""
-        raise NotImplementedError(
-            "bfloat16 is not supported yet; use float16() (with a GradScaler) or float()"
-        )
+        """Cast floating parameters and buffers to bfloat16, except in ``excluded_layers``
+        (default: batch norm layers, as in Paddle). Integer buffers are left alone.
+
+        Example:
+            >>> from minitorch_amp import nn
+            >>> model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1D(2)).bfloat16()
+            >>> model[0].weight.dtype, model[1].weight.dtype
+            (dtype(bfloat16), dtype('float32'))
+        """
+        if excluded_layers is None:
+            excluded_layers = default_half_excluded()
+        return cast_floating_layers(self, "bfloat16", excluded_layers)
 
 
 def to_impl(
@@ -110,7 +118,6 @@ def to_impl(
     Raises:
         ValueError: ``device`` is not a device string or Place, or names no usable device.
         TypeError: ``blocking`` is not a bool or None; ``dtype`` is not supported.
-        NotImplementedError: ``dtype`` is bfloat16.
         OutOfMemoryError: the conversion does not fit; nothing was converted.
     """
     if device is None and dtype is None and blocking is None:
@@ -162,11 +169,7 @@ def parse_place(device) -> _device.Place:
 
 
 def parse_dtype(dtype):
-    """The numpy dtype for ``dtype``; bfloat16 raises a clear NotImplementedError."""
-    if str(dtype).replace("paddle.", "") == "bfloat16":
-        raise NotImplementedError(
-            "bfloat16 is not supported yet; use 'float16' (with a GradScaler) or 'float32'"
-        )
+    """The numpy dtype for ``dtype`` (a name, ``'paddle.bfloat16'``, a dtype); TypeError else."""
     return _dtypes.convert_dtype(dtype)
 
 

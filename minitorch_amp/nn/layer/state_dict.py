@@ -23,7 +23,9 @@ import numpy as np
 
 from ...autograd.tensor import Tensor
 from ...backend import device as _device
+from ...backend import dtypes as _dtypes
 from ...backend import memory as _memory
+from ...backend.cast import cast
 
 
 def collect_state_dict(
@@ -132,7 +134,7 @@ def _source_array(name: str, value, target: Tensor):
             f"set_state_dict: {name!r} has shape {list(array.shape)} in the state dict but "
             f"the layer expects {target.shape}; nothing was loaded"
         )
-    if array.dtype.kind not in "biuf":
+    if array.dtype.kind not in "biuf" and array.dtype != _dtypes.bfloat16:
         what = _NOT_NUMBERS.get(array.dtype.kind, "no real numbers")
         raise ValueError(
             f"set_state_dict: {name!r} holds {what} (dtype {array.dtype}), which cannot be "
@@ -171,7 +173,7 @@ def _stage(name: str, array, target: Tensor, place, owners: set):
     moved = _device.to_place(array, _device.CPU if place is None else place)
     if moved.dtype != target.dtype:
         with np.errstate(over="ignore", invalid="ignore"):  # checked below where it matters
-            staged = moved.astype(target.dtype)
+            staged = cast(moved, target.dtype)  # bfloat16: rounded once (backend.cast)
         _check_exact(name, moved, staged, target)
     elif moved is array and id(_owner(array)) in owners:
         staged = moved.copy()

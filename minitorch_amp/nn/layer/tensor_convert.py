@@ -24,6 +24,7 @@ from ...autograd.tensor import Tensor
 from ...backend import device as _device
 from ...backend import dtypes as _dtypes
 from ...backend import memory as _memory
+from ...backend.cast import cast
 
 
 def conversion_bytes(numel: int, dtype) -> float:
@@ -137,7 +138,7 @@ def _cast_on_device(array, dtype):
         return None
     try:
         with np.errstate(over="ignore"):  # like CuPy and Paddle: past 65504 becomes inf
-            converted = array.astype(dtype)
+            converted = cast(array, dtype)  # bfloat16: rounded once, also from float64
         _memory.track(converted)
     except _memory.OOM_ERRORS:  # the estimate was optimistic: take the host path
         return None
@@ -155,7 +156,7 @@ def _cast_through_host_(t: Tensor, dtype, name: str, journal: _Journal) -> None:
     journal.keep(t, host=host)
     t._data = _RELEASED
     with np.errstate(over="ignore"):
-        converted = host.astype(dtype)
+        converted = cast(host, dtype)
     try:
         converted = _device.to_place(converted, source)
         _memory.track(converted)

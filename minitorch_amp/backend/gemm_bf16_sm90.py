@@ -1,0 +1,94 @@
+"""The Hopper GEMM with bfloat16 operands: ``cuda/gemm_bf16_sm90.cu``, launched as
+``gemm_sm90.py`` launches the float16 one.
+
+The kernel is ``gemm_sm90.cu``'s, instantiated with ``In = __nv_bfloat16``: its element type
+picks the ``wgmma ... .bf16.bf16`` instruction, and ``gemm_bf16_sm90.cu`` adds the bfloat16
+epilogue store. Everything about *feeding* it is ``gemm_sm90.py``'s, reused here unchanged:
+where it runs (:func:`gemm_sm90.usable`: compute capability 9.0, TMA-addressable operands,
+``MINITORCH_AMP_GEMM_KERNEL``), the shape rule and its schedules (:func:`gemm_sm90.plan`:
+tile width, ping-pong, split-K; tuned on float16, and bfloat16 tiles move the same bytes
+through the same instructions), the tensor maps (:func:`gemm_sm90.encode`) and the
+shared-memory size. Only the kernel names differ.
+
+NOTE: the tensor maps are encoded as ``FLOAT16`` (``gemm_sm90.encode`` knows no other type).
+TMA copies bytes and fills outside the matrix with zero bits, which are +0.0 in both 16-bit
+formats, so a ``BFLOAT16`` map would load the very same tiles.
+
+Example (the names, without a GPU):
+    >>> kernel_name(False, True, "bfloat16", 128, pingpong=True)
+    'gemm_sm90<false,true,__nv_bfloat16,__nv_bfloat16,128,true>'
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import device as _device
+from . import gemm_sm90 as _sm90
+from .dtypes import bfloat16, float32
+from .kernels import get_function, register
+
+FILE = "gemm_bf16_sm90.cu"
+_OUT_TYPES = {bfloat16: "__nv_bfloat16", float32: "float"}
+
+
+def kernel_name(
+    transpose_a: bool, transpose_b: bool, out_dtype, bn: int, pingpong: bool = False
+) -> str:
+    """The name expression for this layout, output dtype and schedule."""
+    out = _OUT_TYPES[np.dtype(out_dtype)]
+    flags = ",".join(str(x).lower() for x in (transpose_a, transpose_b))
+    return f"gemm_sm90<{flags},{out},__nv_bfloat16,{bn},{str(pingpong).lower()}>"
+
+
+def reduce_name(out_dtype) -> str:
+    return f"gemm_sm90_reduce<{_OUT_TYPES[np.dtype(out_dtype)]}>"
+
+
+_LAYOUTS = ((False, False), (False, True), (True, False))
+NAMES = tuple(
+    kernel_name(ta, tb, out, bn, pingpong)
+    for out in _OUT_TYPES
+    for ta, tb in _LAYOUTS
+    for bn, pingpong in _sm90.SCHEDULES
+) + tuple(reduce_name(out) for out in _OUT_TYPES)
+KERNELS = register(FILE, names=NAMES, arch=_sm90.ARCH)
+
+_ready: dict[tuple[int, str], object] = {}
+
+
+def _kernel(name: str, shared: int):
+    key = (_device.cupy.cuda.Device().id, name)
+    kernel = _ready.get(key)
+    if kernel is None:
+        kernel = get_function(FILE, name)
+        if shared:
+            kernel.max_dynamic_shared_size_bytes = shared  # opt in above 48 KiB
+        _ready[key] = kernel
+    return kernel
+
+
+def launch(a, b, transpose_a, transpose_b, epilogue, out, flags: int) -> None:
+    """``out = epilogue(alpha * op(a) @ op(b))`` on 2-D contiguous bfloat16 CuPy arrays;
+    ``out`` is bfloat16 or float32 (``backend/gemm.py`` has checked everything)."""
+    m, n = out.shape
+    k = a.shape[0] if transpose_a else a.shape[1]
+    p = _sm90.plan(m, n, k, _device.cupy.cuda.Device().attributes["MultiProcessorCount"])
+    map_a = _sm90.encode(a, k_major=not transpose_a, rows=_sm90.BM)
+    map_b = _sm90.encode(b, k_major=transpose_b, rows=p.bn)
+    bias = epilogue.bias if epilogue.bias is not None else out
+    partial = _device.cupy.empty((p.splits, m, n), dtype=float32) if p.splits > 1 else out
+    i32 = np.int32
+    shared = _sm90.smem_bytes(p.bn)
+    kernel = _kernel(kernel_name(transpose_a, transpose_b, out.dtype, p.bn, p.pingpong), shared)
+    args = (map_a, map_b, out, bias, partial, i32(m), i32(n), i32(k), i32(n))
+    args += (epilogue.alpha, epilogue.beta, i32(flags), i32(p.splits))
+    kernel((p.grid, 1, 1), (_sm90.THREADS, 1, 1), args, shared_mem=shared)
+    if p.splits > 1:  # add the splits' float32 sums in order, then the epilogue
+        threads = 256
+        reduce = _kernel(reduce_name(out.dtype), 0)
+        args = (partial, i32(p.splits), out, bias, i32(m), i32(n), i32(n))
+        args += (epilogue.alpha, epilogue.beta, i32(flags))
+        reduce((math.ceil(m * n / threads), 1, 1), (threads, 1, 1), args)
