@@ -2,12 +2,13 @@
 //
 // WHAT IT COMPUTES: gemm_sm90.cu's specification with In = __nv_bfloat16, OutT bf16 or float:
 //
-//     C = epilogue(alpha * op(A) @ op(B)),  epilogue(v) = relu?(v + beta * C_in + bias[n])
+//     C = epilogue(alpha * op(A) @ op(B)),  epilogue(v) = relu?(OutT(v + beta * C_in) + bias[n])
 //
 //   Products of two bfloat16 values (8 significant bits each) are exact in float32, sums are
-//   float32, the epilogue is float32, and the result is rounded ONCE to OutT (bfloat16:
-//   __float2bfloat16_rn, round to nearest even; beyond (2 - 2^-8) * 2^127 it is inf). The
-//   NumPy twin is backend/gemm.py's twin() with out_dtype=bfloat16 or float32.
+//   float32, the epilogue is float32; with a bias the product is rounded to OutT before the
+//   add (a matmul, then an add: Paddle's F.linear), and the result is rounded to OutT
+//   (bfloat16: __float2bfloat16_rn, round to nearest even; beyond (2 - 2^-8) * 2^127 it is
+//   inf). The NumPy twin is backend/gemm.py's twin() with out_dtype=bfloat16 or float32.
 //
 // HOW: nothing new runs here. gemm_sm90.cu is included unchanged: its kernel is a template
 //   on the input type, and Wgmma<__nv_bfloat16> makes every wgmma the bfloat16 instruction

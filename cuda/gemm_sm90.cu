@@ -332,6 +332,9 @@ __device__ __forceinline__ float round_to(float v, const float*) { return v; }
 __device__ __forceinline__ float round_to(float v, const __half*) {
     return __half2float(__float2half_rn(v));
 }
+__device__ __forceinline__ float round_to(float v, const __nv_bfloat16*) {
+    return __bfloat162float(__float2bfloat16_rn(v));
+}
 
 // gemm_fp16.cu's epilogue, step by step: no FMA contraction, NaN kept by the ReLU.
 template <typename OutT>
