@@ -42,10 +42,10 @@ SHAPES = [
 ]
 
 
-def operands(m, n, k, ta, tb):
+def operands(m, n, k, ta, tb, dtype="float16"):
     cp = device.cupy
-    a = cp.random.standard_normal((k, m) if ta else (m, k), dtype=cp.float32).astype(cp.float16)
-    b = cp.random.standard_normal((n, k) if tb else (k, n), dtype=cp.float32).astype(cp.float16)
+    a = cp.random.standard_normal((k, m) if ta else (m, k), dtype=cp.float32).astype(dtype)
+    b = cp.random.standard_normal((n, k) if tb else (k, n), dtype=cp.float32).astype(dtype)
     return a, b
 
 
@@ -170,6 +170,14 @@ def rows(repeat: int):
     if step["flops"]:
         t = {key: step["flops"] / step[key] / 1e12 for key in ("auto", "sm80", "cublas")}
         out.append(("SimpleNet step, 8 GEMMs", "TFLOP/s", t["auto"], t["cublas"], t["sm80"]))
+    for label, m, n, k, ta, tb, _ in SHAPES[:3]:  # the same kernels with bfloat16 operands
+        a, b = operands(m, n, k, ta, tb, "bfloat16")
+        flops = 2.0 * m * n * k
+        cublas = cublas_timed(a.T if ta else a, b.T if tb else b, repeat)[0]
+        auto = graph_timed(_ours(a, b, ta, tb, "auto"), repeat)
+        sm80 = graph_timed(_ours(a, b, ta, tb, "sm80"), repeat)
+        out.append((f"bf16 {label}", "TFLOP/s", flops / auto / 1e12, flops / cublas / 1e12,
+                    flops / sm80 / 1e12))  # fmt: skip
     return out
 
 

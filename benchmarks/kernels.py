@@ -6,7 +6,8 @@
   layer), 4096^3, 8192^3 and the eight GEMMs of a SimpleNet step; the last column is the
   ``mma.sync`` kernel forced. Kernel time: CUDA-graph replays of 20 launches, cuBLAS as
   ``torch.mm`` in a graph when PyTorch is installed (``benchmarks/gemm_rows.py`` says why).
-  ``--sweep`` times every schedule and split of the Hopper kernel instead.
+  The first three shapes again with bfloat16 operands (bf16 rows). ``--sweep`` times every
+  schedule and split of the Hopper kernel instead.
 * cast: GB/s of the fp32 -> fp16 cast kernel against a device-to-device copy of the same
   number of bytes moved.
 * optimizer: GB/s of the fused Adam step with fp32 master weights (reads master, grad, two
