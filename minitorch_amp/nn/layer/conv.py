@@ -89,6 +89,13 @@ class _ConvNd(Layer):
             x = x[(slice(None),) * (first + axis) + (to_tensor(positions),)]
         return x
 
+    def forward(self, x: Tensor) -> Tensor:
+        return self._function(
+            self._pad_input(x), self.weight, self.bias, stride=self._stride,
+            padding=self._conv_padding(), dilation=self._dilation, groups=self._groups,
+            data_format=self._data_format,
+        )  # fmt: skip
+
     def _conv_padding(self):
         return self._padding if self._padding_mode == "zeros" else 0
 
@@ -134,7 +141,7 @@ class Conv1D(_ConvNd):
         ([8, 3, 5], [4, 8, 20])
     """
 
-    _dims, _formats = 1, ("NCL", "NLC")
+    _dims, _formats, _function = 1, ("NCL", "NLC"), staticmethod(F.conv1d)
 
     def __init__(
         self,
@@ -153,13 +160,6 @@ class Conv1D(_ConvNd):
         super().__init__(
             in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
             padding_mode, weight_attr, bias_attr, data_format,
-        )  # fmt: skip
-
-    def forward(self, x: Tensor) -> Tensor:
-        return F.conv1d(
-            self._pad_input(x), self.weight, self.bias, stride=self._stride,
-            padding=self._conv_padding(), dilation=self._dilation, groups=self._groups,
-            data_format=self._data_format,
         )  # fmt: skip
 
 
@@ -190,7 +190,7 @@ class Conv2D(_ConvNd):
         ([4, 1, 3, 3], None, [2, 4, 8, 8])
     """
 
-    _dims, _formats = 2, ("NCHW", "NHWC")
+    _dims, _formats, _function = 2, ("NCHW", "NHWC"), staticmethod(F.conv2d)
 
     def __init__(
         self,
@@ -209,11 +209,4 @@ class Conv2D(_ConvNd):
         super().__init__(
             in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
             padding_mode, weight_attr, bias_attr, data_format,
-        )  # fmt: skip
-
-    def forward(self, x: Tensor) -> Tensor:
-        return F.conv2d(
-            self._pad_input(x), self.weight, self.bias, stride=self._stride,
-            padding=self._conv_padding(), dilation=self._dilation, groups=self._groups,
-            data_format=self._data_format,
         )  # fmt: skip
