@@ -5,7 +5,9 @@
 1. **Casts the models to float16, layer by layer**: every layer's own floating parameters,
    their grads and its buffers (``layer._to_impl(dtype, include_sublayers=False,
    floating_only=True)``), except the layers that must stay float32: batch norm always,
-   layer norm for float16 (their statistics need the range), and ``excluded_layers``.
+   layer norm for float16 (their statistics need the range; the rule is
+   ``nn.layer.convert.stays_float32``, shared with ``Layer.float16()``), and
+   ``excluded_layers``.
    Parameters are converted in place, so optimizers built before ``decorate`` still hold them.
 2. **Turns on fp32 master weights** in the optimizers (``master_weight=None`` means True):
    each float16 parameter is updated on an fp32 copy that the optimizer keeps, then
@@ -42,15 +44,13 @@ from ..nn.layer.convert import (
     convert_tensor_,
     excluded_layer_ids,
     parse_dtype,
+    stays_float32,
 )
 from ..nn.layer.layers import Layer
-from ..nn.layer.norm import BatchNorm, BatchNorm1D, BatchNorm2D, BatchNorm3D, LayerNorm
 from ..optimizer.optimizer import Optimizer
 
 __all__ = ["decorate"]
 
-_ALWAYS_FP32 = (BatchNorm, BatchNorm1D, BatchNorm2D, BatchNorm3D)  # Paddle: and SyncBatchNorm
-_FP32_FOR_FLOAT16 = (LayerNorm,)  # Paddle: LayerNorm, InstanceNorm1D/2D/3D
 _SAVE_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
@@ -164,21 +164,18 @@ def _as_list(value, kind: type, message: str) -> list:
 
 
 def _cast_models(models: list, dtype, excluded: set[int]) -> None:
-    """Paddle's ``amp_initialize``: cast each layer's own tensors unless it must stay fp32.
+    """Paddle's ``amp_initialize``: cast each layer's own tensors unless it is excluded or
+    stays fp32 (``stays_float32(..., 'decorate')``: batch norm, layer norm for float16).
 
     One conversion for every layer of every model (``convert_layers_``): if it fails (out of
     memory), no tensor of any model was converted.
     """
-    named = []
-    for model in models:
-        for prefix, layer in model.named_sublayers(include_self=True):
-            if id(layer) in excluded:
-                continue
-            if not layer._cast_to_low_precision or isinstance(layer, _ALWAYS_FP32):
-                continue
-            if dtype == _dtypes.float16 and isinstance(layer, _FP32_FOR_FLOAT16):
-                continue
-            named.append((prefix, layer))
+    named = [
+        (prefix, layer)
+        for model in models
+        for prefix, layer in model.named_sublayers(include_self=True)
+        if id(layer) not in excluded and not stays_float32(layer, dtype, "decorate")
+    ]
     convert_layers_(named, dtype, None, floating_only=True)
     for model in models:  # Paddle marks excluded layers this way
         for layer in model.sublayers(include_self=True):

@@ -34,6 +34,11 @@ EXCLUDED_LAYERS_MESSAGE = (
 class ConvertMixin:
     """The conversion methods of ``Layer``: :meth:`to`, :meth:`float`, :meth:`float16`."""
 
+    keeps_float32: str | None = None
+    """When converting a model to a 16-bit dtype keeps this layer's tensors float32:
+    ``None`` (never: most layers), ``'always'`` (batch norm) or ``'float16'`` (layer norm:
+    only for float16, whose range its statistics need). Read by :func:`stays_float32`."""
+
     def to(self, device=None, dtype=None, blocking: bool | None = None) -> ConvertMixin:
         """Convert every parameter (and its grad) and buffer, in place; returns ``self``.
 
@@ -81,18 +86,18 @@ class ConvertMixin:
     def float(self, excluded_layers=None) -> ConvertMixin:
         """Cast floating parameters and buffers to float32, except in ``excluded_layers``
         (Layer instances and/or types). Integer buffers are left alone."""
-        return cast_floating_layers(self, "float32", excluded_layers)
+        return cast_floating_layers(self, "float32", excluded_layers, purpose=None)
 
     def float16(self, excluded_layers=None) -> ConvertMixin:
         """Cast floating parameters and buffers to float16, except in ``excluded_layers``
-        (default: batch norm layers, as in Paddle). Integer buffers are left alone."""
-        if excluded_layers is None:
-            excluded_layers = default_half_excluded()
-        return cast_floating_layers(self, "float16", excluded_layers)
+        (default: the layers that stay float32, batch norm; see :func:`stays_float32`).
+        Integer buffers are left alone."""
+        return cast_floating_layers(self, "float16", excluded_layers, purpose="half")
 
     def bfloat16(self, excluded_layers=None) -> ConvertMixin:
         """Cast floating parameters and buffers to bfloat16, except in ``excluded_layers``
-        (default: batch norm layers, as in Paddle). Integer buffers are left alone.
+        (default: the layers that stay float32, batch norm; see :func:`stays_float32`).
+        Integer buffers are left alone.
 
         Example:
             >>> from minitorch_amp import nn
@@ -100,9 +105,7 @@ class ConvertMixin:
             >>> model[0].weight.dtype, model[1].weight.dtype
             (dtype(bfloat16), dtype('float32'))
         """
-        if excluded_layers is None:
-            excluded_layers = default_half_excluded()
-        return cast_floating_layers(self, "bfloat16", excluded_layers)
+        return cast_floating_layers(self, "bfloat16", excluded_layers, purpose="half")
 
 
 def to_impl(
@@ -173,6 +176,50 @@ def parse_dtype(dtype):
     return _dtypes.convert_dtype(dtype)
 
 
+def stays_float32(layer, dtype, purpose: str) -> bool:
+    """Whether ``layer``'s own tensors stay float32 when a model is converted to the 16-bit
+    ``dtype`` for ``purpose``: the one rule, read from the layer's ``keeps_float32``.
+
+    Args:
+        layer: a Layer.
+        dtype: the target dtype, float16 or bfloat16 (a name or a numpy dtype).
+        purpose: ``'decorate'`` (``amp.decorate(level='O2')``) or ``'half'``
+            (``Layer.float16()`` / ``bfloat16()`` called without ``excluded_layers``).
+
+    NOTE: Paddle's two paths keep different layers, and so does this function:
+
+    - ``decorate`` (Paddle's ``need_keep_fp32``) keeps batch norm always, layer norm for
+      float16 only (bfloat16 has float32's range), and every layer that an ``excluded_layers``
+      of this or an earlier ``decorate`` marked (``_cast_to_low_precision`` False).
+      Its ``excluded_layers`` are kept *in addition* (the caller checks them).
+    - ``float16()`` / ``bfloat16()`` keep batch norm only: layer norm is cast even to float16,
+      and the decorate mark is not read. An ``excluded_layers`` given to them *replaces* this
+      rule (the caller then asks nothing), so batch norm is cast too.
+    - ``to(dtype)`` and ``float()`` keep no layer float32 and never ask.
+
+    Paddle's ``float16()`` default is ``[nn.BatchNorm]`` matched by exact type, which is its
+    legacy batch norm class only (``BatchNorm1D``/``2D``/``3D`` are not subclasses of it);
+    here every batch norm stays, as in ``decorate``. Paddle's ``need_keep_fp32`` also names
+    SyncBatchNorm (always) and InstanceNorm1D/2D/3D (float16), which are not built here.
+
+    Example:
+        >>> from minitorch_amp import nn
+        >>> ln, bn = nn.LayerNorm(4), nn.BatchNorm1D(4)
+        >>> [stays_float32(ln, d, "decorate") for d in ("float16", "bfloat16")]
+        [True, False]
+        >>> stays_float32(ln, "float16", "half"), stays_float32(bn, "bfloat16", "half")
+        (False, True)
+    """
+    keeps = layer.keeps_float32
+    if purpose == "decorate":
+        if not layer._cast_to_low_precision:
+            return True
+        return keeps == "always" or (keeps == "float16" and parse_dtype(dtype) == _dtypes.float16)
+    if purpose == "half":
+        return keeps == "always"
+    raise ValueError(f"stays_float32: purpose must be 'decorate' or 'half', got {purpose!r}")
+
+
 def excluded_layer_ids(models, excluded_layers) -> set[int]:
     """The ids of the layers of ``models`` that ``excluded_layers`` keeps as they are.
 
@@ -206,22 +253,18 @@ def excluded_layer_ids(models, excluded_layers) -> set[int]:
     return ids
 
 
-def cast_floating_layers(model, dtype, excluded_layers):
-    """``Layer.float()`` / ``float16()``: cast each layer's own floating tensors, skipping
-    the excluded layers (see :func:`excluded_layer_ids`), as one all-or-nothing conversion."""
+def cast_floating_layers(model, dtype, excluded_layers, purpose: str | None):
+    """``Layer.float()`` / ``float16()`` / ``bfloat16()``: cast each layer's own floating
+    tensors as one all-or-nothing conversion, skipping ``excluded_layers`` (see
+    :func:`excluded_layer_ids`) or, when there are none and ``purpose`` is given, the layers
+    that :func:`stays_float32` keeps."""
     dtype = parse_dtype(dtype)
     excluded = excluded_layer_ids([model], excluded_layers)
+    by_rule = purpose is not None and excluded_layers is None  # Paddle: a list replaces it
     named = [
         (prefix, layer)
         for prefix, layer in model.named_sublayers(include_self=True)
-        if id(layer) not in excluded
+        if id(layer) not in excluded and not (by_rule and stays_float32(layer, dtype, purpose))
     ]
     convert_layers_(named, dtype, None, floating_only=True)  # one conversion: all or none
     return model
-
-
-def default_half_excluded() -> list:
-    """The layers ``float16()`` keeps in float32 by default: batch norm (as Paddle)."""
-    from .norm import BatchNorm, BatchNorm1D, BatchNorm2D, BatchNorm3D
-
-    return [BatchNorm, BatchNorm1D, BatchNorm2D, BatchNorm3D]

@@ -42,6 +42,8 @@ class LayerNorm(Layer):
         (0.0, [4])
     """
 
+    keeps_float32 = "float16"  # decorate(level='O2', dtype='float16') keeps it float32
+
     def __init__(
         self, normalized_shape, epsilon: float = 1e-05, weight_attr=None, bias_attr=None, name=None
     ):
@@ -87,6 +89,9 @@ class _BatchNormBase(Layer):
     so ``parameters()`` holds only ``weight`` and ``bias``; the state-dict keys are Paddle's.
     """
 
+    # decorate and float16()/bfloat16() keep batch norm float32 (convert.stays_float32): its
+    # running statistics move by (1 - momentum) * batch_mean, steps that 16 bits round away.
+    keeps_float32 = "always"
     _ndims: tuple[int, ...]  # the input ranks the layer accepts
     _formats: tuple[str, ...]  # the data formats it accepts, the default first
     _last: str  # the channels-last one
