@@ -229,8 +229,6 @@ def excluded_layer_ids(models, excluded_layers) -> set[int]:
     Raises:
         TypeError: an entry is neither a Layer nor a Layer subclass (Paddle's message).
     """
-    from .layers import Layer
-
     if excluded_layers is None:
         entries = []
     elif isinstance(excluded_layers, (list, tuple)):
@@ -238,10 +236,12 @@ def excluded_layer_ids(models, excluded_layers) -> set[int]:
     else:
         entries = [excluded_layers]
     instances, types = [], []
+    # NOTE: ConvertMixin stands for Layer here (every Layer is one, and nothing else is):
+    # importing Layer from layers.py, which imports this module, would be an import cycle.
     for entry in entries:
-        if isinstance(entry, Layer):
+        if isinstance(entry, ConvertMixin):
             instances.append(entry)
-        elif isinstance(entry, type) and issubclass(entry, Layer):
+        elif isinstance(entry, type) and issubclass(entry, ConvertMixin):
             types.append(entry)
         else:
             raise TypeError(EXCLUDED_LAYERS_MESSAGE.format(entry))
