@@ -36,7 +36,6 @@ from ..backend import comm as _comm
 from ..backend import device as _device
 from ..backend import sync as _sync
 from ..backend.loss_scaling import (
-    check_attr,
     count_at_floor,
     inverse_scale,
     unscale_and_check,
@@ -44,6 +43,7 @@ from ..backend.loss_scaling import (
 )
 from .bf16 import disable_for_bfloat16
 from .scaler_args import parse_scaler_args
+from .scaler_rules import check_attr
 from .scaler_settings import ScalerSettings
 
 __all__ = ["AmpScaler", "GradScaler", "OptimizerState"]

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..backend import device as _device
 from ..backend import sync as _sync
-from ..backend.loss_scaling import check_attr, is_int
+from .scaler_rules import check_attr, is_int
 
 
 class ScalerSettings:

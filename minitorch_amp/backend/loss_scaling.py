@@ -27,8 +27,6 @@ Example:
 from __future__ import annotations
 
 import functools
-import math
-import numbers
 
 import ml_dtypes
 import numpy as np
@@ -39,10 +37,8 @@ from .device import get_array_module
 from .dtypes import accumulation_dtype, bfloat16, bool_, float16, float32, float64, int32
 
 __all__ = [
-    "check_attr",
     "count_at_floor",
     "inverse_scale",
-    "is_int",
     "unscale_and_check",
     "update_loss_scaling",
 ]
@@ -332,45 +328,3 @@ _ELEMENTWISE = {  # name -> (inputs, outputs, body): CuPy elementwise kernels, o
 def _elementwise(name: str):
     inputs, outputs, body = _ELEMENTWISE[name]
     return _device.cupy.ElementwiseKernel(inputs, outputs, body, f"minitorch_{name}")
-
-
-# ---- the attributes' valid ranges (checked once, on the host, when a scaler is configured) --
-def is_int(value) -> bool:
-    """An integer that is not a bool."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
-
-
-# A scale lives in a float32 buffer: it must stay positive and finite once rounded to float32.
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
-_FLOAT32_TINY = float(np.float32(2.0**-149))  # the smallest positive (subnormal) float32
-_FINITE = (
-    lambda v: 0 < v < math.inf and 0 < float(np.float32(v)) <= _FLOAT32_MAX,
-    f"a positive number that float32 can hold (>= {_FLOAT32_TINY:.3g} after rounding, "
-    f"<= {_FLOAT32_MAX:.4g})",
-)
-_COUNT = (lambda v: is_int(v) and v >= 1, "an integer >= 1")
-_RULES = {
-    "init_loss_scaling": _FINITE,
-    "min_loss_scaling": _FINITE,
-    "max_loss_scaling": (lambda v: v > 0, "a positive number (inf allowed)"),
-    "incr_ratio": (lambda v: 1 < v < math.inf, "a finite number > 1"),
-    "decr_ratio": (lambda v: 0 < v < 1, "a number in (0, 1)"),
-    "incr_every_n_steps": _COUNT,
-    "decr_every_n_nan_or_inf": _COUNT,
-}
-
-
-def check_attr(name: str, value):
-    """``value`` as a float (an int for the two counts) if it is valid for ``name``.
-
-    Raises:
-        ValueError: naming the attribute and its valid range, e.g.
-            ``incr_ratio must be a finite number > 1, got 0.5``.
-    """
-    rule, allowed = _RULES[name]
-    number = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-    with np.errstate(over="ignore"):  # 1e39 -> float32 inf is what the rule looks for
-        ok = number and rule(value)
-    if not ok:
-        raise ValueError(f"{name} must be {allowed}, got {value!r}")
-    return int(value) if rule is _COUNT[0] else float(value)
