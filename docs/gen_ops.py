@@ -87,9 +87,8 @@ BF16_BEGIN, BF16_END = "<!-- op-lists-bf16:begin -->", "<!-- op-lists-bf16:end -
 
 
 def render_bf16_lists() -> str:
-    """The per-level lists of auto_cast(dtype='bfloat16'), from amp.bf16's functions."""
-    from minitorch_amp.amp import bf16
-
+    """The per-level lists of auto_cast(dtype='bfloat16'), from op_lists.white_ops
+    and op_lists.black_ops."""
     never = {n for n, op in OP_TABLE.items() if op.amp == "none"}
     lines = [
         BF16_BEGIN,
@@ -97,7 +96,8 @@ def render_bf16_lists() -> str:
         "|---|---|---|---|",
     ]
     for level in ("OD", "O1", "O2"):
-        white, black = bf16.bf16_white_list(level), bf16.bf16_black_list(level)
+        white = op_lists.white_ops(level, "bfloat16")
+        black = op_lists.black_ops(level, "bfloat16")
         if level == "OD":
             black_text, gray = "every other op", "(none)"
         else:

@@ -18,9 +18,8 @@ from dist_training import masters_of, params_of
 import minitorch_amp as mt
 from minitorch_amp import amp, nn, optimizer
 from minitorch_amp import distributed as dist
-from minitorch_amp.amp import bf16 as amp_bf16
-from minitorch_amp.amp import debugging
-from minitorch_amp.amp.op_lists import black_list, white_list
+from minitorch_amp.amp import debugging, op_lists
+from minitorch_amp.amp.op_lists import black_list, black_ops, white_list, white_ops
 from minitorch_amp.autograd import engine
 from minitorch_amp.backend import comm as _comm
 from minitorch_amp.backend import device as _device
@@ -33,20 +32,22 @@ decorate_module = importlib.import_module("minitorch_amp.amp.decorate")
 
 # ---- the op lists -------------------------------------------------------------------------
 def test_bf16_white_list_is_paddles_matmul_conv2d_and_linear_at_every_level():
-    assert {"conv2d", "einsum", "matmul_v2"} == amp_bf16.BF16_WHITE_LIST
+    assert {"conv2d", "einsum", "matmul_v2"} == op_lists.PADDLE_BF16_WHITE
     for level in ("OD", "O1", "O2"):
-        assert amp_bf16.bf16_white_list(level) == {"matmul", "conv2d", "linear"}
-    assert amp_bf16.bf16_white_list("O0") == set()
+        assert white_ops(level, "bfloat16") == {"matmul", "conv2d", "linear"}
+    assert white_ops("O0", "bfloat16") == set()
+    with pytest.raises(ValueError, match="'float16' and 'bfloat16'"):
+        white_ops("O1", "float32")
 
 
 def test_bf16_black_list_is_only_the_extra_black_ops():
-    assert amp_bf16.bf16_black_list("O1") == {"embedding"} == amp_bf16.bf16_black_list("O2")
-    assert amp_bf16.bf16_black_list("OD") == set()
+    assert black_ops("O1", "bfloat16") == {"embedding"} == black_ops("O2", "bfloat16")
+    assert black_ops("OD", "bfloat16") == set()
     # float16 keeps exp, log, softmax, sum, the losses ... in float32 at O1; bfloat16 does not
     assert {"exp", "log", "softmax", "sum", "mean", "cross_entropy"} <= black_list()["float16"][
         "O1"
     ]
-    assert white_list()["float16"]["O1"] >= amp_bf16.bf16_white_list("O1")
+    assert white_list()["float16"]["O1"] >= white_ops("O1", "bfloat16")
     # Paddle's own lists (its names) for bfloat16: embedding (lookup_table_v2) is extra-black
     assert (
         "lookup_table_v2" in black_list()["bfloat16"]["O1"] and not black_list()["bfloat16"]["OD"]

@@ -27,7 +27,7 @@ from ..autograd.grad_mode import ReentrantContext, is_grad_enabled
 from ..autograd.ops import Cast
 from ..backend.cast_counter import count_cast
 from ..backend.dtypes import bfloat16, float16, float32
-from .bf16 import bfloat16_unsupported_reason, resolve_bf16_lists
+from .bf16 import bfloat16_unsupported_reason
 from .op_lists import LEVELS, resolve_lists
 
 LOW_PRECISION = (float16, bfloat16, float32)  # the dtypes AMP casts between (Paddle's NeedCast)
@@ -85,9 +85,9 @@ class auto_cast(ReentrantContext):  # noqa: N801 - Paddle's name; a context and 
         custom_black_list: a list or set of op names to run in float32.
         level: ``'O1'`` (mixed, the default), ``'O2'`` (pure fp16 with
             :func:`~minitorch_amp.amp.decorate`), ``'OD'`` (only white ops in fp16), ``'O0'`` (off).
-        dtype: ``'float16'`` or ``'bfloat16'`` (Paddle's bfloat16 op lists: only matmul
-            is white and nothing is black at O1 but the extra-black ops; see
-            :mod:`~minitorch_amp.amp.bf16`). On a GPU that cannot run bfloat16 (compute
+        dtype: ``'float16'`` or ``'bfloat16'`` (Paddle's bfloat16 op lists: only matmul,
+            conv2d and linear are white and nothing is black at O1 but the extra-black ops;
+            see :mod:`~minitorch_amp.amp.op_lists`). On a GPU that cannot run bfloat16 (compute
             capability below 8.0) AMP is turned off inside, with a warning, as in Paddle.
         use_promote: at O2, False runs every non-black op in float16 (Paddle < 2.5's O2).
 
@@ -121,8 +121,7 @@ class auto_cast(ReentrantContext):  # noqa: N801 - Paddle's name; a context and 
         level = _validate(level, dtype, use_promote)
         self._dtype_name = dtype.lower()
         bf16 = self._dtype_name == "bfloat16"
-        resolve = resolve_bf16_lists if bf16 else resolve_lists
-        white, black = resolve(level, custom_white_list, custom_black_list)
+        white, black = resolve_lists(level, custom_white_list, custom_black_list, self._dtype_name)
         if bf16 and enable and level != "O0":
             reason = bfloat16_unsupported_reason()
             if reason is not None:  # Paddle: warn, and run the region without AMP

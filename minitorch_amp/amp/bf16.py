@@ -1,62 +1,17 @@
-"""bfloat16 in AMP: Paddle's bfloat16 op lists, and whether a device can run bfloat16.
+"""bfloat16 in AMP: whether a device can run bfloat16, and the scaler's bfloat16 rule.
 
-Paddle keeps separate lists per AMP dtype (``python/paddle/amp/amp_lists.py``). For
-bfloat16 they are much shorter than for float16::
-
-    BF16_WHITE_LIST = {conv2d, einsum, matmul_v2}     BF16_BLACK_LIST = set()
-    white: OD, O1, O2 = BF16_WHITE_LIST
-    black: OD = set(), O1 = BF16_BLACK_LIST | EXTRA_BLACK_LIST, O2 = EXTRA_BLACK_LIST
-
-so at O1 the ops float16 keeps in float32 for their *range* (exp, log, softmax, sum, mean,
-the losses...) are gray in bfloat16: bfloat16 has float32's exponent range, and they follow
-their inputs. Only the extra-black ops (embedding: their backward is slow in 16 bits) stay
-float32. Of the white ops, ours are ``matmul``, ``conv2d`` and ``linear`` (Paddle's dygraph
-``F.linear`` is ``matmul_v2`` followed by an add: its product is white in bfloat16 too).
+The bfloat16 op lists (Paddle's ``BF16_WHITE_LIST``/``BF16_BLACK_LIST``, and ours) live with
+float16's in :mod:`~minitorch_amp.amp.op_lists`: ``white_ops(level, 'bfloat16')``,
+``black_ops(level, 'bfloat16')``.
 """
 
 from __future__ import annotations
 
 import warnings
 
-from ..autograd.op import EXTRA_BLACK, OP_TABLE
 from ..backend import device as _device
-from .op_lists import PADDLE_NAMES, _canonical_names
 
-__all__ = ["BF16_WHITE_LIST", "bf16_black_list", "bf16_white_list", "is_bfloat16_supported"]
-
-BF16_WHITE_LIST = frozenset({"conv2d", "einsum", "matmul_v2"})
-"""Paddle's names, as in ``amp_lists.py``."""
-
-# Ours: each Paddle name that has an op here, plus linear (matmul_v2 + add in Paddle's F.linear)
-_WHITE = frozenset(
-    PADDLE_NAMES.get(n, n) for n in BF16_WHITE_LIST if PADDLE_NAMES.get(n, n) in OP_TABLE
-) | ({"linear"} & set(OP_TABLE))
-
-
-def bf16_white_list(level: str = "O1") -> frozenset[str]:
-    """Our ops that run in bfloat16 at ``level`` (empty at O0)."""
-    return frozenset() if level == "O0" else _WHITE
-
-
-def bf16_black_list(level: str = "O1") -> frozenset[str]:
-    """Our ops that run in float32 at ``level`` under bfloat16: the extra-black ones at O1/O2."""
-    if level in ("O1", "O2"):
-        return frozenset(name for name, op in OP_TABLE.items() if op.amp == EXTRA_BLACK)
-    return frozenset()
-
-
-def resolve_bf16_lists(level: str, custom_white_list=None, custom_black_list=None):
-    """``op_lists.resolve_lists`` for bfloat16: the bfloat16 defaults, then the custom lists."""
-    custom_white = _canonical_names("custom_white_list", custom_white_list)
-    custom_black = _canonical_names("custom_black_list", custom_black_list)
-    overlap = custom_white & custom_black
-    if overlap:
-        raise ValueError(
-            f"Custom white list overlap custom black list: {sorted(overlap)} appear in both"
-        )
-    white = set(bf16_white_list(level)) - custom_black | custom_white
-    black = set(bf16_black_list(level)) - custom_white | custom_black
-    return frozenset(white), frozenset(black)
+__all__ = ["is_bfloat16_supported"]
 
 
 def is_bfloat16_supported(device=None) -> bool:

@@ -1,9 +1,10 @@
 """Which ops AMP runs in low precision and which in float32: Paddle's default lists.
 
-The op table is the single source: each op's ``amp`` category (``autograd/op.py``) says
-whether it is white, black, extra-black or gray. This module turns the categories into the
-per-level lists Paddle uses, and resolves users' custom lists (which may use our op names or
-Paddle's fluid names such as ``matmul_v2`` or ``elementwise_add``).
+The op table is the single source for float16: each op's ``amp`` category (``autograd/op.py``)
+says whether it is white, black, extra-black or gray. This module turns the categories into
+the per-level lists Paddle uses, holds Paddle's bfloat16 lists (the one home of both dtypes'
+lists), and resolves users' custom lists (which may use our op names or Paddle's fluid names
+such as ``matmul_v2`` or ``elementwise_add``).
 
 =====  =========================  ================================================
 level  white (low precision)      black (float32)
@@ -13,6 +14,13 @@ OD     white ops                  none: every other op runs in float32
 O1     white ops                  black + extra-black ops; gray ops promote
 O2     white ops                  extra-black ops only; gray (and black) ops promote
 =====  =========================  ================================================
+
+bfloat16 uses Paddle's much shorter lists (``BF16_WHITE_LIST = {conv2d, einsum, matmul_v2}``,
+``BF16_BLACK_LIST = set()``) at the same levels: at O1 the ops float16 keeps in float32 for
+their *range* (exp, log, softmax, sum, mean, the losses...) are gray, since bfloat16 has
+float32's exponent range; only the extra-black ops (embedding: its backward is slow in 16
+bits) stay float32. Of the white ops, ours are ``matmul``, ``conv2d`` and ``linear`` (Paddle's
+dygraph ``F.linear`` is ``matmul_v2`` followed by an add: its product is white in bfloat16 too).
 """
 
 from __future__ import annotations
@@ -82,16 +90,39 @@ def _ops_in(*categories: str) -> frozenset[str]:
     return frozenset(name for name, op in OP_TABLE.items() if op.amp in categories)
 
 
-def white_ops(level: str = "O1") -> frozenset[str]:
-    """Our ops that run in float16 at ``level`` (empty at O0): what ``auto_cast`` starts from."""
-    return frozenset() if level == "O0" else _ops_in(WHITE)
+def _ours(paddle_names: frozenset[str]) -> frozenset[str]:
+    """Our ops among Paddle's names (``matmul_v2`` -> ``matmul``; ``einsum`` is no op here)."""
+    return frozenset(PADDLE_NAMES.get(n, n) for n in paddle_names) & set(OP_TABLE)
 
 
-def black_ops(level: str = "O1") -> frozenset[str]:
-    """Our ops that run in float32 at ``level``: O1 black + extra-black, O2 extra-black, OD
-    none (OD runs every non-white op in float32 without a list)."""
+# Our bfloat16 lists: Paddle's, in our names, plus linear (matmul_v2 + add in Paddle's F.linear).
+_BF16_WHITE = _ours(PADDLE_BF16_WHITE) | ({"linear"} & set(OP_TABLE))
+_BF16_BLACK = _ours(PADDLE_BF16_BLACK)
+_DTYPES = ("float16", "bfloat16")
+
+
+def _check_dtype(dtype: str) -> None:
+    if dtype not in _DTYPES:
+        raise ValueError(f"AMP op lists exist for 'float16' and 'bfloat16', got {dtype!r}")
+
+
+def white_ops(level: str = "O1", dtype: str = "float16") -> frozenset[str]:
+    """Our ops that run in ``dtype`` at ``level`` (empty at O0): what ``auto_cast`` starts
+    from. float16: the white ops of the op table; bfloat16: Paddle's bfloat16 list."""
+    _check_dtype(dtype)
+    if level == "O0":
+        return frozenset()
+    return _ops_in(WHITE) if dtype == "float16" else _BF16_WHITE
+
+
+def black_ops(level: str = "O1", dtype: str = "float16") -> frozenset[str]:
+    """Our ops that run in float32 at ``level`` under ``dtype``: O1 black + extra-black, O2
+    extra-black, OD none (OD runs every non-white op in float32 without a list). The black
+    ops are the op table's for float16, Paddle's (empty) bfloat16 list for bfloat16."""
+    _check_dtype(dtype)
     if level == "O1":
-        return _ops_in(BLACK, EXTRA_BLACK)
+        black = _ops_in(BLACK) if dtype == "float16" else _BF16_BLACK
+        return black | _ops_in(EXTRA_BLACK)
     if level == "O2":
         return _ops_in(EXTRA_BLACK)
     return frozenset()
@@ -161,8 +192,10 @@ def _canonical_names(arg: str, names) -> set[str]:
     return {canonical_name(n) for n in names}
 
 
-def resolve_lists(level: str, custom_white_list=None, custom_black_list=None):
-    """The ``(white, black)`` sets for ``level`` after applying the custom lists.
+def resolve_lists(
+    level: str, custom_white_list=None, custom_black_list=None, dtype: str = "float16"
+):
+    """The ``(white, black)`` sets for ``level`` and ``dtype`` after applying the custom lists.
 
     Paddle's rule: start from the level's defaults; a custom-white op leaves the black list and
     joins the white list, a custom-black op the other way round. An op in both custom lists is
@@ -175,6 +208,6 @@ def resolve_lists(level: str, custom_white_list=None, custom_black_list=None):
         raise ValueError(
             f"Custom white list overlap custom black list: {sorted(overlap)} appear in both"
         )
-    white = set(white_ops(level)) - custom_black | custom_white
-    black = set(black_ops(level)) - custom_white | custom_black
+    white = set(white_ops(level, dtype)) - custom_black | custom_white
+    black = set(black_ops(level, dtype)) - custom_white | custom_black
     return frozenset(white), frozenset(black)
