@@ -24,6 +24,7 @@ from mpi_run import WORKERS, load_result, mpiexec_or_skip, run_mpi
 
 import minitorch_amp as mt
 from minitorch_amp import distributed as dist
+from minitorch_amp.amp.found_inf import reduce_found_inf
 from minitorch_amp.backend import comm as _comm
 from minitorch_amp.backend import comm_mpi, device
 from minitorch_amp.distributed import launch
@@ -307,6 +308,53 @@ def test_mismatch_message_lists_every_rank(mine, peer, expected):
 )
 def test_matching_calls_pass_the_check(call):
     PeersComm(call, call).check(*call)
+
+
+# ---- GradScaler's found_inf, OR-ed over the ranks (amp/found_inf.py) ----------------------
+class FlagPeers(PeersComm):
+    """Rank 0 of a world whose other ranks all-reduce their found_inf ``flags`` (bools)."""
+
+    def __init__(self, *flags):
+        super().__init__(
+            *(("all_reduce", np.array([f]), _comm.ReduceOp.MAX, "found_inf") for f in flags)
+        )
+        self.flags = flags
+
+    def _raw(self, kind, array, arg, counts=None):
+        assert (kind, arg, array.dtype) == ("all_reduce", _comm.ReduceOp.MAX, np.uint8)
+        np.maximum(array, np.uint8(any(self.flags)), out=array)  # the peers' bytes
+        return array
+
+
+def test_found_inf_outside_a_world_of_several_ranks_is_left_alone():
+    flag = np.array([True])
+    assert reduce_found_inf(flag) is flag and flag[0]  # no world started
+    dist.init_parallel_env()  # a world of one
+    assert not reduce_found_inf(np.array([False]))[0]
+    assert _comm.get_world().stats == {}  # nothing sent, not even a check
+
+
+@pytest.mark.parametrize(
+    ("mine", "peers"),
+    [(False, (True,)), (True, (False,)), (False, (False, True, False)), (False, (False,))],
+)
+def test_found_inf_is_or_ed_over_the_ranks_in_place(monkeypatch, mine, peers):
+    """One rank's overflow makes every rank skip: a checked all_reduce MAX of one byte."""
+    world = FlagPeers(*peers)
+    monkeypatch.setattr(_comm, "_world", world)
+    flag = np.array([mine])
+    assert reduce_found_inf(flag) is flag
+    assert flag.dtype == np.bool_ and flag[0] == (mine or any(peers))
+    assert world.stats[("all_reduce", "uint8")] == 1
+
+
+def test_found_inf_met_by_another_collective_names_found_inf(monkeypatch):
+    monkeypatch.setattr(_comm, "_world", PeersComm(("all_reduce", F32, _comm.ReduceOp.SUM)))
+    flag = np.array([True])
+    with pytest.raises(dist.CollectiveMismatchError) as info:
+        reduce_found_inf(flag)
+    assert "rank 0: all_reduce(bool, shape=[1], op=MAX) for found_inf; rank 1: " in str(info.value)
+    assert flag[0]
 
 
 # ==== under mpiexec ==========================================================================

@@ -32,7 +32,6 @@ import numpy as np
 
 from ..autograd.dispatch import hooks
 from ..autograd.tensor import Tensor
-from ..backend import comm as _comm
 from ..backend import device as _device
 from ..backend import sync as _sync
 from ..backend.loss_scaling import (
@@ -42,6 +41,7 @@ from ..backend.loss_scaling import (
     update_loss_scaling,
 )
 from .bf16 import disable_for_bfloat16
+from .found_inf import reduce_found_inf
 from .scaler_args import parse_scaler_args
 from .scaler_rules import check_attr
 from .scaler_settings import ScalerSettings
@@ -212,7 +212,7 @@ class AmpScaler(ScalerSettings):
                 count("check_finite_and_unscale", grads[0].dtype)
         # Distributed: OR-ed over the ranks, which may hold different gradients (one rank's
         # inf, or sharded grads), so that every rank skips the same steps, keeps the same scale.
-        _comm.reduce_found_inf(found_inf)
+        reduce_found_inf(found_inf)
         entry["state"] = OptimizerState.UNSCALED
         entry["found_inf"] = found_inf
 

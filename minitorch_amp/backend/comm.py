@@ -257,17 +257,6 @@ class LocalComm(Comm):
         super().__init__(0, 1, timeout)
 
 
-def reduce_found_inf(flag):
-    """OR a bool overflow flag over all ranks, in place, so every rank skips the same steps.
-
-    GradScaler calls it after unscaling; outside a multi-rank world it does nothing. On NCCL
-    the flag stays on the GPU (no host read).
-    """
-    if _world is not None and _world.size > 1:
-        _world.all_reduce(flag, ReduceOp.MAX, caller="found_inf")
-    return flag
-
-
 # ---- the world --------------------------------------------------------------------------
 _world: Comm | None = None
 _previous_excepthook = None
