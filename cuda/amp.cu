@@ -1,6 +1,19 @@
-// amp.cu: the two kernels of dynamic loss scaling, so that GradScaler never waits for the host.
+// amp.cu: the kernels of dynamic loss scaling, so that GradScaler never waits for the host.
+// One step runs them in this order: inverse_scale, unscale_and_check (once per gradient
+// dtype), update_loss_scaling.
 //
-// 1. unscale_and_check<T>: multi-tensor "g = g * inv_scale; found_inf |= !isfinite(g)".
+// 1. inverse_scale: ONE thread writes inv_scale = float(1 / double(scale)): the quotient in
+//    double, rounded once to the nearest float, ties to even (exact for powers of two).
+//    Every float32 input gives the twin's bits: subnormal scales and quotients (1 / 3e38),
+//    0 (inf), inf (0), negative scales and NaN (see "float32 under -ftz" below).
+//    Launch: grid (1,), block (1,). Args: scale float32 [1], inv_scale float32 [1] (written).
+//    It stays a launch of its own (about 15 us of host time per unscale_): GradScaler
+//    writes the scale from the host too (set_init_loss_scaling, load_state_dict, and a
+//    static scale is never updated), so an inverse kept by update_loss_scaling could be
+//    stale; folding the division into unscale_and_check would change that kernel's inputs
+//    and compute it once per block instead of once.
+//
+// 2. unscale_and_check<T>: multi-tensor "g = g * inv_scale; found_inf |= !isfinite(g)".
 //    ONE launch handles every gradient of one dtype T (__half, __nv_bfloat16, float or
 //    double), in place.
 //      - T = __half: g is widened to float, multiplied by inv_scale in float, rounded to
@@ -29,17 +42,32 @@
 //    Launch: grid (C,), block (kThreads = 512,). Args: table int64 [2T+2C], n_tensors and
 //    n_chunks int32, inv_scale float32 [1], found_inf bool [1].
 //
-// 2. update_loss_scaling: ONE thread moves the loss scale and its two step counters along
+// 3. update_loss_scaling: ONE thread moves the loss scale and its two step counters along
 //    the dynamic rule (overflow: good = 0, bad += 1, shrink every decr_every_n_nan_or_inf bad
 //    steps in a row, floored at min_loss_scaling; clean: bad = 0, good += 1, grow every
-//    incr_every_n_steps clean steps, capped at max_loss_scaling, and never into inf).
+//    incr_every_n_steps clean steps, capped at max_loss_scaling, and never into inf), then
+//    counts the overflowing updates at the floor: at_floor += 1 when the step overflowed
+//    and the scale just written is <= min_loss_scaling, else at_floor = 0 (GradScaler's
+//    floor warning reads it, deferred). GradScaler needs both after every update, so one
+//    launch does both.
 //    Launch: grid (1,), block (1,). Args: found_inf bool [1], scale float32 [1], good_steps,
-//    bad_steps int32 [1] (updated in place), the two step counts as int64, and the ratios
-//    and bounds as float32 (each rounded to float32 on the host, as the twin does).
+//    bad_steps, at_floor int32 [1] (updated in place), the two step counts as int64, and
+//    the ratios and bounds as float32 (each rounded to float32 on the host, as the twin
+//    does). The int32 counters wrap like NumPy's.
 //
-// Python caller: minitorch_amp/backend/loss_scaling.py (unscale_and_check,
+// float32 under -ftz. CuPy compiles every kernel with -ftz=true (appended after the
+// loader's options), so float32 arithmetic, comparisons and float <-> double conversions
+// flush subnormals to zero: (double)x reads a subnormal scale as 0, (float)d writes a
+// subnormal quotient as 0, and x <= floor compares two subnormals as 0 <= 0. The one-thread
+// kernels promise the twin's bits for every float32, so their float32 values pass through
+// exact_double (built from the bits) and nearest_float (subnormal results built as bits),
+// and their products are taken in double, where the product of two floats is exact, then
+// rounded once: the float product itself. unscale_and_check keeps plain float arithmetic;
+// a float32 gradient whose unscaled value is subnormal becomes 0 on the GPU.
+//
+// Python caller: minitorch_amp/backend/loss_scaling.py (inverse_scale, unscale_and_check,
 // update_loss_scaling on CuPy arrays, when backend.kernels.enabled()).
-// NumPy twins (the specification): the same two functions on NumPy arrays.
+// NumPy twins (the specification): the same three functions on NumPy arrays.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -76,14 +104,41 @@ __device__ __forceinline__ double unscale(double g, float inv, bool& bad)
     return out;
 }
 
-// NumPy's maximum/minimum: a NaN in either argument is the result.
+// x's exact value, subnormals included: a float is k * 2**-149 when its exponent field is 0.
+__device__ __forceinline__ double exact_double(float x)
+{
+    const unsigned int bits = __float_as_uint(x);
+    if ((bits & 0x7f800000u) != 0u) return static_cast<double>(x);  // normal, inf or NaN
+    const double magnitude = static_cast<double>(bits & 0x007fffffu) * 0x1p-149;
+    return (bits & 0x80000000u) ? -magnitude : magnitude;  // -0.0 stays -0.0
+}
+
+// d rounded to the nearest float, ties to even, as NumPy's astype(float32) rounds. Below
+// 2**-126 the result is k * 2**-149 with k = |d| * 2**149 rounded to the nearest integer
+// (exact scaling, one rounding; k = 2**23 carries into the exponent: 2**-126, as it must).
+__device__ __forceinline__ float nearest_float(double d)
+{
+    const double magnitude = fabs(d);
+    if (!(magnitude < 0x1p-126)) return static_cast<float>(d);  // normal, inf, NaN, overflow
+    const unsigned int sign = static_cast<unsigned int>(__double2hiint(d)) & 0x80000000u;
+    return __uint_as_float(sign | __double2uint_rn(magnitude * 0x1p149));
+}
+
+// a * b as float32 multiplies, subnormals included: the double product is exact (24 + 24
+// significant bits), so rounding it once gives the correctly rounded float product.
+__device__ __forceinline__ float multiply(float a, float b)
+{
+    return nearest_float(exact_double(a) * exact_double(b));
+}
+
+// NumPy's maximum/minimum: a NaN in either argument is the result. Compared exactly.
 __device__ __forceinline__ float nan_max(float a, float b)
 {
-    return (a != a || a >= b) ? a : b;
+    return (a != a || exact_double(a) >= exact_double(b)) ? a : b;
 }
 __device__ __forceinline__ float nan_min(float a, float b)
 {
-    return (a != a || a <= b) ? a : b;
+    return (a != a || exact_double(a) <= exact_double(b)) ? a : b;
 }
 
 // int32 + 1 that wraps like NumPy's int32 arithmetic (signed overflow is undefined in C++).
@@ -137,10 +192,18 @@ __global__ void __launch_bounds__(kThreads)
     if (__syncthreads_or(bad) && threadIdx.x == 0) *found_inf = true;
 }
 
+extern "C" __global__ void inverse_scale(const float* __restrict__ scale,
+                                         float* __restrict__ inv_scale)
+{
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    *inv_scale = nearest_float(1.0 / exact_double(*scale));  // IEEE double division
+}
+
 extern "C" __global__ void update_loss_scaling(const bool* __restrict__ found_inf,
                                                float* __restrict__ scale,
                                                int* __restrict__ good_steps,
                                                int* __restrict__ bad_steps,
+                                               int* __restrict__ at_floor,
                                                long long incr_every_n_steps,
                                                long long decr_every_n_nan_or_inf,
                                                float incr_ratio, float decr_ratio,
@@ -155,13 +218,17 @@ extern "C" __global__ void update_loss_scaling(const bool* __restrict__ found_in
     const bool decrease = overflow && bad == decr_every_n_nan_or_inf;
     const bool increase = !overflow && good == incr_every_n_steps;
 
-    const float shrunk = nan_max(s * decr_ratio, min_loss_scaling);
-    const float grown = nan_min(s * incr_ratio, max_loss_scaling);
+    const float shrunk = nan_max(multiply(s, decr_ratio), min_loss_scaling);
+    const float grown = nan_min(multiply(s, incr_ratio), max_loss_scaling);
     const bool grown_finite = (__float_as_uint(grown) & 0x7f800000u) != 0x7f800000u;
 
-    *scale = decrease ? shrunk : ((increase && grown_finite) ? grown : s);
+    const float next = decrease ? shrunk : ((increase && grown_finite) ? grown : s);
+    *scale = next;
     *bad_steps = decrease ? 0 : bad;
     *good_steps = increase ? 0 : good;  // reset even when growing was refused (inf)
+    // The floor counter reads the scale just written.
+    const bool stuck = overflow && exact_double(next) <= exact_double(min_loss_scaling);
+    *at_floor = stuck ? wrapping_increment(*at_floor) : 0;
 }
 
 // The four gradient dtypes, instantiated explicitly so that nvcc builds (and CI checks) them

@@ -1,11 +1,19 @@
-// amp_emulator.cpp: run cuda/amp.cu's unscale_and_check on a CPU, one fiber per CUDA thread.
+// amp_emulator.cpp: run cuda/amp.cu's kernels on a CPU, one fiber per CUDA thread.
 //
 // tests/test_amp_kernel_emulator.py builds this as a shared library and hands it the launches
-// that backend/loss_scaling.py would send to the GPU (the very chunk table it packs, pointing
-// at NumPy arrays), so the launcher, the table, the vector and scalar paths, the block-wide
-// OR of the inf flag and the rounding of every element are checked against the NumPy twin,
-// bit for bit, without a GPU. The kernel file is compiled unchanged; the hardware layer is in
+// that backend/loss_scaling.py would send to the GPU (for unscale_and_check, the very chunk
+// table it packs, pointing at NumPy arrays), so the launcher, the table, the vector and
+// scalar paths, the block-wide OR of the inf flag, the rounding of every element, the
+// inverse of the scale and the one-thread update are checked against the NumPy twins, bit
+// for bit, without a GPU. The kernel file is compiled unchanged; the hardware layer is in
 // cuda_emulator.h, and the few device intrinsics amp.cu uses are modelled below.
+//
+// Flush to zero. CuPy compiles every kernel with -ftz=true: on the GPU, float32 arithmetic,
+// comparisons and float <-> double conversions read and write subnormals as zero. launch()
+// sets the x86 equivalents (MXCSR's FTZ and DAZ bits) while a kernel runs, so a kernel that
+// lets a float32 subnormal reach float arithmetic fails here as it would on the GPU. (They
+// also flush double subnormals, which the GPU keeps; amp.cu makes none: its doubles stay
+// above 2**-298.)
 //
 // Build: g++ -std=c++17 -O1 -shared -fPIC -ffp-contract=off -Wno-attributes
 //            -Wno-unknown-pragmas -I<cuda>/include -I<repo>/cuda -I<repo>/tests
@@ -14,6 +22,9 @@
 //        args[i] pointing at the i-th kernel argument, as cuLaunchKernel takes them.
 
 #include "cuda_emulator.h"
+
+#include <pmmintrin.h>  // _MM_SET_DENORMALS_ZERO_MODE
+#include <xmmintrin.h>  // _MM_SET_FLUSH_ZERO_MODE
 
 // Reinterpretations, as the device intrinsics do them.
 inline unsigned int __float_as_uint(float x)
@@ -28,6 +39,22 @@ inline long long __double_as_longlong(double x)
     std::memcpy(&u, &x, sizeof u);
     return u;
 }
+inline float __uint_as_float(unsigned int u)
+{
+    float x;
+    std::memcpy(&x, &u, sizeof x);
+    return x;
+}
+inline int __double2hiint(double x)  // the high 32 bits: sign, exponent, top of the mantissa
+{
+    return static_cast<int>(static_cast<unsigned long long>(__double_as_longlong(x)) >> 32);
+}
+// double -> unsigned int, rounded to nearest even (the default rounding mode) or toward zero.
+inline unsigned int __double2uint_rn(double x)
+{
+    return static_cast<unsigned int>(std::nearbyint(x));
+}
+inline unsigned int __double2uint_rz(double x) { return static_cast<unsigned int>(x); }
 inline bool __isGlobal(const void*) { return true; }  // every pointer here is "global"
 #define __builtin_assume(condition) static_cast<void>(0)
 
@@ -42,6 +69,21 @@ std::function<void()> unscale(void** a)
     };
 }
 
+std::function<void()> inverse(void** a)
+{
+    return [=] { inverse_scale(arg<const float*>(a, 0), arg<float*>(a, 1)); };
+}
+
+std::function<void()> update(void** a)
+{
+    return [=] {
+        update_loss_scaling(arg<const bool*>(a, 0), arg<float*>(a, 1), arg<int*>(a, 2),
+                            arg<int*>(a, 3), arg<int*>(a, 4), arg<long long>(a, 5),
+                            arg<long long>(a, 6), arg<float>(a, 7), arg<float>(a, 8),
+                            arg<float>(a, 9), arg<float>(a, 10));
+    };
+}
+
 extern "C" int launch(const char* name, int grid, int block, void** args)
 {
     const std::string full(name);
@@ -49,9 +91,17 @@ extern "C" int launch(const char* name, int grid, int block, void** args)
     if (full == "unscale_and_check<__half>") body = unscale<__half>(args);
     if (full == "unscale_and_check<float>") body = unscale<float>(args);
     if (full == "unscale_and_check<double>") body = unscale<double>(args);
+    if (full == "inverse_scale") body = inverse(args);
+    if (full == "update_loss_scaling") body = update(args);
     if (!body) {
         emu::error = "unknown kernel name";
         return 1;
     }
-    return emu::run_grid(body, grid, block);
+    // -ftz=true, as CuPy compiles it: the fibers (made in run_grid) inherit this MXCSR.
+    const unsigned int before = _mm_getcsr();
+    _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
+    _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
+    const int status = emu::run_grid(body, grid, block);
+    _mm_setcsr(before);
+    return status;
 }

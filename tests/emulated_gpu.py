@@ -97,6 +97,8 @@ def install(emulator, monkeypatch, file: str, block: int) -> list:
                 holders.append(ctypes.c_float(a))
             elif isinstance(a, np.int32):
                 holders.append(ctypes.c_int(a))
+            elif isinstance(a, np.int64):
+                holders.append(ctypes.c_longlong(a))
             else:
                 raise TypeError(f"kernel argument of type {type(a).__name__}")
         argv = (ctypes.c_void_p * len(holders))(*[ctypes.addressof(h) for h in holders])

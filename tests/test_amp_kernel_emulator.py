@@ -1,11 +1,14 @@
-"""cuda/amp.cu's unscale_and_check against its NumPy twin, bit for bit, on a CPU emulator.
+"""cuda/amp.cu's kernels against their NumPy twins, bit for bit, on a CPU emulator.
 
 The emulator (tests/amp_emulator.cpp, built on tests/cuda_emulator.h) runs the kernel file
-unchanged, fed by the real launcher (``loss_scaling.unscale_and_check`` packing its chunk
-table around NumPy arrays that pose as CuPy arrays). So without a GPU the suite checks what
-test_amp_kernels.py checks on one: every element's rounding (float16 products round to
-nearest even, ties included), the vector and the element-by-element paths, the chunking, and
-the block-wide OR that sets found_inf.
+unchanged, fed by the real launchers (``loss_scaling.unscale_and_check`` packing its chunk
+table, ``inverse_scale`` and ``update_loss_scaling`` their arguments, around NumPy arrays
+that pose as CuPy arrays), with float32 subnormals flushed to zero as CuPy's -ftz=true
+flushes them on the GPU. So without a GPU the suite checks what test_amp_kernels.py checks
+on one: every element's rounding (float16 products round to nearest even, ties included),
+the vector and the element-by-element paths, the chunking, the block-wide OR that sets
+found_inf, the inverse of every kind of float32 scale, and the update with its floor counter
+over subnormal scales, ties and the int32 wrap.
 """
 
 from __future__ import annotations
@@ -16,10 +19,16 @@ import emulated_gpu
 import numpy as np
 import pytest
 from emulated_gpu import HostArray
-from test_amp_kernels import assert_same_bits
+from test_amp_kernels import (
+    UPDATE_WALKS,
+    assert_same_bits,
+    inverse_scale_cases,
+    update_both,
+    update_walk,
+)
 
 from minitorch_amp.backend import loss_scaling
-from minitorch_amp.backend.loss_scaling import unscale_and_check
+from minitorch_amp.backend.loss_scaling import inverse_scale, unscale_and_check
 
 CHUNK = loss_scaling._CHUNK
 # 0 (no chunk), tails under one 16-byte vector, exact vectors, and two chunks with a tail
@@ -104,3 +113,57 @@ def test_a_set_flag_stays_set(on_emulator):
     found = on_device(np.array([True]))
     unscale_and_check([on_device(np.ones(8, np.float32))], on_device(np.ones(1, np.float32)), found)
     assert bool(found[0])
+
+
+# ---- the one-thread kernels: inverse_scale and update_loss_scaling -------------------------
+@pytest.fixture
+def one_thread(emulator, monkeypatch):
+    return emulated_gpu.install(emulator, monkeypatch, "amp.cu", block=1)
+
+
+def is_subnormal(x: np.ndarray) -> np.ndarray:
+    return (x != 0) & (np.abs(x) < np.finfo(np.float32).tiny)
+
+
+def test_the_inverse_of_every_kind_of_scale_has_the_twins_bits(one_thread):
+    """Subnormal quotients (1 / 3e38) and subnormal scales are where -ftz bites: a kernel
+    that writes ``(float)d`` flushes the first to 0, one that reads ``(double)scale`` turns
+    the second into 1 / 0 = inf."""
+    scales = inverse_scale_cases()
+    twin = np.zeros_like(scales)
+    for i in range(scales.size):
+        inverse_scale(scales[i : i + 1], twin[i : i + 1])
+    kernel = on_device(np.zeros_like(scales))
+    for i in range(scales.size):
+        inverse_scale(on_device(scales[i : i + 1]), kernel[i : i + 1])
+    assert one_thread == [("inverse_scale", (1,))] * scales.size
+    assert_same_bits(kernel, twin, "1 / scale")
+    # the cases reach what they are for
+    assert is_subnormal(twin).sum() > 300 and (is_subnormal(scales) & np.isfinite(twin)).any()
+    assert np.signbit(twin[scales == -np.inf]).all() and np.isinf(twin[scales == 0]).all()
+
+
+@pytest.mark.parametrize("walk", UPDATE_WALKS)
+def test_the_update_walks_like_the_twin_under_ftz(walk, one_thread):
+    longest_at_floor = update_walk(on_device, walk)
+    assert one_thread == [("update_loss_scaling", (1,))] * 200
+    if "floor" in walk or "2**-149" in walk:  # the walk reached its floor and counted there
+        assert longest_at_floor >= 2
+
+
+@pytest.mark.parametrize("overflow", [True, False])
+def test_the_counters_wrap_like_numpy_int32(overflow, one_thread):
+    """At 2**31 - 1, one more step gives -2**31 (signed overflow is undefined in C++)."""
+    rule = dict(incr_every_n_steps=2**40, decr_every_n_nan_or_inf=2**40, incr_ratio=2.0,
+                decr_ratio=0.5, min_loss_scaling=1.0)  # fmt: skip
+    _, good, bad, at_floor = update_both(on_device, [overflow], 1.0, rule, (2**31 - 1,) * 3)
+    wrapped = [bad[0], at_floor[0]] if overflow else [good[0]]
+    assert wrapped == [-(2**31)] * len(wrapped)
+
+
+def test_the_floor_counter_reads_the_scale_just_written(one_thread):
+    """2 shrinks to the floor 1 in this step: counted now, not one overflow later."""
+    rule = dict(incr_every_n_steps=5, decr_every_n_nan_or_inf=1, incr_ratio=2.0,
+                decr_ratio=0.5, min_loss_scaling=1.0)  # fmt: skip
+    scale, *_, at_floor = update_both(on_device, [True, True, False, True], 2.0, rule)
+    assert (scale[0], at_floor[0]) == (1.0, 1)

@@ -2,9 +2,12 @@
 (``backend/loss_scaling.py``), bit for bit.
 
 On the CPU: the kernel file names what the launcher registers, compiles with NVRTC the way
-the loader compiles it, and the chunk table covers every element once. On the GPU: the
-multi-tensor unscale equals the twin over many tensors of awkward sizes with inf/NaN at
-random places, in one launch; the one-thread update equals the twin over random sequences.
+the loader compiles it (and, under CuPy's -ftz=true, keeps float32 subnormals out of the
+one-thread kernels' float arithmetic), and the chunk table covers every element once. On the
+GPU: the multi-tensor unscale equals the twin over many tensors of awkward sizes with
+inf/NaN at random places, in one launch; the one-thread update (with its floor counter)
+equals the twin over random sequences, subnormal scales included; the one-thread inverse of
+the scale equals the twin for every kind of float32.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ import pytest
 from minitorch_amp.backend import device, kernels, loss_scaling, nvrtc
 from minitorch_amp.backend.loss_scaling import (
     chunk_table,
-    count_at_floor,
     inverse_scale,
     unscale_and_check,
     update_loss_scaling,
@@ -73,6 +75,25 @@ def test_amp_cu_compiles_with_nvrtc_and_unscales_with_16_byte_global_accesses(
         assert re.search(r"ld\.global\.v[24]\.", body), name
         assert re.search(r"st\.global\.v[24]\.", body), name
         assert "bar.red.or" in body, name  # one flag store per block
+
+
+# float32 instructions that leave a value's bits alone, or only test for NaN, under -ftz
+_BITS_ONLY = re.compile(r"(ld|st)(\.\w+)*\.f32|selp\.f32|mov\.f32|cvt\.|setp\.(nan|num)\.")
+
+
+@pytest.mark.parametrize("name", ["inverse_scale", "update_loss_scaling"])
+def test_the_one_thread_kernels_do_no_float32_arithmetic_under_ftz(name, nvrtc_available):
+    """CuPy adds -ftz=true, which flushes subnormal inputs and results of every float32
+    multiply, max/min and ordered comparison: these kernels multiply and compare in double
+    (the emulator checks that subnormals reach the double exactly, and come back as bits)."""
+    entry = kernels.REGISTRY["amp.cu"]
+    options = (*entry.all_options(), "-ftz=true")
+    result = nvrtc.compile_source(entry.source(), "amp.cu", options, entry.names, "compute_80")
+    body = result["ptx"].split(f".entry {result['lowered'][name]}(")[1].split(".entry")[0]
+    instructions = [line.strip() for line in body.splitlines() if re.search(r"\.f32\b", line)]
+    code = [i for i in instructions if not i.startswith((".param", ".reg"))]
+    assert code and "mul.f64" in body, name  # it does compute, in double
+    assert [i for i in code if not _BITS_ONLY.match(i)] == [], name
 
 
 @pytest.mark.parametrize("chunk", [1, 4, 7, 65536])
@@ -205,6 +226,88 @@ def test_an_empty_bucket_and_empty_grads_launch_nothing(cp, launches):
     assert launches == [] and not bool(found_inf[0])
 
 
+# ---- the one-thread kernels: what the GPU and the emulator run alike ----------------------
+# (tests/test_amp_kernel_emulator.py runs the same cases on the CPU emulator, under -ftz.)
+def inverse_scale_cases() -> np.ndarray:
+    """float32 scales whose inverses a flushed, truncated or mis-signed kernel gets wrong:
+    +-0, +-inf, NaN, every power of two, subnormal scales (finite inverses up to 2**-128,
+    inf below), scales in [2**126, 2**128) (subnormal inverses), and random bit patterns."""
+    rng = np.random.default_rng(7)
+    special = [0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00001]
+    special += [1, 2, 3, 0x001FFFFF, 0x00200000, 0x00200001, 0x007FFFFF, 0x00800000]
+    special += [0x7E800000, 0x7E800001, 0x7F000000, 0x7F7FFFFF, 0x3F800000, 0x40400000]
+    powers = np.ldexp(np.float32(1), np.arange(-149, 128)).view(np.uint32)
+    subnormal = rng.integers(1, 0x00800000, 200)
+    subnormal_inverse = rng.integers(0x7E800000, 0x7F800000, 400)
+    anything = rng.integers(0, 2**32, 400)
+    positive = np.concatenate([special, powers, subnormal, subnormal_inverse, anything])
+    bits = np.concatenate([positive, positive[6:] | 0x80000000]).astype(np.uint32)
+    return bits.view(np.float32)
+
+
+# name -> (start scale, rule, probability of an overflow per step); 200 random steps each
+UPDATE_WALKS = {
+    "normal range, floor 1": (
+        2.0**4,
+        dict(incr_every_n_steps=2, decr_every_n_nan_or_inf=1, incr_ratio=2.0, decr_ratio=0.5,
+             min_loss_scaling=1.0),
+        0.6,
+    ),
+    "down through the subnormals to 2**-149": (
+        2.0**-120,
+        dict(incr_every_n_steps=1, decr_every_n_nan_or_inf=1, incr_ratio=1.5, decr_ratio=0.5,
+             min_loss_scaling=2.0**-149),
+        0.85,
+    ),
+    "subnormal ties (k * 2**-149 times 0.5 and 1.5)": (
+        5 * 2.0**-149,
+        dict(incr_every_n_steps=1, decr_every_n_nan_or_inf=1, incr_ratio=1.5, decr_ratio=0.5,
+             min_loss_scaling=2.0**-149),
+        0.5,
+    ),
+    "a subnormal floor and ceiling": (
+        2e-40,
+        dict(incr_every_n_steps=2, decr_every_n_nan_or_inf=2, incr_ratio=3.0, decr_ratio=1 / 3,
+             min_loss_scaling=1e-40, max_loss_scaling=4e-40),
+        0.6,
+    ),
+    "growth refused at inf, a ceiling above float32": (
+        2.0**125,
+        dict(incr_every_n_steps=1, decr_every_n_nan_or_inf=1, incr_ratio=3.0, decr_ratio=0.9,
+             min_loss_scaling=2.0**120, max_loss_scaling=1e39),
+        0.2,
+    ),
+}  # fmt: skip
+
+
+def update_walk(to_device, name: str) -> int:
+    """Walk ``name`` through the twin and the kernel, same bits after every step; return the
+    longest run the floor counter saw. The counters live as GradScaler keeps them: views of
+    one int32 [3]."""
+    start, rule, p_bad = UPDATE_WALKS[name]
+    rng = np.random.default_rng(list(UPDATE_WALKS).index(name))
+    longest = [0]
+    update_both(to_device, rng.random(200) < p_bad, start, rule, seen=longest)
+    return max(longest)
+
+
+def update_both(to_device, overflows, start: float, rule: dict, counters=(0, 0, 0), seen=None):
+    """The twin and the kernel through one sequence of found_inf flags (see update_walk);
+    the twin's final ``[scale, good, bad, at_floor]``. ``seen`` collects at_floor."""
+    twin = [np.float32([start]), *(np.array([c], np.int32) for c in counters)]
+    on_device = to_device(np.array(counters, np.int32))
+    kernel = [to_device(twin[0]), on_device[0:1], on_device[1:2], on_device[2:3]]
+    for step, overflow in enumerate(overflows):
+        found = np.array([overflow])
+        update_loss_scaling(found, *twin, **rule)
+        update_loss_scaling(to_device(found), *kernel, **rule)
+        for what, a, b in zip(("scale", "good", "bad", "at_floor"), kernel, twin):
+            assert_same_bits(a, b, f"{what} after step {step}, found_inf={overflow}")
+        if seen is not None:
+            seen.append(int(twin[3][0]))
+    return twin
+
+
 # ---- the one-thread update == the twin (GPU) -----------------------------------------------
 CONFIGS = [
     dict(incr_every_n_steps=1, decr_every_n_nan_or_inf=1, incr_ratio=2.0, decr_ratio=0.5),
@@ -229,44 +332,35 @@ STARTS = [1.0, 2.0**16, 2.0**126, 2.0**-8, 3.0]
 def test_one_thread_update_equals_the_twin_over_random_sequences(
     cp, launches, config, bounds, start
 ):
+    """The scale, both step counters and the floor counter, after every step."""
     rng = np.random.default_rng([CONFIGS.index(config), BOUNDS.index(bounds), STARTS.index(start)])
-    kw = {**config, **bounds}
-    cpu = [np.array([start], "float32"), np.zeros(1, "int32"), np.zeros(1, "int32")]
-    gpu = [cp.asarray(a) for a in cpu]
-    counters = cp.zeros(3, "int32")  # the counters as GradScaler keeps them: views
-    gpu[1:] = [counters[0:1], counters[1:2]]
     p_bad = rng.choice([0.05, 0.3, 0.7])
-    for step in range(300):
-        overflow = np.array([rng.random() < p_bad])
-        update_loss_scaling(overflow, *cpu, **kw)
-        update_loss_scaling(cp.asarray(overflow), *gpu, **kw)
-        for name, a, b in zip(("scale", "good", "bad"), gpu, cpu):
-            assert_same_bits(a, b, f"{name} after step {step}, overflow={overflow[0]}")
+    update_both(cp.asarray, rng.random(300) < p_bad, start, {**config, **bounds})
     assert launches == ["update_loss_scaling"] * 300
-    assert int(counters[2]) == 0  # the third counter is not touched
 
 
-# ---- the scaler's two fused elementwise helpers == their twins (GPU) -------------------------
 @pytest.mark.gpu
-def test_the_inverse_scale_kernel_rounds_like_the_twin(cp):
-    rng = np.random.default_rng(0)
-    scales = np.concatenate(
-        [2.0 ** np.arange(-20, 30), rng.uniform(1e-3, 1e6, 500), [3.0, 7.0, 1e-30, 3e38]]
-    ).astype("float32")
+@pytest.mark.parametrize("walk", UPDATE_WALKS)
+def test_one_thread_update_keeps_subnormal_scales_and_floors_like_the_twin(cp, launches, walk):
+    """Under CuPy's -ftz=true: subnormal products, ties, floors and the floor counter."""
+    update_walk(cp.asarray, walk)
+    assert launches == ["update_loss_scaling"] * 200
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("overflow", [True, False])
+def test_the_counters_wrap_like_numpy_int32_on_the_device(cp, overflow):
+    rule = dict(incr_every_n_steps=2**40, decr_every_n_nan_or_inf=2**40, incr_ratio=2.0,
+                decr_ratio=0.5, min_loss_scaling=1.0)  # fmt: skip
+    update_both(cp.asarray, [overflow], 1.0, rule, counters=(2**31 - 1,) * 3)
+
+
+@pytest.mark.gpu
+def test_the_inverse_scale_kernel_rounds_like_the_twin(cp, launches):
+    scales = inverse_scale_cases()
     for s in scales:
         cpu, gpu = np.zeros(1, "float32"), cp.zeros(1, "float32")
         inverse_scale(np.array([s]), cpu)
         inverse_scale(cp.asarray(np.array([s])), gpu)
-        assert_same_bits(gpu, cpu, f"1/{s}")
-
-
-@pytest.mark.gpu
-def test_the_floor_counter_kernel_counts_like_the_twin(cp):
-    rng = np.random.default_rng(1)
-    cpu, gpu = np.zeros(1, "int32"), cp.zeros(1, "int32")
-    for _ in range(200):
-        found = np.array([rng.random() < 0.7])
-        scale = np.array([rng.choice([0.5, 1.0, 2.0])], "float32")
-        count_at_floor(found, scale, cpu, 1.0)
-        count_at_floor(cp.asarray(found), cp.asarray(scale), gpu, 1.0)
-        assert_same_bits(gpu, cpu)
+        assert_same_bits(gpu, cpu, f"1/{s!r} (bits {np.float32(s).view(np.uint32):#010x})")
+    assert launches == ["inverse_scale"] * scales.size

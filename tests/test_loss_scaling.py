@@ -7,10 +7,16 @@ into inf.
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
-from minitorch_amp.backend.loss_scaling import unscale_and_check, update_loss_scaling
+from minitorch_amp.backend.loss_scaling import (
+    inverse_scale,
+    unscale_and_check,
+    update_loss_scaling,
+)
 
 
 # ---- the unscale kernel (PyTorch test_grad_scaling_unscale) ----------------------------------
@@ -66,7 +72,7 @@ def test_unscale_never_clears_an_earlier_flag_and_rejects_mixed_dtypes():
 
 
 # ---- the update rule (PyTorch test_grad_scaling_update_scale) --------------------------------
-def _update(found, scale, good, bad, **kw):
+def _update(found, scale, good, bad, at_floor, **kw):
     kw = {
         "incr_every_n_steps": 2,
         "decr_every_n_nan_or_inf": 1,
@@ -75,12 +81,13 @@ def _update(found, scale, good, bad, **kw):
         "min_loss_scaling": 1e-3,
         **kw,
     }
-    update_loss_scaling(np.array([found]), scale, good, bad, **kw)
+    update_loss_scaling(np.array([found]), scale, good, bad, at_floor, **kw)
     return float(scale[0]), int(good[0]), int(bad[0])
 
 
 def _state(scale):
-    return np.array([scale], "float32"), np.zeros(1, "int32"), np.zeros(1, "int32")
+    """scale, good_steps, bad_steps, at_floor."""
+    return np.array([scale], "float32"), *(np.zeros(1, "int32") for _ in range(3))
 
 
 def test_update_grows_after_interval_and_backs_off_on_inf():
@@ -124,12 +131,69 @@ def test_float16_overflow_is_judged_after_narrowing_at_exactly_65520(inv):
     assert found_inf[0] == (not np.isfinite(expected).all())
 
 
-def test_the_floor_counter_counts_overflows_at_the_floor_and_resets_otherwise():
-    from minitorch_amp.backend.loss_scaling import count_at_floor
+def test_the_floor_counter_counts_overflows_that_leave_the_scale_at_the_floor():
+    """at_floor counts overflowing updates in a row whose new scale is <= min_loss_scaling;
+    a clean update, or an overflow above the floor, resets it."""
+    s = _state(4.0)
+    kw = {"decr_ratio": 0.5, "min_loss_scaling": 1.0, "decr_every_n_nan_or_inf": 1}
+    steps = [
+        (True, 2.0, 0),   # above the floor
+        (True, 1.0, 1),   # shrunk onto the floor in this very update: counted at once
+        (True, 1.0, 2),
+        (False, 1.0, 0),  # a clean step
+        (True, 1.0, 1),
+    ]  # fmt: skip
+    for found, scale, count in steps:
+        assert _update(found, *s, **kw)[0] == scale
+        assert s[3][0] == count
 
-    n = np.zeros(1, "int32")
-    for found, scale, want in [
-        (True, 1.0, 1), (True, 0.5, 2), (False, 1.0, 0), (True, 2.0, 0), (True, 1.0, 1),
-    ]:  # fmt: skip
-        count_at_floor(np.array([found]), np.array([scale], "float32"), n, 1.0)
-        assert n[0] == want
+
+def test_the_counters_wrap_at_2_to_the_31_like_numpy_int32():
+    s = _state(1.0)
+    s[3][0] = 2**31 - 1
+    _update(True, *s, min_loss_scaling=1.0)
+    assert s[3][0] == -(2**31)
+
+
+def _nearest_float32_bits(q: Fraction) -> int:
+    """The float32 nearest to ``q`` (0 < q < 2**-126), ties to even, as a bit pattern: an
+    oracle from exact rationals (``round`` of a Fraction rounds half to even)."""
+    return round(q * 2**149)
+
+
+@pytest.mark.parametrize(
+    "bits",
+    [0x7E800000, 0x7E800001, 0x7EAAAAAB, 0x7F000000, 0x7F7FFFFF, 0x7F400000, 0x7EC00001],
+)
+def test_inverse_scale_rounds_the_float64_quotient_once_more_to_the_nearest_subnormal(bits):
+    """Scales of 2**126 and more have subnormal inverses: the float64 quotient (Python's
+    correctly rounded division) rounded to the nearest float32, ties to even."""
+    scale = np.array([bits], np.uint32).view(np.float32)
+    out = np.zeros(1, np.float32)
+    inverse_scale(scale, out)
+    expected = _nearest_float32_bits(Fraction(1.0 / float(scale[0])))
+    assert 0 < expected <= 0x00800000
+    assert int(out.view(np.uint32)[0]) == expected
+
+
+@pytest.mark.parametrize(
+    ("scale", "inverse"),
+    [
+        (1024.0, 2.0**-10),
+        (-4.0, -0.25),
+        (0.0, np.inf),
+        (-0.0, -np.inf),
+        (np.inf, 0.0),
+        (-np.inf, -0.0),
+        (2.0**-127, 2.0**127),  # a subnormal scale with a finite inverse
+        (2.0**-128, np.inf),  # 2**128 is past float32's max
+        (2.0**127, 2.0**-127),  # a subnormal inverse, exact
+    ],
+)
+def test_inverse_scale_edges(scale, inverse):
+    out = np.zeros(1, np.float32)
+    inverse_scale(np.array([scale], np.float32), out)
+    assert float(out[0]) == inverse and np.signbit(out[0]) == np.signbit(inverse)
+    out[0] = 0
+    inverse_scale(np.array([np.nan], np.float32), out)
+    assert np.isnan(out[0])

@@ -34,12 +34,7 @@ from ..autograd.dispatch import hooks
 from ..autograd.tensor import Tensor
 from ..backend import device as _device
 from ..backend import sync as _sync
-from ..backend.loss_scaling import (
-    count_at_floor,
-    inverse_scale,
-    unscale_and_check,
-    update_loss_scaling,
-)
+from ..backend.loss_scaling import inverse_scale, unscale_and_check, update_loss_scaling
 from .bf16 import disable_for_bfloat16
 from .found_inf import reduce_found_inf
 from .scaler_args import parse_scaler_args
@@ -281,11 +276,13 @@ class AmpScaler(ScalerSettings):
                 print(
                     f"Found inf or nan, current scale is: {s}, decrease to: {s}*{self._decr_ratio}"
                 )
+        # Beyond Paddle: the same launch counts overflowing updates at the floor (warned once).
         update_loss_scaling(
             found_inf,
             scale,
             good,
             bad,
+            at_floor,
             incr_every_n_steps=self._incr_every_n_steps,
             decr_every_n_nan_or_inf=self._decr_every_n_nan_or_inf,
             incr_ratio=self._incr_ratio,
@@ -293,8 +290,6 @@ class AmpScaler(ScalerSettings):
             min_loss_scaling=self._min_loss_scaling,
             max_loss_scaling=self._max_loss_scaling,
         )
-        # Beyond Paddle: count overflowing updates at the floor on the device, warn once.
-        count_at_floor(found_inf, scale, at_floor, self._min_loss_scaling)
         self._n_updates += 1
         if not self._floor_warned and self._n_updates % _FLOOR_CHECK_EVERY == 0:
             _sync.defer(("GradScaler floor", id(self)), at_floor, self._warn_at_floor)

@@ -1,19 +1,23 @@
 """Loss-scaling primitives: the NumPy/CuPy twins of the AMP kernels (``cuda/amp.cu``).
 
-Two functions carry all of dynamic loss scaling, and both work in place on device arrays so
-that a training step never waits for the host:
+Three functions carry all of dynamic loss scaling, in the order a step calls them, and all
+work in place on device arrays so that a training step never waits for the host:
 
-* :func:`unscale_and_check` divides the gradients by the loss scale and raises a device flag
-  when any of them is not finite (Paddle's ``check_finite_and_unscale``).
+* :func:`inverse_scale` writes ``1 / scale``, rounded once to float32.
+* :func:`unscale_and_check` multiplies the gradients by that inverse and raises a device
+  flag when any of them is not finite (Paddle's ``check_finite_and_unscale``).
 * :func:`update_loss_scaling` moves the scale and its two step counters one step along
-  Paddle's dynamic rule (the ``update_loss_scaling`` kernel, without the zero-fill of grads).
+  Paddle's dynamic rule (the ``update_loss_scaling`` kernel, without the zero-fill of grads),
+  and counts the overflowing updates at the floor.
 
 State shapes, as the kernels take them: ``scale`` float32 ``[1]``, ``inv_scale``
-float32 ``[1]``, ``found_inf`` bool ``[1]``, ``good_steps`` / ``bad_steps`` int32 ``[1]``.
+float32 ``[1]``, ``found_inf`` bool ``[1]``, ``good_steps`` / ``bad_steps`` / ``at_floor``
+int32 ``[1]``.
 
-On CuPy arrays (and unless ``MINITORCH_AMP_RAW_KERNELS=0``) both run as the raw kernels of
-``cuda/amp.cu``: one multi-tensor launch per gradient dtype, and a one-thread update. The
-NumPy code below is their specification, and what runs everywhere else.
+On CuPy arrays (and unless ``MINITORCH_AMP_RAW_KERNELS=0``) all three run as the raw kernels
+of ``cuda/amp.cu``: a one-thread inverse, one multi-tensor launch per gradient dtype, and a
+one-thread update. The NumPy code below is their specification, and what runs everywhere
+else.
 
 Example:
     >>> import numpy as np
@@ -26,22 +30,14 @@ Example:
 
 from __future__ import annotations
 
-import functools
-
 import ml_dtypes
 import numpy as np
 
-from . import device as _device
 from . import kernels
 from .device import get_array_module
 from .dtypes import accumulation_dtype, bfloat16, bool_, float16, float32, float64, int32
 
-__all__ = [
-    "count_at_floor",
-    "inverse_scale",
-    "unscale_and_check",
-    "update_loss_scaling",
-]
+__all__ = ["inverse_scale", "unscale_and_check", "update_loss_scaling"]
 
 _UNSCALE_KERNELS = {
     float16: "unscale_and_check<__half>",
@@ -49,7 +45,9 @@ _UNSCALE_KERNELS = {
     float32: "unscale_and_check<float>",
     float64: "unscale_and_check<double>",
 }
-AMP = kernels.register("amp.cu", names=(*_UNSCALE_KERNELS.values(), "update_loss_scaling"))
+AMP = kernels.register(
+    "amp.cu", names=("inverse_scale", *_UNSCALE_KERNELS.values(), "update_loss_scaling")
+)
 _CHUNK = 65536  # elements per block: kChunk in cuda/amp.cu
 _UNSCALE_THREADS = 512  # kThreads in cuda/amp.cu
 
@@ -60,6 +58,46 @@ def _check_flag(array, name: str, dtype) -> None:
             f"{name} must be a {dtype} array of shape [1], got {array.dtype} of shape "
             f"{list(array.shape)}"
         )
+
+
+def inverse_scale(scale, out) -> None:
+    """``out = float32(1 / float64(scale))`` in place, as PyTorch computes it.
+
+    The quotient is taken in float64 and rounded once to the nearest float32, ties to even:
+    exact for powers of two, subnormal for scales above 2**126 (1 / 3e38), inf for 0 and for
+    scales at or below 2**-128 (subnormal ones), negative for negative scales, NaN for NaN.
+    On the GPU a one-thread kernel (``cuda/amp.cu``) gives the same bits for every float32.
+
+    Args:
+        scale: float32 [1], the loss scale.
+        out: float32 [1], written.
+
+    Example:
+        >>> import numpy as np
+        >>> out = np.zeros(1, "float32")
+        >>> inverse_scale(np.array([1024.0], "float32"), out)
+        >>> out
+        array([0.00097656], dtype=float32)
+    """
+    xp = get_array_module(scale)
+    if (
+        xp is not np
+        and kernels.enabled()
+        and _fits_one_thread_kernel(((scale, float32), (out, float32)))
+    ):
+        with scale.device:
+            kernels.launch("amp.cu", "inverse_scale", (1,), (1,), (scale, out))
+        return
+    with np.errstate(divide="ignore", over="ignore"):  # 1 / 0 and 1 / 2**-149 are inf
+        xp.copyto(out, 1.0 / scale.astype(float64), casting="unsafe")
+
+
+def _fits_one_thread_kernel(arrays) -> bool:
+    """Every ``(array, dtype)`` is a CuPy array of shape [1] with that dtype."""
+    cupy = get_array_module(arrays[0][0])
+    return all(
+        isinstance(a, cupy.ndarray) and a.shape == (1,) and a.dtype == dtype for a, dtype in arrays
+    )
 
 
 def unscale_and_check(grads: list, inv_scale, found_inf) -> None:
@@ -187,6 +225,7 @@ def update_loss_scaling(
     scale,
     good_steps,
     bad_steps,
+    at_floor,
     *,
     incr_every_n_steps: int,
     decr_every_n_nan_or_inf: int,
@@ -195,9 +234,10 @@ def update_loss_scaling(
     min_loss_scaling: float,
     max_loss_scaling: float = float("inf"),
 ) -> None:
-    """One step of the dynamic loss-scale rule, in place on the scale and the two counters.
+    """One step of the dynamic loss-scale rule, in place on the scale and the counters.
 
-    Paddle's dygraph rule, plus a floor (and an optional ceiling)::
+    Paddle's dygraph rule, plus a floor (and an optional ceiling), then the count of
+    overflowing updates at the floor (beyond Paddle; GradScaler warns when it grows long)::
 
         if found_inf:
             good = 0; bad += 1
@@ -209,6 +249,10 @@ def update_loss_scaling(
                 grown = min(scale * incr_ratio, max_loss_scaling)
                 if isfinite(grown): scale = grown   # never grow into inf
                 good = 0
+        at_floor = at_floor + 1 if found_inf and scale <= min_loss_scaling else 0
+
+    The floor test reads the scale just updated. The ratios and bounds are rounded to
+    float32 first; the int32 counters wrap at 2**31 like NumPy's int32.
 
     Written with ``xp.where`` so that no Python branch reads a device value: the GPU version
     is a single-thread kernel and the host never waits.
@@ -216,27 +260,28 @@ def update_loss_scaling(
     Args:
         found_inf: bool [1], did this step's gradients overflow.
         scale: float32 [1], the loss scale (updated).
-        good_steps, bad_steps: int32 [1], the counters (updated).
+        good_steps, bad_steps: int32 [1], the step counters (updated).
+        at_floor: int32 [1], overflowing updates at the floor in a row (updated).
 
     Example:
         >>> import numpy as np
         >>> scale = np.array([4.0], "float32")
-        >>> good, bad = np.zeros(1, "int32"), np.zeros(1, "int32")
+        >>> good, bad, at_floor = (np.zeros(1, "int32") for _ in range(3))
         >>> kw = dict(incr_every_n_steps=2, decr_every_n_nan_or_inf=1, incr_ratio=2.0,
         ...           decr_ratio=0.25, min_loss_scaling=1.0)
-        >>> for inf in (False, False, True):
-        ...     update_loss_scaling(np.array([inf]), scale, good, bad, **kw)
-        ...     print(scale, good)
-        [4.] [1]
-        [8.] [0]
-        [2.] [0]
+        >>> for inf in (False, False, True, True, True):
+        ...     update_loss_scaling(np.array([inf]), scale, good, bad, at_floor, **kw)
+        ...     print(scale, good, at_floor)
+        [4.] [1] [0]
+        [8.] [0] [0]
+        [2.] [0] [0]
+        [1.] [0] [1]
+        [1.] [0] [2]
     """
     xp = get_array_module(scale)
-    if (
-        xp is not np
-        and kernels.enabled()
-        and _fits_update_kernel(found_inf, scale, good_steps, bad_steps)
-    ):
+    counters = (good_steps, bad_steps, at_floor)
+    state = ((found_inf, bool_), (scale, float32), *((c, int32) for c in counters))
+    if xp is not np and kernels.enabled() and _fits_one_thread_kernel(state):
         # NOTE: an int32 counter never passes 2**31, so clamping the counts keeps "never".
         counts = tuple(
             np.int64(min(n, 2**62)) for n in (incr_every_n_steps, decr_every_n_nan_or_inf)
@@ -246,7 +291,7 @@ def update_loss_scaling(
                 np.float32(v) for v in (incr_ratio, decr_ratio, min_loss_scaling, max_loss_scaling)
             )
         with scale.device:
-            args = (found_inf, scale, good_steps, bad_steps, *counts, *bounds)
+            args = (found_inf, scale, *counters, *counts, *bounds)
             kernels.launch("amp.cu", "update_loss_scaling", (1,), (1,), args)
         return
     f32 = scale.dtype.type
@@ -261,70 +306,4 @@ def update_loss_scaling(
     scale[...] = xp.where(decrease, shrunk, xp.where(increase_ok, grown, scale))
     bad_steps[...] = xp.where(decrease, 0, bad)
     good_steps[...] = xp.where(increase, 0, good)
-
-
-def _fits_update_kernel(found_inf, scale, good_steps, bad_steps) -> bool:
-    """All four are CuPy arrays of shape [1] with the dtypes ``update_loss_scaling`` reads."""
-    cupy = get_array_module(scale)
-    expected = ((found_inf, bool_), (scale, float32), (good_steps, int32), (bad_steps, int32))
-    return all(
-        isinstance(a, cupy.ndarray) and a.shape == (1,) and a.dtype == dtype
-        for a, dtype in expected
-    )
-
-
-def inverse_scale(scale, out) -> None:
-    """``out = float32(1 / float64(scale))`` in place: exact for powers of two, rounded once
-    otherwise (as PyTorch computes it). One fused kernel on the GPU.
-
-    Example:
-        >>> import numpy as np
-        >>> out = np.zeros(1, "float32")
-        >>> inverse_scale(np.array([1024.0], "float32"), out)
-        >>> out
-        array([0.00097656], dtype=float32)
-    """
-    if get_array_module(scale) is np:
-        np.copyto(out, 1.0 / scale.astype(float64), casting="unsafe")
-    else:
-        _elementwise("inverse_scale")(scale, out)
-
-
-def count_at_floor(found_inf, scale, at_floor, floor: float) -> None:
-    """``at_floor += 1`` if the step overflowed with the scale at ``floor`` or below, else 0.
-
-    GradScaler's count of overflowing updates at the floor (its warning reads it, deferred).
-    One fused kernel on the GPU.
-    """
-    if get_array_module(scale) is np:
-        at_floor[...] = np.where(found_inf & (scale <= np.float32(floor)), at_floor + 1, 0)
-    else:
-        _elementwise("count_at_floor")(found_inf, scale, np.float32(floor), at_floor)
-
-
-_ELEMENTWISE = {  # name -> (inputs, outputs, body): CuPy elementwise kernels, one launch each
-    # CuPy compiles every kernel with -ftz=true (cupy/cuda/compiler.py appends it after the
-    # caller's options), so `(float)d` would flush a subnormal quotient (1/3e38) to zero. A
-    # subnormal float is k * 2**-149: k comes from the double, rounded to nearest even, exact.
-    "inverse_scale": (
-        "float32 s",
-        "float32 inv",
-        "double d = 1.0 / (double)s;"
-        " double a = fabs(d);"
-        " inv = (a > 0.0 && a < 1.1754943508222875e-38)"
-        " ? __uint_as_float((d < 0.0 ? 0x80000000u : 0u)"
-        " | (unsigned int)__double2uint_rn(a * 7.1362384635297994e44))"
-        " : (float)d",
-    ),
-    "count_at_floor": (
-        "bool found, float32 s, float32 floor",
-        "int32 n",
-        "n = (found && s <= floor) ? (int)((unsigned int)n + 1u) : 0",  # wraps as int32 does
-    ),
-}
-
-
-@functools.cache
-def _elementwise(name: str):
-    inputs, outputs, body = _ELEMENTWISE[name]
-    return _device.cupy.ElementwiseKernel(inputs, outputs, body, f"minitorch_{name}")
+    at_floor[...] = xp.where(found_inf & (scale <= f32(min_loss_scaling)), at_floor + 1, 0)

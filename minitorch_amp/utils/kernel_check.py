@@ -85,17 +85,24 @@ def _amp_matches(to_device: Move, to_host: Move) -> bool:
         decr_ratio=0.5,
         min_loss_scaling=1.0,
     )
-    for found in (False, True):
+    for found, scale in ((False, 1024.0), (True, 1024.0), (True, 1.0)):  # the last: at the floor
         state = [
             np.array([found]),
-            np.float32([1024.0]),
+            np.float32([scale]),
             np.zeros(1, np.int32),
             np.ones(1, np.int32),
+            np.full(1, 7, np.int32),
         ]
         moved = [to_device(a) for a in state]
         _loss_scaling.update_loss_scaling(*moved, **rule)
         _loss_scaling.update_loss_scaling(*state, **rule)
         same = same and all(np.array_equal(to_host(m), s) for m, s in zip(moved, state))
+    # 1 / 3e38 is subnormal and 1 / 1e-39 finite: both flushed to 0 or inf by a naive kernel
+    for scale in (3.0, 3e38, 1e-39, 0.0):
+        out, expected = to_device(np.zeros(1, np.float32)), np.zeros(1, np.float32)
+        _loss_scaling.inverse_scale(to_device(np.float32([scale])), out)
+        _loss_scaling.inverse_scale(np.float32([scale]), expected)
+        same = same and np.array_equal(to_host(out).view(np.uint32), expected.view(np.uint32))
     return same
 
 
