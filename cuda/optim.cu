@@ -71,18 +71,20 @@
 // array of ml_dtypes.bfloat16; its bytes are read as __nv_bfloat16, and the optimize-cast
 // rounds with __float2bfloat16_rn (nearest even, as ml_dtypes' astype in the twin).
 //
-// Python caller: minitorch_amp/backend/fused_optim.py (fused_sgd, fused_momentum, fused_adam
-// on CuPy arrays, when backend.kernels.enabled()), called by Optimizer.step() once per
-// dtype bucket of a param group.
-// NumPy twin (the specification): the same functions on NumPy arrays, which do the
-// arithmetic of the optimizers' own _update methods (minitorch_amp/optimizer/*.py).
-// tests/test_fused_optim_kernel.py holds this file to the twin bit for bit on a CPU
-// emulator (tests/optim_emulator.cpp) and, with a GPU, on the device.
+// Python caller: minitorch_amp/optimizer/bucket.py (Bucket._launch, through
+// backend/fused_optim.launch: one launch per bucket of an optimizer step, on CuPy arrays when
+// backend.kernels.enabled()). The table holds views into the bucket's flat master and state
+// buffers, each segment starting at a multiple of 64 elements (aligned vector loads).
+// NumPy twin (the specification): each optimizer's own _update (and Adam's _advance) in
+// minitorch_amp/optimizer/{sgd,momentum,adam}.py, run on the bucket's flat buffers by
+// Bucket._twin, which is also the CPU path. tests/test_fused_optim_kernel.py holds this file
+// to it bit for bit on a CPU emulator (tests/optim_emulator.cpp) and
+// tests/test_fused_optim_gpu.py on the device.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-// One tensor of the bucket, as fused_optim.TENSOR_ARGS packs it.
+// One tensor of the bucket, as fused_optim.TENSOR_ARGS packs it (fused_optim.table).
 struct TensorArgs {
     void* param;        // T[size]
     float* master;      // float[size], or nullptr when the param is its own master

@@ -1,10 +1,17 @@
-"""The fused optimizer update (``backend.fused_optim``, ``cuda/optim.cu``): a specification.
+"""The optimizer step, bucketed (``optimizer/state.py``, ``bucket.py``): a specification.
 
-1. The NumPy twin IS the per-parameter optimizer, bit for bit: an optimizer forced onto the
-   fused path (``update_path`` -> ``'cupy twin'``, run on NumPy arrays) ends every step with
-   exactly the parameters, masters, accumulators and cast counts of the per-param loop.
-2. A set ``found_inf`` changes nothing at all, also on the where-commit path the GPU uses.
-3. The kernel's table and source agree with the launcher (layout, chunking, instantiations,
+On NumPy the twin (each optimizer's ``_update`` run on a bucket's flat buffers) IS the step.
+
+1. One optimizer over all parameters (a few buckets, runs of several parameters) ends every
+   step with exactly the parameters, masters, accumulators and cast counts of one optimizer
+   per parameter (a bucket of one), bit for bit; also when the parameters of a bucket are at
+   different steps (Adam's per-tensor beta pows), and through ``minimize``.
+2. Only the optimizers whose maths is the kernel's have a kernel (``_kernel_kind``).
+3. ``found_inf``: a set host flag returns before anything is prepared; a device flag is never
+   read, changes nothing when set, and equals the in-place step when not.
+4. The plan is kept while the step looks the same and rebuilt when it does not, without
+   losing a bit of state.
+5. The kernel's table and source agree with the launcher (layout, chunking, instantiations,
    no FMA contraction).
 The kernel itself is held to the twin in test_fused_optim_kernel.py (a CPU emulator) and
 test_fused_optim_gpu.py (a GPU).
@@ -18,83 +25,25 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from optim_cases import (
+    LR,
+    OPTIMIZERS,
+    SHAPES,
+    assert_changed,
+    assert_same,
+    make_params,
+    run_steps,
+    set_grads,
+    state_of,
+)
 
 import minitorch_amp as mt
+from minitorch_amp.backend import device as _device
 from minitorch_amp.backend import fused_optim, kernels, nvrtc
+from minitorch_amp.backend import sync as _sync
 from minitorch_amp.backend.cast_counter import cast_counts, reset_cast_counts
 from minitorch_amp.nn.parameter import Parameter
 from minitorch_amp.optimizer import SGD, Adam, AdamW, Momentum
-from minitorch_amp.optimizer.fused_step import has_fused_twin
-from minitorch_amp.regularizer import L1Decay, L2Decay
-
-SHAPES = [(0,), (1,), (3,), (7, 5), (1030,)]  # empty, odd, and not multiples of the vector width
-LR = 0.01
-
-OPTIMIZERS = {
-    "sgd": lambda ps, mp: SGD(LR, parameters=ps, multi_precision=mp),
-    "sgd_l2": lambda ps, mp: SGD(LR, parameters=ps, weight_decay=0.01, multi_precision=mp),
-    "momentum": lambda ps, mp: Momentum(LR, 0.9, ps, multi_precision=mp),
-    "nesterov": lambda ps, mp: Momentum(LR, 0.9, ps, use_nesterov=True, multi_precision=mp),
-    "momentum_l2_rescale": lambda ps, mp: Momentum(
-        LR, 0.9, ps, weight_decay=0.05, rescale_grad=0.5, multi_precision=mp
-    ),
-    "momentum_l1_rescale": lambda ps, mp: Momentum(
-        LR, 0.9, ps, weight_decay=L1Decay(0.05), rescale_grad=0.5, multi_precision=mp
-    ),
-    "adam": lambda ps, mp: Adam(LR, parameters=ps, multi_precision=mp),
-    "adam_l2": lambda ps, mp: Adam(
-        LR, parameters=ps, weight_decay=L2Decay(0.1), multi_precision=mp
-    ),
-    "adamw": lambda ps, mp: AdamW(
-        LR,
-        parameters=ps,
-        weight_decay=0.1,
-        lr_ratio=lambda p: 0.5 if p.ndim == 1 else 1.0,
-        apply_decay_param_fun=lambda name: not name.endswith("_1"),
-        multi_precision=mp,
-    ),
-}
-
-
-def make_params(dtype_plan, seed=0):
-    """Parameters of every SHAPE in each dtype; one has an lr ratio, one its own L2."""
-    rng = np.random.default_rng(seed)
-    params = []
-    for i, shape in enumerate(SHAPES * len(dtype_plan)):
-        dtype = dtype_plan[i // len(SHAPES)]
-        p = Parameter(rng.standard_normal(shape).astype(dtype), name=f"w{seed}_{i}_{i % 2}")
-        params.append(p)
-    params[2].optimize_attr = {"learning_rate": 0.5}
-    params[3].regularizer = L2Decay(0.02)
-    return params
-
-
-def set_grads(params, step, fp32_grad_for_half=False):
-    rng = np.random.default_rng(100 + step)
-    for p in params:
-        g = rng.standard_normal(p.shape) * 0.5
-        wide = fp32_grad_for_half and p.dtype == mt.float16
-        p.grad = g.astype("float32" if wide else p.dtype)
-
-
-def bits(a):
-    a = np.asarray(a)
-    return a.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[a.itemsize]) if a.size else a
-
-
-def snapshot(opt, params):
-    out = [bits(p.numpy()).copy() for p in params]
-    out += [bits(m.numpy()).copy() for _, m in sorted(opt._master_weights.items())]
-    for p in params:
-        for _, acc in sorted(opt._accumulators.get(id(p), {}).items()):
-            out.append(bits(np.asarray(acc)).copy())
-    return out
-
-
-def assert_same(a, b):
-    assert len(a) == len(b)
-    for x, y in zip(a, b):
-        np.testing.assert_array_equal(x, y)
 
 
 @pytest.fixture(autouse=True)
@@ -103,149 +52,312 @@ def _numpy_arrays():
     mt.set_device("cpu")
 
 
-@pytest.fixture
-def force_fused(monkeypatch):
-    """Send NumPy arrays down the fused path (the twin), as CuPy arrays without kernels go."""
-    monkeypatch.setattr(fused_optim, "update_path", lambda params, grads: "cupy twin")
+def buckets_of(opt) -> list:
+    return [bucket for _, bucket in opt._state.plan.buckets]
 
 
-def run_steps(kind, mp, dtype_plan, steps=3, wide=False):
-    params = make_params(dtype_plan)
-    opt = OPTIMIZERS[kind](params, mp)
+# ---- 1. bucketed == per parameter, bit for bit ---------------------------------------------------
+PLANS = [
+    (True, ("float16", "float32"), False),  # masters for the halves, fp32 are their own
+    (True, ("float16",), True),  # float32 grads of float16 params (master_grad)
+    (False, ("float16", "float32"), False),  # float16 updated without a master
+]
+
+
+def step_alone(kind, mp, params, steps=3, wide=False):
+    """One optimizer per parameter: ``[(opt, param)]`` and the optimize-casts."""
+    opts = [OPTIMIZERS[kind]([p], mp) for p in params]
     reset_cast_counts()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # float16 without masters warns; not the subject here
         for step in range(steps):
             set_grads(params, step, wide)
-            opt.step()
-    return snapshot(opt, params), cast_counts()["optimizer"]
+            for opt in opts:
+                opt.step()
+    return list(zip(opts, params)), cast_counts()["optimizer"]
 
 
-# ---- 1. the twin is the per-parameter optimizer, bit for bit ---------------------------------
+def state_alone(pairs) -> list:
+    return [item for opt, p in pairs for item in state_of(opt, [p])]
+
+
 @pytest.mark.parametrize("kind", sorted(OPTIMIZERS))
+@pytest.mark.parametrize("mp, dtype_plan, wide", PLANS)
+def test_one_optimizer_over_all_parameters_equals_one_per_parameter(kind, mp, dtype_plan, wide):
+    params = make_params(dtype_plan)
+    initial = [p._data.copy() for p in params]
+    opt, casts = run_steps(lambda ps: OPTIMIZERS[kind](ps, mp), params, wide=wide)
+    pairs, casts_alone = step_alone(kind, mp, make_params(dtype_plan), wide=wide)
+
+    assert_same(state_of(opt, params), state_alone(pairs))
+    assert casts == casts_alone == (3 * len(SHAPES) if mp else 0)  # one per fp16 master and step
+    assert not all(np.array_equal(p._data, p0) for p, p0 in zip(params, initial))
+    # the comparison is of something: buckets of several parameters, updated in several runs
+    buckets = buckets_of(opt)
+    assert sum(len(b.records) for b in buckets) == len(params) > len(buckets)
+    assert max(len(b.records) for b in buckets) >= len(SHAPES) - 1
+    assert any(len(b.runs) > 1 for b in buckets)
+    # runs of one: a regularizer that is not fused (L1), or AdamW's decay on every other name
+    if kind not in ("momentum_l1_rescale", "adamw"):
+        assert any(stop - start > 1 for b in buckets for start, stop in b.runs)
+    for one, p in pairs:
+        assert [b.records[0].param for b in buckets_of(one)] == [p]  # a bucket of one
+
+
+@pytest.mark.parametrize("cls", [Adam, AdamW])
+def test_parameters_at_different_steps_share_a_bucket_and_still_step_as_alone(cls):
+    """A parameter that gets its first gradient later joins the bucket with fresh beta pows:
+    the run splits where the per-tensor state differs."""
+
+    def params():
+        rng = np.random.default_rng(0)
+        values = [rng.standard_normal(n).astype("float16") for n in (4, 6, 5)]
+        return [Parameter(v, name=f"late_{v.size}") for v in values]
+
+    joined, alone = params(), params()
+    opt = cls(LR, parameters=joined, multi_precision=True)
+    opts = [cls(LR, parameters=[p], multi_precision=True) for p in alone]
+    for step in range(4):
+        for group in (joined, alone):  # parameter i gets gradients from step i on
+            set_grads(group[: step + 1], step)
+        opt.step()
+        for one in opts:
+            one.step()
+    bucket = buckets_of(opt)[0]
+    assert len(buckets_of(opt)) == 1 and len(bucket.records) == 3 and len(bucket.runs) == 1
+    assert len(set(bucket.state["beta1_pow_acc"].tolist())) == 3  # 4, 3 and 2 steps taken
+    assert bucket._runs(bucket.state) == [(0, 1), (1, 2), (2, 3)]
+    assert_same(state_of(opt, joined), state_alone(zip(opts, alone)))
+
+
+def test_minimize_updates_the_chosen_parameters_as_step_does():
+    def params():
+        return make_params(("float16", "float32"))
+
+    chosen, reference = params(), params()
+    opt = OPTIMIZERS["adamw"](chosen, True)
+    ref = OPTIMIZERS["adamw"](reference[1:-2], True)
+    for step in range(2):
+        set_grads(chosen, step)
+        set_grads(reference, step)
+        skip = {chosen[-1].name, chosen[-2]}  # by name and by tensor
+        ops, pairs = opt.minimize(None, parameters=chosen[1:], no_grad_set=skip)
+        ref.step()
+        assert ops == [] and [(id(p), id(g)) for p, g in pairs] == [
+            (id(p), id(p._grad)) for p in chosen[1:-2]
+        ]
+    assert_same(state_of(opt, chosen), state_of(ref, reference))
+    assert opt._accumulators.get(id(chosen[0])) is None  # not chosen: no state, no update
+
+
+def test_minimize_steps_a_parameter_of_no_group_as_an_optimizer_built_on_it():
+    def pair():
+        rng = np.random.default_rng(3)
+        members = [Parameter(rng.standard_normal(5).astype("float32"), name="member")]
+        return members, Parameter(rng.standard_normal(7).astype("float16"), name="outsider")
+
+    (members, outsider), (_, alone) = pair(), pair()
+    opt = Adam(LR, parameters=members, multi_precision=True)
+    ref = Adam(LR, parameters=[alone], multi_precision=True)
+    for step in range(2):
+        for group in ([outsider], [alone], members):
+            set_grads(group, step)
+        opt.minimize(None, parameters=[outsider])
+        ref.step()
+    assert opt._state.extra_params == [outsider]
+    assert opt._accumulators.get(id(members[0])) is None
+    assert_same(state_of(opt, [outsider]), state_of(ref, [alone]))
+
+
+# ---- 2. which optimizers have a kernel -------------------------------------------------------
+class DoubleSGD(SGD):
+    def _update(self, p, g, state, lr, hyper):
+        p -= 2 * lr * g
+
+
+class SlowAdam(Adam):
+    def _advance(self, state, hyper):
+        state["beta1_pow_acc"] *= hyper["beta1"]  # beta2's power is left alone
+
+
+class PlainAdam(Adam):  # changes nothing: still the kernel's maths
+    pass
+
+
+def test_only_the_kernels_own_maths_has_a_kernel():
+    kinds = [c._kernel_kind() for c in (SGD, Momentum, Adam, AdamW, PlainAdam)]
+    assert kinds == ["sgd", "momentum", "adam", "adam", "adam"]
+    assert DoubleSGD._kernel_kind() is None
+    assert SlowAdam._kernel_kind() is None
+
+
+def test_a_subclass_with_its_own_update_trains_through_the_twin():
+    w32 = np.array([0.5, -1.25, 2.0], "float32")
+    w16 = np.array([1.0, -0.5, 3.0, 0.25], "float16")
+    g32 = np.array([0.25, 1.0, -2.0], "float32")
+    g16 = np.array([0.5, -1.0, 0.125, 8.0], "float16")
+    a, b = Parameter(w32.copy(), name="a"), Parameter(w16.copy(), name="b")
+    opt = DoubleSGD(LR, parameters=[a, b], multi_precision=True)
+    a.grad, b.grad = g32, g16
+    opt.step()
+    lr = np.float32(LR)
+    np.testing.assert_array_equal(a.numpy(), w32 - np.float32(2 * lr) * g32)
+    master = w16.astype("float32") - np.float32(2 * lr) * g16.astype("float32")
+    np.testing.assert_array_equal(opt._master_weights["b"].numpy(), master)
+    np.testing.assert_array_equal(b.numpy(), master.astype("float16"))
+    assert [bucket.kernel for bucket in buckets_of(opt)] == [None, None]
+
+
+# ---- 3. found_inf ----------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    "mp, dtype_plan, wide",
-    [
-        (True, ("float16", "float32"), False),  # masters for the halves, fp32 are their own
-        (True, ("float16",), True),  # float32 grads of float16 params (master_grad)
-        (False, ("float16", "float32"), False),  # float16 updated without a master
-    ],
+    "flag", [True, np.array([True]), np.array([0.0, np.inf])], ids=["bool", "array", "floats"]
 )
-def test_fused_path_equals_the_per_param_loop_bit_for_bit(kind, mp, dtype_plan, wide, monkeypatch):
-    reference, ref_casts = run_steps(kind, mp, dtype_plan, wide=wide)
-    monkeypatch.setattr(fused_optim, "update_path", lambda params, grads: "cupy twin")
-    buckets = []
-    twin = fused_optim._twin
-    monkeypatch.setattr(fused_optim, "_twin", lambda m, b, *a: buckets.append(b) or twin(m, b, *a))
-    fused, casts = run_steps(kind, mp, dtype_plan, wide=wide)
-    assert buckets and len(buckets) % 3 == 0  # the fused path ran, the same buckets each step
-    assert_same(fused, reference)
-    assert casts == ref_casts == (3 * len(SHAPES) if mp else 0)  # one per fp16 master per step
+@pytest.mark.parametrize("api", ["step", "minimize"])
+def test_a_set_host_flag_changes_nothing_and_prepares_nothing(flag, api):
+    """A host flag is free to read: a set one returns before any state is made or touched
+    (a bool, a bool [1], or any array that Paddle's GradScaler may hand over)."""
+    params = make_params(("float16", "float32"))
+    opt = OPTIMIZERS["adam"](params, True)
+
+    def step(found_inf=None):
+        if found_inf is not None:
+            opt._set_auxiliary_var("found_inf", found_inf)
+        if api == "step":
+            opt.step()
+        else:
+            opt.minimize(None)
+        assert opt._get_auxiliary_var("found_inf") is None  # used once
+
+    initial = state_of(opt, params)
+    set_grads(params, 0)
+    step(flag)  # a first step: not even the state is created
+    assert_same(state_of(opt, params), initial)
+    assert opt._accumulators == {} and opt._master_weights == {} and opt._state.plan is None
+    step()
+    before = state_of(opt, params)
+    set_grads(params, 1)
+    step(flag)
+    assert_same(state_of(opt, params), before)
+    step(np.array([False]))
+    assert_changed(state_of(opt, params), before)
 
 
-def test_minimize_takes_the_same_fused_path(monkeypatch):
-    def run():
-        params = make_params(("float16", "float32"))
-        opt = AdamW(LR, parameters=params, multi_precision=True)
-        for step in range(2):
-            set_grads(params, step)
-            opt.minimize(None, parameters=params[1:], no_grad_set={params[-1].name})
-        return snapshot(opt, params)
+class DeviceFlag(np.ndarray):
+    """A NumPy array posing as a CuPy one, so found_inf counts as a device flag; asking its
+    truth on the host (a synchronisation on a GPU) fails the test."""
 
-    reference = run()
-    monkeypatch.setattr(fused_optim, "update_path", lambda params, grads: "cupy twin")
-    assert_same(run(), reference)
+    @property
+    def device(self):
+        return SimpleNamespace(id=0)
+
+    def __bool__(self):
+        raise AssertionError("the device flag was read on the host")
 
 
-def test_the_numpy_path_is_the_per_param_loop(monkeypatch):
-    calls = []
-    monkeypatch.setattr(fused_optim, "_twin", lambda *a, **k: calls.append(a))
-    run_steps("adam", True, ("float16", "float32"), steps=1)
-    assert calls == []
-    assert fused_optim.update_path([np.zeros(3)], [np.zeros(3)]) == "per-param numpy"
-
-
-def test_subclasses_that_change_the_maths_keep_the_per_param_loop():
-    class MySGD(SGD):
-        def _update(self, p, g, state, lr, hyper):
-            p -= 2 * lr * g
-
-    class MyMomentum(Momentum):
-        def _prepare_grad(self, p, g, regularizer, group):
-            return g * 3
-
-    class PlainAdam(Adam):  # changes nothing: still fused
-        pass
-
-    assert all(has_fused_twin(c) for c in (SGD, Momentum, Adam, AdamW, PlainAdam))
-    assert not has_fused_twin(MySGD)
-    assert not has_fused_twin(MyMomentum)
-
-
-# ---- 2. found_inf: nothing changes --------------------------------------------------------------
-def adam_bucket(seed=0):
-    rng = np.random.default_rng(seed)
-    params = [rng.standard_normal(n).astype(d) for n, d in ((5, "float16"), (3, "float32"))]
-    masters = [params[0].astype("float32"), None]
-    grads = [rng.standard_normal(p.shape).astype(p.dtype) for p in params]
-    m1 = [rng.random(p.shape).astype("float32") for p in params]
-    m2 = [rng.random(p.shape).astype("float32") for p in params]
-    pows = [[np.array([b**3], "float32") for _ in params] for b in (0.9, 0.999)]
-    return params, masters, grads, m1, m2, *pows
-
-
-def call_adam(bucket, found_inf):
-    params, masters, grads, m1, m2, b1p, b2p = bucket
-    fused_optim.fused_adam(
-        params, masters, grads, m1, m2, b1p, b2p, LR, found_inf, lr_ratios=[1.0, 0.5],
-        beta1=0.9, beta2=0.999, epsilon=1e-8, decoupled_decay=[0.1, 0.0],
-    )  # fmt: skip
-
-
-def flat(bucket):
-    return [bits(a).copy() for group in bucket for a in group if a is not None]
-
-
-@pytest.mark.parametrize("found_inf", [True, np.array([True])])
-def test_found_inf_leaves_everything_bit_identical(found_inf):
-    bucket = adam_bucket()
-    before = flat(bucket)
-    call_adam(bucket, found_inf)
-    assert_same(flat(bucket), before)
-    call_adam(bucket, np.array([False]))
-    assert not all(np.array_equal(a, b) for a, b in zip(flat(bucket), before))
+@pytest.fixture
+def device_flags(monkeypatch):
+    """DeviceFlag counts as CuPy; every host read is recorded (the list returned)."""
+    fake_cupy = SimpleNamespace(ndarray=DeviceFlag, asnumpy=lambda a: np.array(a).view(np.ndarray))
+    monkeypatch.setattr(_device, "cupy", fake_cupy)
+    reads = []
+    monkeypatch.setattr(_sync, "host_read", lambda what: reads.append(what))
+    return reads
 
 
 @pytest.mark.parametrize("overflow", [True, False])
-def test_the_where_commit_used_on_the_gpu_matches_the_in_place_twin(overflow):
-    """``keep`` is how the CuPy twin skips without reading the flag; checked here on NumPy."""
-    in_place, committed = adam_bucket(), adam_bucket()
-    before = flat(committed)
-    call_adam(in_place, False)
-    params, masters, grads, m1, m2, b1p, b2p = committed
-    bucket = fused_optim._bucket(
-        params, masters, grads, [list(s) for s in zip(m1, m2, b1p, b2p)], LR, [1.0, 0.5],
-        None, decay=[0.1, 0.0],
-    )  # fmt: skip
-    hyper = dict(beta1=0.9, beta2=0.999, eps=1e-8)
-    fused_optim._twin(fused_optim._adam_math, bucket, hyper, keep=np.array(overflow))
-    assert_same(flat(committed), before if overflow else flat(in_place))
+@pytest.mark.parametrize("kind", sorted(OPTIMIZERS))
+def test_a_device_flag_is_never_read_and_commits_all_or_nothing(kind, overflow, device_flags):
+    """The twin computes into copies and commits with where(~found_inf): set, nothing
+    changes; not set, the result is the in-place step's, bit for bit."""
+
+    def run(steps, **flags):
+        params = make_params(("float16", "float32"))
+        opt, casts = run_steps(lambda ps: OPTIMIZERS[kind](ps, True), params, steps, **flags)
+        return state_of(opt, params), casts
+
+    flag = lambda: np.array([overflow]).view(DeviceFlag)  # noqa: E731
+    have, casts = run(2, found_inf_at=(1,), flag=flag)
+    want, _ = run(1 if overflow else 2)
+    assert_same(have, want)
+    assert device_flags == []
+    # NOTE: the host cannot know a device flag, so a skipped step counts its casts too
+    assert casts == 2 * len(SHAPES)
+    if overflow:
+        assert_changed(run(2)[0], want)  # the skipped step had something to skip
 
 
-def test_a_skipped_optimizer_step_changes_nothing(force_fused):
-    params = make_params(("float16", "float32"))
-    opt = Adam(LR, parameters=params, multi_precision=True)
-    set_grads(params, 0)
-    opt.step()
-    before = snapshot(opt, params)
-    set_grads(params, 1)
-    opt._set_auxiliary_var("found_inf", np.array([True]))
-    opt.step()
-    assert_same(snapshot(opt, params), before)
-    assert opt._get_auxiliary_var("found_inf") is None
+# ---- 4. the plan: kept while the step looks the same -----------------------------------------
+def change_nothing(opt, params, extra):
+    pass
 
 
-# ---- 3. the kernel's table and source -----------------------------------------------------------
+def a_parameter_joins(opt, params, extra):
+    extra.grad = np.full(extra.shape, 0.5, extra.dtype)
+
+
+def a_parameter_leaves(opt, params, extra):
+    extra.grad = None
+
+
+def a_new_array(opt, params, extra):
+    params[4]._data = params[4]._data.copy()  # as Layer.to or float()/float16() leave it
+
+
+def a_new_version(opt, params, extra):
+    params[1].set_value(params[1]._data.copy())
+
+
+def a_new_grad_dtype(opt, params, extra):
+    for p in params[: len(SHAPES)]:  # the same values, now float32 (exact)
+        p.grad = p.grad._data.astype("float32")
+
+
+def a_loaded_state_dict(opt, params, extra):
+    opt.set_state_dict(opt.state_dict())
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        change_nothing,
+        a_parameter_joins,
+        a_parameter_leaves,
+        a_new_array,
+        a_new_version,
+        a_new_grad_dtype,
+        a_loaded_state_dict,
+    ],
+)
+def test_the_plan_is_rebuilt_when_the_step_changes_and_keeps_every_bit_of_state(change):
+    """From the second step on, ``change`` is made before each step; the parameters' state
+    ends as in an optimizer that never rebuilt its plan."""
+    params, same = make_params(("float16", "float32")), make_params(("float16", "float32"))
+    extra = Parameter(np.ones(6, "float16"), name="extra")
+    opt = Adam(LR, parameters=[*params, extra], multi_precision=True)
+    ref = Adam(LR, parameters=same, multi_precision=True)
+    plans, ref_plans = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a master re-seeded after set_value warns
+        for step in range(3):
+            set_grads(params, step)
+            set_grads(same, step)
+            extra.grad = np.full(6, 0.25, "float16") if change is a_parameter_leaves else None
+            if step:
+                change(opt, params, extra)
+            opt.step()
+            ref.step()
+            plans.append(opt._state.plan)
+            ref_plans.append(ref._state.plan)
+            assert_same(state_of(opt, params), state_of(ref, same))
+    assert ref_plans[0] is ref_plans[1] is ref_plans[2]
+    rebuilt = plans[1] is not plans[0]
+    assert rebuilt == (change is not change_nothing)
+    # the new plan is kept, unless the change is made again (a new array, version, load)
+    kept = (change_nothing, a_parameter_joins, a_parameter_leaves, a_new_grad_dtype)
+    assert (plans[2] is plans[1]) == (change in kept)
+
+
+# ---- 5. the kernel's table and source ----------------------------------------------------------
 def fake(size, ptr):
     return SimpleNamespace(size=size, data=SimpleNamespace(ptr=ptr))
 
@@ -254,28 +366,44 @@ def test_the_table_packs_tensors_chunks_and_a_zero_counter():
     chunk = fused_optim.CHUNK
     sizes = [0, 1, chunk, chunk + 1]
     params = [fake(n, 1000 + 16 * i) for i, n in enumerate(sizes)]
+    masters = [None, fake(1, 5000), None, fake(chunk + 1, 6000)]
+    grads = [fake(n, 9000 + 16 * i) for i, n in enumerate(sizes)]
+    states = [
+        tuple(fake(n, 20000 + 100 * i + 8 * j) for j in range(4)) for i, n in enumerate(sizes)
+    ]
+    states[1] = (fake(1, 7000),)  # Momentum's velocity only
     ratios = [0.1, 1e-3, 0.5, 3.0]
-    bucket = fused_optim._bucket(
-        params, [None] * 4, [fake(n, 9000) for n in sizes], [[]] * 4, 2.0, ratios, None,
-        scales=[1.0, 0.5, 1.0, 1.0], decay=[0, 0, 0.2, 0],
+    words = fused_optim.table(
+        params, masters, grads, states, ratios, [0, 0, 0.2, 0], [1.0, 0.5, 1.0, 0.1],
+        [0.0, 0.02, 0.0, 0.0],
     )  # fmt: skip
-    words, n_chunks = fused_optim._table(bucket)
     assert fused_optim.TENSOR_ARGS.itemsize == 88  # static_assert(sizeof(TensorArgs) == 88)
+    assert fused_optim.WORDS == 11
     args = words[: 4 * 11].view(fused_optim.TENSOR_ARGS)
-    assert list(args["param"]) == [1000, 1016, 1032, 1048] and list(args["master"]) == [0] * 4
+    assert list(args["param"]) == [1000, 1016, 1032, 1048]
+    assert list(args["master"]) == [0, 5000, 0, 6000]  # none: the param is its own master
+    assert list(args["grad"]) == [9000, 9016, 9032, 9048]
+    assert list(args["state0"]) == [20000, 7000, 20200, 20300]
+    assert list(args["state1"]) == [20008, 0, 20208, 20308]
+    assert list(args["b1p"]) == [20016, 0, 20216, 20316]
+    assert list(args["b2p"]) == [20024, 0, 20224, 20324]
     assert list(args["size"]) == sizes
     assert list(args["lr_ratio"]) == ratios  # float64: the kernel multiplies the base lr by it
-    assert list(args["decay"]) == [0, 0, 0.2, 0] and list(args["grad_scale"]) == [1, 0.5, 1, 1]
+    assert list(args["decay"]) == [0, 0, 0.2, 0]
+    # float32, rounded to nearest even as NumPy rounds the Python float in the twin
+    assert list(args["grad_scale"]) == [1, 0.5, 1, np.float32(0.1)]
+    assert list(args["l2"]) == [0, np.float32(0.02), 0, 0]
+    n_chunks = len(words) - 44 - 1
     chunks = words[44 : 44 + n_chunks].view(np.int32).reshape(-1, 2)
     assert chunks.tolist() == [[1, 0], [2, 0], [3, 0], [3, 1]]  # the empty tensor has none
-    assert words[-1] == 0 and len(words) == 44 + n_chunks + 1
+    assert words[-1] == 0  # Adam's ticket counter starts at zero
 
 
 def test_all_empty_tensors_still_get_one_block():
     empty = [fake(0, 64)] * 2
-    bucket = fused_optim._bucket(empty, [None] * 2, empty, [[]] * 2, 1.0, None, None)
-    words, n_chunks = fused_optim._table(bucket)
-    assert n_chunks == 1 and words[22:23].view(np.int32).tolist() == [0, 0]
+    words = fused_optim.table(empty, [None] * 2, empty, [()] * 2, *[[1.0, 1.0], [0.0, 0.0]] * 2)
+    assert len(words) == 2 * 11 + 1 + 1  # two tensors, one chunk, the counter
+    assert words[22:23].view(np.int32).tolist() == [0, 0] and words[-1] == 0
 
 
 def test_optim_cu_instantiates_every_registered_kernel_and_shares_the_constants():
@@ -285,6 +413,7 @@ def test_optim_cu_instantiates_every_registered_kernel_and_shares_the_constants(
         assert re.search(rf"__global__ void __launch_bounds__\(kThreads\)\s+{kind}_step\(", source)
     expected = {f"{k}_step<{p}, {g}>" for k in ("sgd", "momentum", "adam") for p, g in pairs}
     assert expected == set(fused_optim.OPTIM.names)
+    assert len(pairs) == len(fused_optim.KERNEL_DTYPES)
     assert f"kChunk = {fused_optim.CHUNK};" in source
     assert f"kThreads = {fused_optim.THREADS};" in source
     assert "--fmad=false" in fused_optim.OPTIM.options

@@ -5,7 +5,7 @@
 * An optimizer that takes neither found_inf nor Paddle's ``_set_auxiliary_var`` is skipped by
   GradScaler itself, after one host read (Paddle's fallback).
 * Optimizer.step() skips by itself, on a host flag before anything is prepared, and on a
-  device flag in the per-parameter loop (an optimizer without a fused update).
+  device flag without reading it (an optimizer without a kernel: the twin's where-commit).
 * unscale_ divides by exactly the scale: ``float32(g / S)`` element for element.
 """
 
@@ -22,7 +22,7 @@ from minitorch_amp.backend import device as _device
 from minitorch_amp.backend import sync as _sync
 from minitorch_amp.nn.parameter import Parameter
 from minitorch_amp.optimizer import SGD, Adam
-from minitorch_amp.optimizer.fused_step import has_fused_twin
+from minitorch_amp.optimizer.state import OptimizerState
 
 W0 = np.array([0.5, -1.25, 2.0, 0.75], dtype="float32")
 
@@ -91,7 +91,7 @@ def test_an_optimizer_without_set_auxiliary_var_is_not_called_on_inf(api, monkey
     monkeypatch.setattr(_sync, "host_read", lambda what: reads.append(what))
     p = param()
     opt = PlainOptimizer([p])
-    assert not hasattr(opt, "_set_auxiliary_var") and not hasattr(opt, "_takes_found_inf")
+    assert not hasattr(opt, "_set_auxiliary_var")
     scaler = GradScaler(init_loss_scaling=4.0)
     give_grad(p, [4.0, np.nan, 4.0, 4.0])
     result = scaler.step(opt) if api == "step" else scaler.minimize(opt, "loss")
@@ -124,7 +124,7 @@ def test_a_host_flag_stops_step_before_anything_is_prepared(monkeypatch):
     def must_not_run(*args, **kwargs):
         raise AssertionError("a skipped step went on to update the groups")
 
-    monkeypatch.setattr(type(opt), "_apply_group", must_not_run)
+    monkeypatch.setattr(OptimizerState, "plan_for", must_not_run)
     opt._set_auxiliary_var("found_inf", np.array([True]))
     opt.step()
     assert opt.state_dict() == {} and opt._master_weights == {} and opt._accumulators == {}
@@ -132,7 +132,7 @@ def test_a_host_flag_stops_step_before_anything_is_prepared(monkeypatch):
 
 
 class LoopSGD(SGD):
-    """An SGD whose ``_update`` differs, so it has no fused twin: the per-parameter loop."""
+    """An SGD whose ``_update`` is its own, so optim.cu cannot run it: the twin does."""
 
     def _update(self, p, g, state, lr, hyper) -> None:
         p -= lr * g
@@ -147,18 +147,20 @@ class DeviceFlag(np.ndarray):
 
 
 @pytest.mark.parametrize("flag", [True, False])
-def test_a_device_flag_skips_the_per_parameter_loop(flag, monkeypatch):
-    """An optimizer without a fused update reads a device flag once, in the loop, and skips."""
+def test_a_device_flag_skips_an_optimizer_without_a_kernel_without_reading_it(flag, monkeypatch):
+    """The twin computes the step into copies and commits them with where(found_inf): the
+    flag is never read on the host, set or not."""
     fake_cupy = SimpleNamespace(ndarray=DeviceFlag, asnumpy=lambda a: np.array(a).view(np.ndarray))
     monkeypatch.setattr(_device, "cupy", fake_cupy)
     reads = []
     monkeypatch.setattr(_sync, "host_read", lambda what: reads.append(what))
-    assert not has_fused_twin(LoopSGD)
+    assert LoopSGD._kernel_kind() is None and SGD._kernel_kind() == "sgd"
     p = param()
     opt = LoopSGD(0.5, parameters=[p])
     give_grad(p, [1.0, 2.0, 3.0, 4.0])
-    opt._step(np.array([flag]).view(DeviceFlag))
-    assert reads == ["LoopSGD.step() (no fused update to skip on the device)"]
+    opt._set_auxiliary_var("found_inf", np.array([flag]).view(DeviceFlag))
+    opt.step()
+    assert reads == []
     expected = W0 - 0.5 * np.array([1, 2, 3, 4], "float32") if not flag else W0
     np.testing.assert_array_equal(p._data, expected)
 

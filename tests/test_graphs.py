@@ -15,7 +15,7 @@ from training_steps import make_step
 import minitorch_amp as mt
 from minitorch_amp import nn
 from minitorch_amp.backend import device as _device
-from minitorch_amp.backend import fused_optim, graphs, kernels
+from minitorch_amp.backend import graphs, kernels
 from minitorch_amp.device.cuda import graphs as cuda_graphs
 from minitorch_amp.device.cuda.graphs import (
     CUDAGraph,
@@ -24,6 +24,7 @@ from minitorch_amp.device.cuda.graphs import (
     is_cuda_graph_supported,
     wrap_cuda_graph,
 )
+from minitorch_amp.optimizer import Optimizer
 
 needs_cpu_backend = pytest.mark.skipif(
     _device.cupy is not None, reason="checks the CPU backend's answers"
@@ -146,8 +147,8 @@ def test_the_first_step_cannot_be_captured(capturing):
 
 
 def test_a_step_after_the_warm_up_registers_its_learning_rate(capturing, monkeypatch):
-    """(the fused path, which reads the lr buffer, taken on NumPy as CuPy without kernels)"""
-    monkeypatch.setattr(fused_optim, "update_path", lambda params, grads: "cupy twin")
+    """(the lr buffer a GPU step reads, made to serve the CPU step too)"""
+    monkeypatch.setattr(Optimizer, "_base_lr", lambda opt, place: opt._state.lr_buffer(opt, place))
     graphs._active = None
     step = make_step("O2", "Momentum")
     rng = np.random.default_rng(0)

@@ -3,7 +3,7 @@
 Everything a step can fail at (clipping's new arrays, the fp32 masters and moments it
 creates, out of memory included) happens in a prepare phase before any parameter is written;
 if it fails, what that phase created is removed again, and a retry gives exactly the step
-that would have run (``minitorch_amp/optimizer/atomic.py``).
+that would have run (``OptimizerState._build`` in ``minitorch_amp/optimizer/state.py``).
 """
 
 from __future__ import annotations

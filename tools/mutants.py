@@ -49,6 +49,7 @@ class Mutant:
 
 GRAD_SCALER = "minitorch_amp/amp/grad_scaler.py"
 OPTIMIZER = "minitorch_amp/optimizer/optimizer.py"
+BUCKET = "minitorch_amp/optimizer/bucket.py"
 TENSOR_CONVERT = "minitorch_amp/nn/layer/tensor_convert.py"
 LOSS_SCALING = "minitorch_amp/backend/loss_scaling.py"
 SKIPS = "tests/test_grad_scaler_skips.py"
@@ -91,27 +92,51 @@ MUTANTS: list[Mutant] = [
         "optimizer-step-skip-removed",
         OPTIMIZER,
         lines(
-            "        found_inf = as_found_inf(found_inf)",
-            "        if self._skip_on_host(found_inf):",
-            "            return",
-            "        plan = ",
-        )[:-1],
-        lines("        found_inf = as_found_inf(found_inf)", "        plan = ")[:-1],
-        (SKIPS,),
-        "Optimizer.step() goes on with a set host flag (only the per-group check is left)",
-    ),
-    Mutant(
-        "optimizer-loop-skip-removed",
-        OPTIMIZER,
-        lines(
-            "        if found_inf is not None and found_inf_is_set(found_inf, "
-            "self._host_read_name()):",
-            "            return  # a device flag, but no fused update for this optimizer: "
-            "one host read",
+            "            if flag[0]:",
+            "                return  # a host flag: reading it is free, so skip before "
+            "anything else",
         ),
         "",
         (SKIPS,),
-        "an optimizer without a fused update runs its per-parameter loop on a set device flag",
+        "Optimizer.step() goes on with a set host flag",
+    ),
+    Mutant(
+        "skip-commit-ignores-the-flag",
+        BUCKET,
+        "keep = None if found_inf is None else found_inf.reshape(())  # True: overflow",
+        "keep = None",
+        (SKIPS, "tests/test_fused_optim.py"),
+        "the twin's one commit of a step skipped on the device writes the new values anyway",
+    ),
+    Mutant(
+        "master-re-read-from-the-float16-param",
+        BUCKET,
+        lines(
+            '        p = self.master if self.master is not None else self._gather("param", '
+            "self.params())",
+        ),
+        lines(
+            '        p = self.master if self.master is not None else self._gather("param", '
+            "self.params())",
+            "        if self.master is not None:  # the master refreshed from the float16 copy",
+            '            np.concatenate(self.params(), axis=None, out=p, casting="same_kind")',
+        ),
+        ("tests/test_master_weights.py",),
+        "the one master-weight update starts from the float16 parameter: small steps vanish",
+    ),
+    Mutant(
+        "optimize-cast-skipped",
+        BUCKET,
+        lines(
+            "                for param, value in self._casts:  # the optimize-cast",
+            "                    param[...] = value",
+        ),
+        lines(
+            "                for param, value in self._casts:  # the optimize-cast",
+            "                    pass",
+        ),
+        ("tests/test_master_weights.py",),
+        "the master is updated but the float16 parameter is never written from it",
     ),
     Mutant(
         "memory-rule-no-1.2",
@@ -252,10 +277,11 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "copy-bucket-implicit-upload",
         "tests/test_fused_optim_kernel.py",
-        "out[...] = _device.to_place(a, _device.place_of(out))",
-        "out[...] = a",
+        "out[...] = np.asarray(a).view(HostArray)",
+        "out[...] = np.asarray(a)",
         ("tests/test_fused_optim_kernel.py::test_the_kernel_equals_the_twin_bit_for_bit",),
-        "the GPU tests' copy_bucket assigns a NumPy array into a CuPy one (CuPy: TypeError)",
+        "the emulator tests' placing helper assigns a NumPy array into a device one (CuPy: "
+        "TypeError)",
     ),
     Mutant(
         "docs-page-shows-a-stale-loss",

@@ -408,14 +408,12 @@ def _check_scale_input(var, path: str) -> None:
 
 
 def _run_skipping(optimizer, found_inf, method: str, args, kwargs, skipped):
-    """Run ``optimizer.step`` or ``.minimize``, skipped on the device when found_inf is set.
+    """Run ``optimizer.step`` or ``.minimize``, skipped when found_inf is set.
 
-    Our optimizers take the flag explicitly (``_step(found_inf)``, ``_minimize(found_inf,
-    ...)``). One that only has Paddle's ``_set_auxiliary_var`` gets it through that; for any
-    other we fall back to Paddle's host-side check and do not call it.
+    found_inf reaches an optimizer one way, Paddle's: ``_set_auxiliary_var('found_inf',
+    flag)``, then the call (ours, and the sharded one, skip on the device). An optimizer
+    without it gets Paddle's host-side check instead and is not called on an overflow.
     """
-    if getattr(optimizer, "_takes_found_inf", False):
-        return getattr(optimizer, f"_{method}")(found_inf, *args, **kwargs)
     if hasattr(optimizer, "_set_auxiliary_var"):
         optimizer._set_auxiliary_var("found_inf", found_inf)
         return getattr(optimizer, method)(*args, **kwargs)

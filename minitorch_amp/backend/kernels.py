@@ -182,7 +182,13 @@ def device_table(key, build):
             _tables.popitem(last=False)
     else:
         _tables.move_to_end(key)
+    using(table)
+    return table
+
+
+def using(table) -> None:
+    """``table`` (a device table a launcher kept itself) is launched again: a capture in
+    progress keeps it alive for as long as the graph lives."""
     capture = _graphs.active()
     if capture is not None:
         capture.keep_alive.append(table)
-    return table

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numbers
 
+import numpy as np
+
 from ..backend import get_array_module
-from ..backend.fused_optim import fused_adam
 from .optimizer import Optimizer
 from .torch_compat import torch_spellings
 
@@ -53,6 +54,7 @@ class Adam(Optimizer):
         array([ 0.9, -0.9], dtype=float32)
     """
 
+    _kernel = "adam"  # optim.cu's adam_step computes _update and _advance, bit for bit
     _kernel_name = "adam_"  # its op in Paddle's operator statistics (eager)
 
     _group_keys = ("beta1", "beta2", "epsilon", "lazy_mode")
@@ -95,38 +97,33 @@ class Adam(Optimizer):
         if group["epsilon"] < 0:
             raise ValueError(f"{type(self).__name__}: epsilon must be >= 0, got {group['epsilon']}")
 
-    def _create_accumulators(self, param, group: dict) -> dict:
+    def _state_layout(self, group: dict) -> dict:
         return {
-            "moment1": self._new_accumulator(param),
-            "moment2": self._new_accumulator(param),
-            "beta1_pow_acc": self._new_accumulator(param, group["beta1"], shape=(1,)),
-            "beta2_pow_acc": self._new_accumulator(param, group["beta2"], shape=(1,)),
+            "moment1": ("element", 0.0),
+            "moment2": ("element", 0.0),
+            "beta1_pow_acc": ("tensor", group["beta1"]),  # beta1**t for the coming step t
+            "beta2_pow_acc": ("tensor", group["beta2"]),
         }
 
     def _update(self, p, g, state, lr, hyper) -> None:
         xp = get_array_module(p)
         beta1, beta2, eps = hyper["beta1"], hyper["beta2"], hyper["epsilon"]
         m, v = state["moment1"], state["moment2"]
-        beta1_pow, beta2_pow = state["beta1_pow_acc"], state["beta2_pow_acc"]
+        if hyper["decay"] is not None:
+            p *= hyper["decay"]  # AdamW's decoupled decay, 1 - lr * coeff, before the step
         m *= beta1
         m += (1.0 - beta1) * g
         v *= beta2
         v += (1.0 - beta2) * (g * g)
-        root = xp.sqrt(1.0 - beta2_pow)  # shape [1], stays on the device: no host sync
-        lr_t = lr * root / (1.0 - beta1_pow)
+        root = xp.sqrt(1.0 - state["beta2_pow_acc"])  # stays on the device: no host sync
+        lr_t = lr * root / (1.0 - state["beta1_pow_acc"])
         p -= lr_t * (m / (xp.sqrt(v) + eps * root))
-        beta1_pow *= beta1
-        beta2_pow *= beta2
 
-    def _fused_update(self, batch, group, found_inf) -> None:
-        # AdamW's decoupled decay comes from each parameter's _hyper (0 for Adam).
-        moment1, moment2, beta1_pow, beta2_pow = (
-            [s[name] for s in batch.states]
-            for name in ("moment1", "moment2", "beta1_pow_acc", "beta2_pow_acc")
-        )
-        fused_adam(
-            batch.params, batch.masters, batch.grads, moment1, moment2, beta1_pow, beta2_pow,
-            batch.base_lr, found_inf, beta1=group["beta1"], beta2=group["beta2"],
-            epsilon=group["epsilon"], lr_ratios=batch.lr_ratios,
-            decoupled_decay=[h.get("coeff", 0.0) for h in batch.hypers], l2_coeffs=batch.l2_coeffs,
-        )  # fmt: skip
+    def _advance(self, state, hyper) -> None:
+        state["beta1_pow_acc"] *= hyper["beta1"]
+        state["beta2_pow_acc"] *= hyper["beta2"]
+
+    def _kernel_scalars(self, group: dict) -> tuple:
+        beta1, beta2 = group["beta1"], group["beta2"]
+        scalars = (beta1, beta2, 1.0 - beta1, 1.0 - beta2, group["epsilon"])
+        return tuple(np.float32(x) for x in scalars)  # rounded as NumPy rounds the doubles

@@ -99,15 +99,6 @@ class AdamW(Adam):
         ratio = super()._lr_multiplier(param, group)
         return ratio if self._lr_ratio is None else ratio * float(self._lr_ratio(param))
 
-    def _hyper(self, param, group: dict) -> dict:
+    def _decay_coeff(self, param, group: dict) -> float:
         fn = self._apply_decay_param_fun
-        if fn is None or fn(param.name) or group["coeff"] == 0.0:
-            return group
-        return {**group, "coeff": 0.0}
-
-    def _update(self, p, g, state, lr, hyper) -> None:
-        if hyper["coeff"]:
-            p *= 1.0 - lr * hyper["coeff"]
-        super()._update(p, g, state, lr, hyper)
-
-    _fused_update = Adam._fused_update  # the decay travels as each parameter's hyper["coeff"]
+        return group["coeff"] if fn is None or fn(param.name) else 0.0

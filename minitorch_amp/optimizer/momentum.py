@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numbers
 
-from ..backend.fused_optim import fused_momentum
+import numpy as np
+
 from .optimizer import Optimizer
 from .torch_compat import torch_spellings
 
@@ -45,6 +46,7 @@ class Momentum(Optimizer):
         array([0.71], dtype=float32)
     """
 
+    _kernel = "momentum"  # optim.cu's momentum_step computes _update below, bit for bit
     _kernel_name = "momentum_"  # its op in Paddle's operator statistics (eager)
 
     _group_keys = ("momentum", "use_nesterov", "rescale_grad")
@@ -78,14 +80,12 @@ class Momentum(Optimizer):
             group[key] = float(value)
         group["use_nesterov"] = bool(group["use_nesterov"])
 
-    def _prepare_grad(self, p, g, regularizer, group):
+    def _grad_scale(self, group: dict) -> float:
         # NOTE: the rescale comes first, so that it does not scale the weight decay (Paddle).
-        if group["rescale_grad"] != 1.0:
-            g = g * group["rescale_grad"]
-        return super()._prepare_grad(p, g, regularizer, group)
+        return group["rescale_grad"]
 
-    def _create_accumulators(self, param, group: dict) -> dict:
-        return {"velocity": self._new_accumulator(param)}
+    def _state_layout(self, group: dict) -> dict:
+        return {"velocity": ("element", 0.0)}
 
     def _update(self, p, g, state, lr, hyper) -> None:
         mu = hyper["momentum"]
@@ -97,12 +97,5 @@ class Momentum(Optimizer):
         else:
             p -= lr * v
 
-    def _fused_update(self, batch, group, found_inf) -> None:
-        # A gradient the regularizer already prepared was rescaled then (see _prepare_grad).
-        scales = [1.0 if done else group["rescale_grad"] for done in batch.prepared]
-        fused_momentum(
-            batch.params, batch.masters, batch.grads, [s["velocity"] for s in batch.states],
-            batch.base_lr, found_inf, momentum=group["momentum"],
-            use_nesterov=group["use_nesterov"], lr_ratios=batch.lr_ratios,
-            l2_coeffs=batch.l2_coeffs, grad_scales=scales,
-        )  # fmt: skip
+    def _kernel_scalars(self, group: dict) -> tuple:
+        return np.float32(group["momentum"]), np.int32(group["use_nesterov"])

@@ -1,18 +1,20 @@
 """``Optimizer``: the base of SGD, Momentum, Adam and AdamW (Paddle 2.x dygraph semantics).
 
-One ``step()``, for each parameter group, in Paddle's order:
+One ``step()``, in Paddle's order:
 
-1. collect ``(param, grad)`` for every trainable parameter that has a gradient;
-2. ``pairs = grad_clip(pairs)`` (e.g. ``ClipGradByGlobalNorm``; returns new gradient tensors);
-3. per parameter: ``g = regularizer(p, g)`` (``L2Decay``: ``g + coeff * p``);
-4. per parameter: ``self._update(p, g, state, lr, hyper)``, the optimizer's own maths, in place.
+1. per param group, ``(param, grad)`` for every trainable parameter that has a gradient, and
+   ``pairs = grad_clip(pairs)`` (e.g. ``ClipGradByGlobalNorm``; new gradient tensors);
+2. the plan: the parameters grouped into buckets (one group, one param dtype, one grad
+   dtype) whose state lives in flat buffers (``state.py``, ``bucket.py``). Built the first
+   time, kept while the step looks the same;
+3. per bucket, one update: ``cuda/optim.cu`` on a GPU, else the optimizer's own maths on the
+   flat buffers. ``g = regularizer(p, g)`` (``L2Decay``: ``g + coeff * p``), then
+   ``self._update(p, g, state, lr, hyper)``.
 
 ``lr`` is ``get_lr() * group['learning_rate'] * param.optimize_attr['learning_rate']``.
-Step 4 is the one place a subclass writes maths. It sees plain arrays (``p`` is updated in
-place, ``g`` must not be modified, ``state`` holds the accumulators), so the fp32
-master-weight path of AMP (``multi_precision``) runs the very same ``_update`` on the master.
-On the GPU, steps 3-4 run fused instead: one ``_fused_update`` per dtype bucket of a group,
-the same maths in one kernel (``fused_step.py``, ``cuda/optim.cu``).
+``_update`` is the one place a subclass writes maths, on plain float32 arrays (``p`` is
+updated in place, ``state`` holds the accumulators): it is the CPU path and the
+specification ``optim.cu`` is held to bit for bit.
 
 AMP, the two things GradScaler and ``amp.decorate`` rely on:
 
@@ -22,13 +24,13 @@ AMP, the two things GradScaler and ``amp.decorate`` rely on:
   the float16 parameter from it, rounded to nearest even (**optimize-cast**: under O2 this
   is the only place a weight is cast, once per parameter per update).
 * ``found_inf``: a bool array of shape [1] saying the scaled gradients overflowed; when it
-  is set the step changes nothing at all (a skipped AMP step). GradScaler passes it
-  explicitly (``_step(found_inf)``, ``_minimize(found_inf, ...)``); Paddle's
-  ``_set_auxiliary_var('found_inf', flag)`` hands it to the next ``step()`` or
-  ``minimize()`` too. A flag on the GPU is read by the fused update, never by the host.
+  is set the step changes nothing at all (a skipped AMP step). It arrives one way, Paddle's:
+  ``_set_auxiliary_var('found_inf', flag)`` before ``step()`` or ``minimize()``, which
+  normalise it once. A flag on the GPU is read by the update on the device, never by the
+  host; a host flag that is set returns before anything is prepared.
 
-The learning rate reaches the fused kernel through a device buffer (``_lr_buffer``), written
-when ``get_lr()`` changes: a step captured as a CUDA graph follows a scheduler's new rate.
+The learning rate reaches the kernel through a device buffer, written when ``get_lr()``
+changes: a step captured as a CUDA graph follows a scheduler's new rate.
 """
 
 from __future__ import annotations
@@ -42,18 +44,12 @@ from ..autograd.dispatch import hooks
 from ..autograd.tensor import Tensor
 from ..backend import device as _device
 from ..backend import dtypes as _dtypes
-from ..backend import graphs as _graphs
-from ..backend.cast_counter import count_cast
-from . import atomic
-from .fused_step import apply_fused, has_fused_twin, update_path
+from ..regularizer import L2Decay
+from .bucket import Record
 from .lr import LRScheduler
-from .mixed_precision import (
-    as_found_inf,
-    found_inf_is_set,
-    get_master_weight,
-    low_precision_warning,
-)
+from .mixed_precision import as_found_inf, low_precision_warning
 from .param_groups import as_groups, as_regularizer, check_learning_rate
+from .state import OptimizerState
 from .state_dict import load_optimizer_state, optimizer_state_dict
 from .torch_compat import TorchOptimizerMethods
 
@@ -81,18 +77,17 @@ class Optimizer(TorchOptimizerMethods):
             ``amp.decorate(level='O2')`` turns it on. Float32 parameters are unaffected.
 
     Attributes:
-        _parameter_list: every parameter, in order. ``_param_groups``: the groups (dicts).
-        _accumulators: ``id(param) -> {name: array}``, created lazily at a param's first
-            update, in float32 for float16 params and in the param's dtype otherwise.
+        _parameter_list: every parameter, in order (the name Paddle's GradScaler reads).
+        _param_groups: the groups (dicts).
         _multi_precision: the flag above (``decorate`` sets it as Paddle does).
-        _master_weights: ``param.name -> Tensor(float32)``, the master weights (Paddle keys
-            them by name), created lazily at a float16 parameter's first update.
-        _auxiliary_vars: values other AMP pieces hand over, e.g. ``'found_inf'``.
+        _state: everything kept between steps (``state.py``): accumulators, master weights,
+            the lr buffers and the step's plan. ``_accumulators`` (``id(param) -> {name:
+            array}``) and ``_master_weights`` (``param.name -> Tensor(float32)``) are its
+            two dicts under Paddle's names.
     """
 
     _group_keys: tuple[str, ...] = ()  # the subclass's hyper-parameters a group may override
-    _takes_found_inf = True  # GradScaler calls _step(found_inf) / _minimize(found_inf, ...)
-    _fused_update = None  # a subclass's fused twin of _update (see fused_step.py), if it has one
+    _kernel: str | None = None  # the optim.cu kernel that does this class's _update ('adam')
     _kernel_name: str | None = None  # Paddle's update op in operator statistics ('adamw_')
 
     def __init__(
@@ -107,14 +102,9 @@ class Optimizer(TorchOptimizerMethods):
         self._learning_rate = check_learning_rate(learning_rate)
         self._name = name
         self._multi_precision = bool(multi_precision)
-        self._master_weights: dict[str, Tensor] = {}
-        self._master_owner: dict[str, int] = {}  # name -> id(param), to catch duplicate names
-        self._master_seen: dict[str, tuple] = {}  # name -> the param as last left (see there)
+        self._state = OptimizerState()
         self._auxiliary_vars: dict = {}
         self._warned_low_precision = False
-        self._accumulators: dict[int, dict] = {}
-        self._extra_params: list[Tensor] = []  # updated through minimize(parameters=...)
-        self._lr_buffers: dict = {}  # Place -> HostFed: the lr the fused kernel reads
         # Subclasses put their hyper-parameters in self._defaults before calling us.
         defaults = {
             "learning_rate": 1.0,
@@ -202,23 +192,11 @@ class Optimizer(TorchOptimizerMethods):
             raise TypeError(f"set_lr_scheduler needs an LRScheduler, got {type(scheduler)}")
         self._learning_rate = scheduler
 
-    def _param_lr(self, param, group: dict, base_lr: float) -> float:
-        """``base_lr * _lr_multiplier(param, group)``, in float64 (the fused kernel's order)."""
-        return base_lr * self._lr_multiplier(param, group)
-
     def _lr_multiplier(self, param, group: dict) -> float:
         """The group's and the parameter's learning-rate ratios, multiplied."""
         attr = getattr(param, "optimize_attr", None)
         ratio = 1.0 if attr is None else attr.get("learning_rate", 1.0)
         return float(group["learning_rate"]) * float(ratio)
-
-    def _lr_buffer(self, place):
-        """The device buffer holding ``get_lr()`` for the fused kernel on ``place``, current."""
-        buffer = self._lr_buffers.get(place)
-        if buffer is None:
-            buffer = self._lr_buffers[place] = _graphs.HostFed(place, np.float64)
-        buffer.follow(self.get_lr)
-        return buffer.array
 
     # ---- the update ---------------------------------------------------------------------------
     def step(self) -> None:
@@ -228,50 +206,8 @@ class Optimizer(TorchOptimizerMethods):
         values and their accumulators). When the auxiliary var ``'found_inf'`` is true the
         whole update is skipped; the var is cleared either way.
         """
-        self._step(self._take_found_inf())
-
-    def _step(self, found_inf=None) -> None:
-        """:meth:`step`, skipped on the device when ``found_inf`` (a bool [1] array) is set."""
-        found_inf = as_found_inf(found_inf)
-        if self._skip_on_host(found_inf):
-            return
-        plan = [(group, self._pairs(group["params"])) for group in self._param_groups]
-        self._run(plan, found_inf)
-
-    @staticmethod
-    def _pairs(params) -> list:
-        """``(param, grad)`` of every parameter that trains and has a gradient."""
-        return [(p, p._grad) for p in params if not p.stop_gradient and p._grad is not None]
-
-    def _run(self, plan: list, found_inf) -> None:
-        """Clip and prepare every group, then update them: all or nothing (``atomic.py``)."""
-        base_lr = self.get_lr()
-        plan = atomic.clipped(plan)
-        atomic.prepare(self, plan)  # creates state; undone if it fails
-        for group, pairs in plan:
-            self._apply_group(group, pairs, base_lr, found_inf)
-        if hooks.counters and self._kernel_name:  # operator statistics: one call per param
-            for _, pairs in plan:
-                for param, _ in pairs:
-                    for count in hooks.counters:
-                        count(self._kernel_name, param._data.dtype)
-
-    def _skip_on_host(self, found_inf) -> bool:
-        """Whether a set flag on the host (free to read) skips the whole step."""
-        on_host = found_inf is not None and _device.get_array_module(found_inf) is np
-        return on_host and found_inf_is_set(found_inf, self._host_read_name())
-
-    def _host_read_name(self):
-        """What reads found_inf on the host, for the sync debug mode: an optimizer without a
-        fused update (on a GPU it reads the device flag); None for one with it (its NumPy
-        twin reads the CPU backend's flag, which on a GPU the kernel reads)."""
-        if has_fused_twin(type(self)):
-            return None
-        return f"{type(self).__name__}.step() (no fused update to skip on the device)"
-
-    def _take_found_inf(self):
-        """The ``'found_inf'`` auxiliary var (Paddle's hand-over), removed: it is used once."""
-        return as_found_inf(self._auxiliary_vars.pop("found_inf", None))
+        found_inf = self._auxiliary_vars.pop("found_inf", None)
+        self._run(found_inf, [(group, group["params"]) for group in self._param_groups])
 
     def minimize(self, loss, startup_program=None, parameters=None, no_grad_set=None):
         """Apply the gradients already computed, like :meth:`step` (Paddle dygraph).
@@ -288,99 +224,138 @@ class Optimizer(TorchOptimizerMethods):
             ``(optimize_ops, params_grads)``: ``[]`` and the ``(param, grad)`` pairs used
             (the pairs that would have been used, when ``'found_inf'`` skipped the update).
         """
-        return self._minimize(
-            self._take_found_inf(), loss, startup_program, parameters, no_grad_set
-        )
-
-    def _minimize(self, found_inf, loss, startup_program=None, parameters=None, no_grad_set=None):
-        """:meth:`minimize`, skipped on the device when ``found_inf`` is set."""
-        found_inf = as_found_inf(found_inf)
+        found_inf = self._auxiliary_vars.pop("found_inf", None)
         params = self._parameter_list if parameters is None else list(parameters)
         skip = set(no_grad_set or ())
         skip_ids = {id(x) for x in skip if isinstance(x, Tensor)}
         skip_names = {x for x in skip if isinstance(x, str)}
-        params_grads = [
-            (p, p._grad)
-            for p in params
-            if not p.stop_gradient
-            and p._grad is not None
-            and id(p) not in skip_ids
-            and p.name not in skip_names
-        ]
-        if self._skip_on_host(found_inf):
-            return [], params_grads
+        chosen = [p for p in params if id(p) not in skip_ids and p.name not in skip_names]
         by_group: dict[int, list] = {}
-        for pair in params_grads:
-            group = self._group_of.get(id(pair[0]), self._default_group)
-            by_group.setdefault(id(group), []).append(pair)
+        for param in chosen:
+            group = self._group_of.get(id(param), self._default_group)
+            by_group.setdefault(id(group), []).append(param)
         groups = [*self._param_groups, self._default_group]
-        self._run([(g, by_group[id(g)]) for g in groups if id(g) in by_group], found_inf)
-        return [], params_grads
+        self._run(found_inf, [(g, by_group[id(g)]) for g in groups if id(g) in by_group])
+        return [], [(p, p._grad) for p in chosen if not p.stop_gradient and p._grad is not None]
 
-    def _apply_group(self, group: dict, pairs: list, base_lr: float, found_inf) -> None:
-        """Update the clipped pairs: per parameter (NumPy), or fused per dtype bucket (CuPy)."""
-        if update_path(self, pairs) != "per-param numpy":
-            apply_fused(self, group, pairs, found_inf)  # found_inf read on the device
+    def _run(self, found_inf, groups: list) -> None:
+        """The step itself, for ``[(group, params)]``: found_inf normalised once, then the
+        gradients clipped, the plan found (or built, all or nothing), every bucket updated."""
+        flag = as_found_inf(found_inf)
+        if flag is not None and _device.get_array_module(flag) is np:
+            if flag[0]:
+                return  # a host flag: reading it is free, so skip before anything else
+            flag = None
+        steps = []
+        for group, params in groups:
+            pairs = [(p, p._grad) for p in params if not p.stop_gradient and p._grad is not None]
+            if pairs and group["grad_clip"] is not None:
+                pairs = [(p, g) for p, g in group["grad_clip"](pairs) if g is not None]
+            if pairs:
+                grads = [g._data if isinstance(g, Tensor) else g for _, g in pairs]
+                steps.append((group, [p for p, _ in pairs], grads))
+        if not steps:
             return
-        if found_inf is not None and found_inf_is_set(found_inf, self._host_read_name()):
-            return  # a device flag, but no fused update for this optimizer: one host read
-        for param, grad in pairs:
-            self._apply_update(param, grad, group, base_lr)
+        plan = self._state.plan_for(self, steps)
+        plan.run([g for _, _, grads in steps for g in grads], flag, self._base_lr)
+        if hooks.counters and self._kernel_name:  # operator statistics: one call per param
+            for _, params, _ in steps:
+                for param in params:
+                    for count in hooks.counters:
+                        count(self._kernel_name, param._data.dtype)
 
-    def _apply_update(self, param: Tensor, grad, group: dict, base_lr: float) -> None:
-        """Update one parameter in place: regularize the grad, then run ``_update``.
+    def _base_lr(self, place):
+        """The learning rate as the update on ``place`` reads it: a float on the CPU, the
+        optimizer's float64 [1] device buffer on a GPU (no upload, a captured graph follows)."""
+        if place.kind == "cpu":
+            return float(self.get_lr())
+        return self._state.lr_buffer(self, place)
 
-        The grad may be wider than the parameter (float32 grads of float16 params, from
-        ``decorate(master_grad=True)``); it is used as float32 either way.
-        """
-        state = self._state_for(param, group)
-        data = param._data
-        low_precision = data.dtype in _dtypes.LOW_PRECISION  # float16, bfloat16
-        master = self._master_weight(param) if low_precision and self._multi_precision else None
-        if master is not None:
-            p = master._data
-        else:
-            if low_precision:
-                self._warn_low_precision()
-            # NOTE: without a master, a float16 parameter is still updated on a float32 copy
-            # and written back rounded to nearest even: lr * g is often below half of
-            # float16's spacing at p, so a float16 update would round the step away. But the
-            # copy is made from the rounded float16 value each step, so many small steps in a
-            # row still vanish; only a kept fp32 master (multi_precision) accumulates them.
-            p = data.astype(_dtypes.accumulation_dtype(data.dtype), copy=False)
-        g = (grad._data if isinstance(grad, Tensor) else grad).astype(p.dtype, copy=False)
-        g = self._prepare_grad(p, g, self._regularizer_for(param, group), group)
-        self._update(p, g, state, self._param_lr(param, group, base_lr), self._hyper(param, group))
-        if master is not None:
-            # NOTE: optimize-cast. The float16 weight that forward and backward read is
-            # written here, from the updated master, rounded to nearest even; under O2 no
-            # other weight cast happens. On the GPU optim.cu does update + write in one pass.
-            data[...] = p.astype(data.dtype)
-            count_cast("optimizer")
-        elif p is not data:
-            data[...] = p
+    def _record(self, param, group: dict) -> Record:
+        """``param`` as the update sees it: its lr ratio, weight decay and scalars."""
+        regularizer = getattr(param, "regularizer", None) or group["_regularizer"]
+        l2 = 0.0
+        if type(regularizer) is L2Decay and regularizer.coeff != 0.0:
+            l2, regularizer = regularizer.coeff, None  # fused into the update, as Paddle does
+        return Record(
+            param,
+            lr_ratio=self._lr_multiplier(param, group),
+            l2=l2,
+            decay=self._decay_coeff(param, group),
+            grad_scale=self._grad_scale(group),
+            regularizer=regularizer,
+        )
 
-    def _state_for(self, param: Tensor, group: dict) -> dict:
-        """``param``'s accumulators, created at its first update."""
-        state = self._accumulators.get(id(param))
-        if state is None:
-            _graphs.refuse_in_capture(
-                "creating optimizer state", "run the step eagerly once before capturing it"
-            )
-            state = self._create_accumulators(param, group)
-            self._accumulators[id(param)] = state
-            if id(param) not in self._group_of:
-                self._extra_params.append(param)  # first update, so not there yet
-        return state
-
-    def _master_weight(self, param: Tensor) -> Tensor:
-        """``param``'s fp32 master weight, created (an exact cast) at its first update."""
-        return get_master_weight(self._master_weights, self._master_owner, param, self._master_seen)
+    def _has_group(self, param) -> bool:
+        return id(param) in self._group_of
 
     def _warn_low_precision(self) -> None:
         if not self._warned_low_precision:
             self._warned_low_precision = True
-            warnings.warn(low_precision_warning(type(self).__name__), stacklevel=5)
+            warnings.warn(low_precision_warning(type(self).__name__), stacklevel=6)
+
+    # ---- what a subclass defines: its state and its maths -----------------------------------
+    def _state_layout(self, group: dict) -> dict:
+        """The accumulators: ``{name: (per, initial value)}``, ``per`` being ``'element'``
+        (one value per parameter element, e.g. a moment) or ``'tensor'`` (one per parameter,
+        shape [1], e.g. Adam's ``beta1_pow_acc``). In the kernel's order: per-element first.
+        They are float32 for float16 parameters (as Paddle), else the parameter's dtype."""
+        return {}
+
+    def _update(self, p, g, state: dict, lr, hyper: dict) -> None:
+        """The optimizer's maths on arrays: update ``p`` and ``state`` in place.
+
+        The one spelling of the maths: the CPU path, the twin on CuPy, and the specification
+        that ``cuda/optim.cu`` computes bit for bit (the same float32 operations in the same
+        order). Called once per run of parameters with the same scalars, on flat arrays.
+
+        Args:
+            p: the parameter values (float32 or wider: the fp32 master under O2), in place.
+            g: the gradient after clipping and weight decay, same shape; do not modify it.
+            state: ``{name: array}`` (see :meth:`_state_layout`): per-element ones like
+                ``p``, per-tensor ones broadcastable to it. Update the per-element ones in
+                place; per-tensor ones advance in :meth:`_advance`.
+            lr: the learning rate for these parameters, a float32 (the ratios applied).
+            hyper: the parameter group (``beta1``, ...) and ``'decay'``: the float32 factor
+                ``1 - lr * coeff`` of AdamW's decoupled decay, or None.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement _update()")
+
+    def _advance(self, state: dict, hyper: dict) -> None:
+        """Move the per-tensor state one step on, after :meth:`_update` (Adam's beta pows)."""
+
+    def _grad_scale(self, group: dict) -> float:
+        """A factor applied to the gradient before the weight decay (Momentum's)."""
+        return 1.0
+
+    def _decay_coeff(self, param, group: dict) -> float:
+        """The decoupled weight decay coefficient of ``param`` (AdamW's), 0.0 for none."""
+        return 0.0
+
+    def _kernel_scalars(self, group: dict) -> tuple:
+        """The kernel's hyper-parameters, as ``numpy.float32`` / ``numpy.int32``."""
+        return ()
+
+    @classmethod
+    def _kernel_kind(cls) -> str | None:
+        """The kernel that computes this class's maths: the ``_kernel`` of the class that
+        declared it, unless a subclass has written its own ``_update`` or ``_advance``."""
+        owner = next((c for c in cls.__mro__ if "_kernel" in vars(c)), None)
+        if owner is None or owner._kernel is None:
+            return None
+        same = cls._update is owner._update and cls._advance is owner._advance
+        return owner._kernel if same else None
+
+    def _create_accumulators(self, param, group: dict) -> dict:
+        """Fresh state for ``param`` (what a checkpoint is checked against)."""
+        data = param._data
+        xp = _device.get_array_module(data)
+        dtype = _dtypes.accumulation_dtype(data.dtype)
+        state = {}
+        for name, (per, fill) in self._state_layout(group).items():
+            array = xp.full(data.shape if per == "element" else (1,), fill, dtype=dtype)
+            state[name] = _device.to_place(array, _device.place_of(data))
+        return state
 
     # ---- AMP hand-over ------------------------------------------------------------------------
     def _set_auxiliary_var(self, key: str, value) -> None:
@@ -391,42 +366,23 @@ class Optimizer(TorchOptimizerMethods):
         """The value set with :meth:`_set_auxiliary_var`, or None."""
         return self._auxiliary_vars.get(key)
 
-    def _regularizer_for(self, param, group: dict):
-        """The parameter's own regularizer (ParamAttr) wins over the group's."""
-        return getattr(param, "regularizer", None) or group["_regularizer"]
+    # ---- the state, under Paddle's names ------------------------------------------------------
+    @property
+    def _accumulators(self) -> dict:
+        return self._state.accumulators
 
-    def _prepare_grad(self, p, g, regularizer, group: dict):
-        """The gradient ``_update`` sees: ``regularizer(p, g)``. Returns a new array if changed."""
-        return g if regularizer is None else regularizer(p, g)
+    @property
+    def _master_weights(self) -> dict:
+        return self._state.masters
 
-    def _hyper(self, param, group: dict) -> dict:
-        """The hyper-parameters ``_update`` reads for ``param`` (its group by default)."""
-        return group
-
-    def _create_accumulators(self, param, group: dict) -> dict:
-        """Fresh state for ``param``: ``{name: array}``, e.g. ``{'velocity': zeros}``."""
-        return {}
-
-    def _update(self, p, g, state: dict, lr: float, hyper: dict) -> None:
-        """The optimizer's maths on arrays: update ``p`` and ``state`` in place.
-
-        Args:
-            p: the parameter values (float32 or wider), modified in place.
-            g: the regularized gradient, same shape and dtype; must not be modified.
-            state: this parameter's accumulators, modified in place.
-            lr: the learning rate for this parameter (per-group and per-param ratios applied).
-            hyper: the parameter group (hyper-parameters such as ``beta1``).
-        """
-        raise NotImplementedError(f"{type(self).__name__} does not implement _update()")
-
-    @staticmethod
-    def _new_accumulator(param, fill: float = 0.0, shape=None):
-        """A filled array on ``param``'s device, float32 for float16 params (as Paddle)."""
-        data = param._data
-        xp = _device.get_array_module(data)
-        dtype = _dtypes.accumulation_dtype(data.dtype)
-        array = xp.full(data.shape if shape is None else shape, fill, dtype=dtype)
-        return _device.to_place(array, _device.place_of(data))
+    def restrict_to(self, params) -> None:
+        """Update only ``params`` from now on and drop every other parameter's state (what
+        sharding does on each rank: the other ranks own the rest)."""
+        keep = {id(p) for p in params}
+        for group in self._param_groups:
+            group["params"] = [p for p in group["params"] if id(p) in keep]
+        self._parameter_list = [p for p in self._parameter_list if id(p) in keep]
+        self._state.forget([p for p in params])
 
     # ---- gradients ----------------------------------------------------------------------------
     def clear_grad(self, set_to_zero: bool = True) -> None:

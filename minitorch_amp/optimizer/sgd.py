@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ..backend.fused_optim import fused_sgd
 from .optimizer import Optimizer
 from .torch_compat import torch_spellings
 
@@ -33,6 +32,7 @@ class SGD(Optimizer):
         array([0.95, 2.1 ], dtype=float32)
     """
 
+    _kernel = "sgd"  # optim.cu's sgd_step computes _update below, bit for bit
     _kernel_name = "sgd_"  # its op in Paddle's operator statistics (eager)
 
     @torch_spellings
@@ -49,9 +49,3 @@ class SGD(Optimizer):
 
     def _update(self, p, g, state, lr, hyper) -> None:
         p -= lr * g
-
-    def _fused_update(self, batch, group, found_inf) -> None:
-        fused_sgd(
-            batch.params, batch.masters, batch.grads, batch.base_lr, found_inf,
-            lr_ratios=batch.lr_ratios, l2_coeffs=batch.l2_coeffs,
-        )  # fmt: skip

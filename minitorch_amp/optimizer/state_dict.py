@@ -26,7 +26,7 @@ from .lr import LRScheduler
 def optimizer_state_dict(opt) -> dict:
     """What ``Optimizer.state_dict()`` returns; every Tensor in it is a copy."""
     state: dict = {}
-    for param in opt._parameter_list + opt._extra_params:
+    for param in opt._parameter_list + opt._state.extra_params:
         for acc, array in (opt._accumulators.get(id(param)) or {}).items():
             key = state_key(param, acc)
             if key in state:
@@ -50,7 +50,7 @@ def load_optimizer_state(opt, state_dict: dict) -> None:
     if not isinstance(state_dict, dict):
         raise TypeError(f"set_state_dict needs a dict, got {type(state_dict).__name__}")
     staged, used = [], {"LR_Scheduler", "master_weights"}
-    for param in opt._parameter_list + opt._extra_params:
+    for param in opt._parameter_list + opt._state.extra_params:
         group = opt._group_of.get(id(param), opt._default_group)
         fresh = opt._create_accumulators(param, group)
         keys = {acc: state_key(param, acc) for acc in fresh}
@@ -77,12 +77,14 @@ def load_optimizer_state(opt, state_dict: dict) -> None:
             stacklevel=3,
         )
     # Every check passed: from here on nothing raises.
+    state = opt._state
     for param, fresh in staged:
-        opt._accumulators[id(param)] = fresh
+        state.accumulators[id(param)] = fresh
     if masters is not None:  # Paddle replaces the whole dict when the checkpoint has one
-        opt._master_weights = {name: master for name, (master, _) in masters.items()}
-        opt._master_owner = {name: owner for name, (_, owner) in masters.items()}
-        opt._master_seen = {}  # loaded masters are the truth: nothing to follow
+        state.masters = {name: master for name, (master, _) in masters.items()}
+        state.master_owner = {name: owner for name, (_, owner) in masters.items()}
+        state.master_seen = {}  # loaded masters are the truth: nothing to follow
+    state.invalidate()  # the next step builds its buffers from the loaded values
     if has_sched:
         scheduler._load_state(state_dict["LR_Scheduler"])
 
@@ -101,7 +103,7 @@ def _stage_master_weights(opt, entries):
             f"{type(entries).__name__}"
         )
     by_name: dict = {}
-    for param in opt._parameter_list + opt._extra_params:
+    for param in opt._parameter_list + opt._state.extra_params:
         by_name.setdefault(param.name, param)
     staged, unknown = {}, []
     for name, value in entries.items():

@@ -80,16 +80,8 @@ class ShardedOptimizer:
         self._all_params = list(optimizer._parameter_list)
         self._owner = partition(self._all_params, comm.size)
         me = comm.rank
-        owned = {id(p) for p in self._all_params if self._owner[id(p)] == me}
-        for group in optimizer._param_groups:
-            group["params"] = [p for p in group["params"] if id(p) in owned]
-        optimizer._parameter_list = [p for p in self._all_params if id(p) in owned]
         # State made before sharding (a resumed optimizer) is kept only for owned params.
-        for key in [k for k in optimizer._accumulators if k not in owned]:
-            del optimizer._accumulators[key]
-        names = {p.name for p in optimizer._parameter_list}
-        for name in [n for n in optimizer._master_weights if n not in names]:
-            del optimizer._master_weights[name]
+        optimizer.restrict_to([p for p in self._all_params if self._owner[id(p)] == me])
         # A global-norm clip must see every rank's gradients: we clip before the inner step.
         self._clips = {}
         for group in optimizer._param_groups:
@@ -114,31 +106,22 @@ class ShardedOptimizer:
     def _get_auxiliary_var(self, key: str):
         return self._inner_opt._get_auxiliary_var(key)
 
-    _takes_found_inf = True  # GradScaler passes found_inf to _step / _minimize, as to ours
-
     def step(self) -> None:
-        """Clip, update the owned parameters, then send every parameter from its owner."""
-        self._step(self._inner_opt._take_found_inf())
+        """Clip, update the owned parameters, then send every parameter from its owner.
 
-    def _step(self, found_inf=None) -> None:
+        A ``found_inf`` handed over with ``_set_auxiliary_var`` reaches the inner step."""
         self._comm.check("check", caller=STEP)  # every rank steps, or none changes anything
         self._clip_grads()
-        self._inner_opt._step(found_inf)
+        self._inner_opt.step()
         self._broadcast_params()
 
     def minimize(self, loss, startup_program=None, parameters=None, no_grad_set=None):
         """Like ``Optimizer.minimize`` (dygraph: applies the existing gradients)."""
-        found_inf = self._inner_opt._take_found_inf()
-        return self._minimize(found_inf, loss, startup_program, parameters, no_grad_set)
-
-    def _minimize(self, found_inf, loss, startup_program=None, parameters=None, no_grad_set=None):
         if parameters is not None:
             parameters = [p for p in parameters if self._owner.get(id(p)) == self._comm.rank]
         self._comm.check("check", caller=STEP)
         self._clip_grads()
-        result = self._inner_opt._minimize(
-            found_inf, loss, startup_program, parameters, no_grad_set
-        )
+        result = self._inner_opt.minimize(loss, startup_program, parameters, no_grad_set)
         self._broadcast_params()
         return result
 

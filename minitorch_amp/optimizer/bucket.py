@@ -1,0 +1,343 @@
+"""One bucket of an optimizer step, and the one place its update runs.
+
+A bucket is the parameters of one param group that share a (param dtype, grad dtype). Their
+state lives in flat buffers, one per kind of state, with each parameter's accumulators and
+fp32 master as views into them::
+
+    master   [ p0 ........ | p1 ... | p2 ............ ]   float32 (fp16/bf16 params, O2)
+    moment1  [ p0 ........ | p1 ... | p2 ............ ]   one value per element
+    beta1_pow_acc  [ p0 | p1 | p2 ]                       one value per tensor
+
+so that one call updates every parameter of the bucket, the way one kernel launch does on
+the GPU. :meth:`Bucket.run` takes one of two paths, chosen when the bucket is built:
+
+* **the kernel** (``cuda/optim.cu`` through ``backend.fused_optim``), on CuPy arrays when
+  raw kernels are on and the kernel has the optimizer and the dtypes; the kernel reads
+  ``found_inf`` and the learning rate from device memory;
+* **the twin**: the optimizer's own maths (its ``_update``, written once, in Python) run on
+  the flat buffers, NumPy or CuPy. This is the specification the kernel is held to bit for
+  bit: each run of parameters with the same per-tensor scalars is one call of ``_update``,
+  which does exactly the kernel's float32 operations in the kernel's order.
+
+Both start from the same prologue and end with the same optimize-cast, per element::
+
+    p = master (or float32(param));  g = float32(grad) * grad_scale
+    g = g + l2 * p  (L2Decay)   or   g = regularizer(p, g)  (any other, not fused)
+    optimizer._update(p, g, state, lr, hyper)         lr = float32(base_lr * lr_ratio)
+    master = p;  param = round_to_nearest_even(p)
+
+NOTE: skipping on overflow is one commit, here: with a device flag the twin computes new
+values into copies and commits them with ``where(found_inf, old, new)`` (the kernel does the
+same by not writing); a host flag never gets here when set (the optimizer returns first).
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+
+import numpy as np
+
+from ..backend import device as _device
+from ..backend import dtypes as _dtypes
+from ..backend import fused_optim, kernels, memory
+from ..backend.cast_counter import count_cast
+
+ALIGN = 64  # on a GPU each segment starts at a multiple of 64 elements: aligned vector loads
+
+
+class Record:
+    """One parameter as a step sees it, read when the parameter set is (re)built."""
+
+    __slots__ = ("param", "data", "lr_ratio", "l2", "decay", "grad_scale", "regularizer")
+
+    def __init__(self, param, lr_ratio, l2, decay, grad_scale, regularizer):
+        self.param = param
+        self.data = param._data  # the array the bucket writes (the plan is rebuilt if it changes)
+        self.lr_ratio = lr_ratio  # lr = base_lr * lr_ratio: group, param and lr_ratio() ratios
+        self.l2 = l2  # an L2Decay coefficient, fused into the update (0.0: none)
+        self.decay = decay  # AdamW's decoupled coefficient (0.0: none)
+        self.grad_scale = grad_scale  # Momentum's rescale_grad (1.0: none)
+        self.regularizer = regularizer  # any other regularizer, applied before the update
+
+    def scalars(self) -> tuple:
+        return (self.lr_ratio, self.l2, self.decay, self.grad_scale)
+
+
+class Bucket:
+    """The flat state of one bucket and its update (see the module docstring).
+
+    Args:
+        opt: the optimizer: its ``_update`` and ``_advance`` (the maths), ``_state_layout``
+            (its accumulators), ``_kernel_kind`` and ``_kernel_scalars`` (its kernel).
+        group: the param group.
+        records: the bucket's parameters, all of one dtype, with grads of ``grad_dtype``.
+        masters: whether the parameters get fp32 master weights (O2, ``multi_precision``).
+
+    Every buffer is allocated here (which may raise, out of memory say) before anything
+    outside the bucket points into it; ``OptimizerState`` fills and installs them.
+    """
+
+    def __init__(self, opt, group: dict, records: list, grad_dtype, masters: bool):
+        first = records[0].data
+        self.opt, self.group, self.records = opt, group, records
+        self.serial = next(_SERIALS)  # names this bucket's kernel tables
+        self.xp = _device.get_array_module(first)
+        self.place = _device.place_of(first)
+        self.ptype, self.gtype = first.dtype, np.dtype(grad_dtype)
+        self.wide = _dtypes.accumulation_dtype(self.ptype)
+        self.sizes = [r.data.size for r in records]
+        align = 1 if self.xp is np else ALIGN
+        padded = [-(-n // align) * align for n in self.sizes]
+        self.offsets = [int(x) for x in np.cumsum([0, *padded[:-1]])]
+        self.total = self.offsets[-1] + self.sizes[-1]
+        self.dense = align == 1  # segments back to back: one concatenate gathers a bucket
+        # name -> ('element' | 'tensor', initial value): Adam's moments, its beta pows, ...
+        self.layout = opt._state_layout(group)
+        self.master = self._flat(self.total, _dtypes.float32) if masters else None
+        self.state = {
+            name: self._flat(self.total if per == "element" else len(records), self.wide)
+            for name, (per, _) in self.layout.items()
+        }
+        self.kernel = self._kernel_kind(opt)
+        self.runs = self._static_runs()
+        self._scratch: dict = {}  # 'grad' / 'param' -> the flat buffer the twin gathers into
+        self._casts: list = []  # [(param, its segment of the updated values)]: the write-back
+        if self.kernel is None:  # allocated now, so that a step cannot fail half-way
+            self._twin_buffers()
+        self._table = None  # (grad arrays, device words) of the last launch
+
+    # ---- layout -----------------------------------------------------------------------
+    def _flat(self, n: int, dtype):
+        xp = self.xp
+        if self.place.kind == "gpu":
+            with _device.cupy.cuda.Device(self.place.index):
+                array = xp.zeros(n, dtype=dtype)
+        else:
+            array = xp.zeros(n, dtype=dtype)
+        memory.track(array)  # optimizer state is device memory (the CPU budget counts it)
+        return array
+
+    def view(self, flat, i: int):
+        """Parameter ``i``'s segment of a per-element flat buffer, in the parameter's shape."""
+        a = self.offsets[i]
+        return flat[a : a + self.sizes[i]].reshape(self.records[i].data.shape)
+
+    def state_views(self, i: int) -> dict:
+        """Parameter ``i``'s accumulators: ``{name: view}`` ([1] for a per-tensor value)."""
+        return {
+            name: self.view(flat, i) if per == "element" else flat[i : i + 1]
+            for (name, (per, _)), flat in zip(self.layout.items(), self.state.values())
+        }
+
+    def _kernel_kind(self, opt) -> str | None:
+        """The kernel that runs this bucket, or None for the twin."""
+        kind = opt._kernel_kind()
+        on_gpu = self.xp is not np and kernels.enabled()
+        contiguous = all(r.data.flags.c_contiguous for r in self.records)
+        float32_state = self.wide == _dtypes.float32
+        ok = on_gpu and contiguous and float32_state
+        return kind if ok and fused_optim.takes(kind, self.ptype, self.kernel_gtype()) else None
+
+    def kernel_gtype(self):
+        """The kernel's G: grads that a regularizer it does not fuse prepared are wide."""
+        return self.wide if self.records[0].regularizer is not None else self.gtype
+
+    def _static_runs(self) -> list:
+        """``[(start, stop)]``: parameters next to each other with the same scalars; one
+        parameter alone when it has a regularizer that is not fused (it may need shapes)."""
+        runs, start, n = [], 0, len(self.records)
+        for i in range(1, n + 1):
+            if (
+                i == n
+                or self.records[i - 1].regularizer is not None
+                or self.records[i].scalars() != self.records[start].scalars()
+            ):
+                runs.append((start, i))
+                start = i
+        return runs
+
+    # ---- the update -----------------------------------------------------------------------
+    def run(self, grads: list, found_inf, base_lr) -> None:
+        """Update every parameter of the bucket from ``grads`` (arrays, in record order).
+
+        Args:
+            found_inf: None, or a bool [1] device array (read by the kernel, or by the
+                where-commit; a set host flag never gets here).
+            base_lr: the learning rate: a Python float, or the optimizer's float64 [1]
+                device buffer (on a GPU).
+        """
+        if self.kernel is None or not self._launch(grads, found_inf, base_lr):
+            self._twin(grads, found_inf, base_lr)
+        if self.master is not None:
+            # NOTE: counted on the host without knowing found_inf (reading it would be a
+            # sync): a step skipped on the device still counts its optimize-casts.
+            count_cast("optimizer", len(self.records))
+
+    def _twin(self, grads, found_inf, base_lr) -> None:
+        """The optimizer's maths on the flat buffers, one ``_update`` call per run."""
+        xp = self.xp
+        keep = None if found_inf is None else found_inf.reshape(())  # True: overflow
+        g = self._gather("grad", grads)
+        p = self.master if self.master is not None else self._gather("param", self.params())
+        old = {"p": p, **self.state}
+        new = old if keep is None else {k: v.copy() for k, v in old.items()}
+        p, state = new["p"], {name: new[name] for name in self.state}
+        for start, stop in self._runs(state):
+            record = self.records[start]
+            a, b = self.offsets[start], self.offsets[stop - 1] + self.sizes[stop - 1]
+            ps, gs = p[a:b], g[a:b]
+            if record.grad_scale != 1.0:
+                gs *= record.grad_scale  # Momentum's rescale_grad, before the weight decay
+            if record.l2:
+                gs += record.l2 * ps  # L2Decay: g + coeff * p
+            elif record.regularizer is not None:  # a run of one: it sees its own shape
+                shape = record.data.shape
+                gs[...] = record.regularizer(ps.reshape(shape), gs.reshape(shape)).reshape(-1)
+            lr, decay = _lr_and_decay(base_lr, record)
+            run_state = {
+                name: flat[a:b] if per == "element" else self._per_element(flat, start, stop)
+                for (name, (per, _)), flat in zip(self.layout.items(), state.values())
+            }
+            self.opt._update(ps, gs, run_state, lr, {**self.group, "decay": decay})
+        per_tensor = {n: state[n] for n, (per, _) in self.layout.items() if per == "tensor"}
+        self.opt._advance(per_tensor, self.group)
+        with np.errstate(over="ignore"):  # float16 overflow to inf is the update's to make
+            if keep is not None:  # NOTE: the one commit of a step skipped on the device
+                for name, array in old.items():
+                    xp.copyto(array, new[name], where=~keep)
+            if keep is None:
+                for param, value in self._casts:  # the optimize-cast
+                    param[...] = value
+            else:
+                for i, param in enumerate(self.params()):
+                    xp.copyto(param, self.view(p, i).astype(param.dtype), where=~keep)
+
+    def params(self) -> list:
+        return [r.data for r in self.records]
+
+    def _twin_buffers(self) -> None:
+        """The twin's scratch buffers, and which segment each parameter is written from."""
+        self._scratch["grad"] = self._flat(self.total, self.wide)
+        own = self.master
+        if own is None:
+            own = self._scratch["param"] = self._flat(self.total, self.wide)
+        self._casts = [(r.data, self.view(own, i)) for i, r in enumerate(self.records)]
+
+    def _runs(self, state) -> list:
+        """The static runs, split where a per-tensor value differs, so that each run reads
+        one [1] slice of it. On NumPy the values are free to read; on a device each tensor's
+        value is repeated over its elements instead (:meth:`_per_element`)."""
+        tensor_states = [state[n] for n, (per, _) in self.layout.items() if per == "tensor"]
+        if not tensor_states or self.xp is not np:
+            return self.runs
+        if all(bool((s == s[0]).all()) for s in tensor_states):
+            return self.runs  # the usual case: every parameter has taken as many steps
+        rows = list(zip(*(s.tolist() for s in tensor_states)))
+        runs = []
+        for start, stop in self.runs:
+            first = start
+            for i in range(start + 1, stop + 1):
+                if i == stop or rows[i] != rows[first]:
+                    runs.append((first, i))
+                    first = i
+        return runs
+
+    def _per_element(self, flat, start: int, stop: int):
+        """A per-tensor buffer over a run: its one value, or on a device each tensor's value
+        repeated over the tensor's elements (and the padding after them)."""
+        if self.xp is np or stop - start == 1:
+            return flat[start : start + 1]
+        ends = [*self.offsets[start + 1 : stop], self.offsets[stop - 1] + self.sizes[stop - 1]]
+        repeats = [e - a for a, e in zip(self.offsets[start:stop], ends)]
+        return self.xp.repeat(flat[start:stop], repeats)
+
+    def _gather(self, name: str, arrays):
+        """``arrays`` widened into one flat scratch buffer, laid out like the state."""
+        if not self._scratch:
+            self._twin_buffers()  # a kernel bucket that met grads the kernel cannot read
+        out = self._scratch[name]
+        if self.dense:
+            np.concatenate(arrays, axis=None, out=out, casting="same_kind")
+        else:
+            for i, a in enumerate(arrays):
+                self.view(out, i)[...] = a
+        return out
+
+    # ---- the kernel -------------------------------------------------------------------------
+    def _launch(self, grads, found_inf, base_lr) -> bool:
+        """One launch of ``optim.cu`` over the bucket; False if these grads cannot go in it."""
+        if self.records[0].regularizer is not None:
+            grads = self._prepared(grads)
+        words = self._words(grads)
+        if words is None:
+            return False
+        flag = found_inf if found_inf is not None else self._no_overflow()
+        with _device.cupy.cuda.Device(self.place.index):
+            fused_optim.launch(
+                self.kernel, self.ptype, self.kernel_gtype(), words, len(self.records), flag,
+                base_lr, self.opt._kernel_scalars(self.group),
+            )  # fmt: skip
+        return True
+
+    def _prepared(self, grads) -> list:
+        """``regularizer(p, float32(g) * grad_scale)`` per parameter: what the kernel reads
+        for a regularizer it does not fuse (new arrays each step)."""
+        out = []
+        for i, (record, grad) in enumerate(zip(self.records, grads)):
+            own = self.view(self.master, i) if self.master is not None else record.data
+            p = own.astype(self.wide, copy=False)
+            g = grad.astype(self.wide) * record.grad_scale
+            out.append(self.xp.ascontiguousarray(record.regularizer(p, g), dtype=self.wide))
+        return out
+
+    def _words(self, grads):
+        """The kernel's table on the device: the last one when ``grads`` are the same arrays
+        (a step uploads nothing), else built and uploaded; None if the kernel can't read a grad."""
+        if self._table is not None:
+            known, words = self._table
+            if len(known) == len(grads) and all(map(operator.is_, known, grads)):
+                kernels.using(words)
+                return words
+        gtype = self.kernel_gtype()
+        if any(g.dtype != gtype or not g.flags.c_contiguous for g in grads):
+            return None
+        n = range(len(self.records))
+        prepared = self.records[0].regularizer is not None
+        columns = (
+            self.params(),
+            [None if self.master is None else self.view(self.master, i) for i in n],
+            grads,
+            [tuple(self.state_views(i).values()) for i in n],
+            [r.lr_ratio for r in self.records],
+            [r.decay for r in self.records],
+            [1.0 if prepared else r.grad_scale for r in self.records],  # done by _prepared
+            [0.0 if prepared else r.l2 for r in self.records],
+        )
+        key = ("optim.cu", self.serial, tuple(g.data.ptr for g in grads))
+        words = kernels.device_table(key, lambda: fused_optim.table(*columns))
+        self._table = (list(grads), words)
+        return words
+
+    def _no_overflow(self):
+        """A device bool [1] that stays False (a step without a scaler), one per device."""
+        flag = _NO_OVERFLOW.get(self.place)
+        if flag is None:
+            flag = _NO_OVERFLOW[self.place] = self._flat(1, _dtypes.bool_)
+        return flag
+
+
+_SERIALS = itertools.count()
+_NO_OVERFLOW: dict = {}
+
+
+def _lr_and_decay(base_lr, record: Record):
+    """``(float32(base * ratio), float32(1 - base * ratio * decay) or None)``, the products
+    in float64 as the kernel computes them: NumPy scalars when the base is a Python float,
+    0-d float32 device arrays when it is the optimizer's device buffer (nothing is read)."""
+    if isinstance(base_lr, float):
+        lr64 = base_lr * record.lr_ratio
+        return np.float32(lr64), (np.float32(1.0 - lr64 * record.decay) if record.decay else None)
+    lr64 = base_lr.reshape(()) * record.lr_ratio
+    decay = (1.0 - lr64 * record.decay).astype(_dtypes.float32) if record.decay else None
+    return lr64.astype(_dtypes.float32), decay
