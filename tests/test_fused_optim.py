@@ -44,6 +44,7 @@ from minitorch_amp.backend import sync as _sync
 from minitorch_amp.backend.cast_counter import cast_counts, reset_cast_counts
 from minitorch_amp.nn.parameter import Parameter
 from minitorch_amp.optimizer import SGD, Adam, AdamW, Momentum
+from minitorch_amp.regularizer import L2Decay
 
 
 @pytest.fixture(autouse=True)
@@ -424,3 +425,24 @@ def test_nvrtc_builds_optim_cu_without_fma_contraction(nvrtc_available):
     ptx = nvrtc.compile_source(entry.source(), "optim.cu", entry.all_options(), entry.names)["ptx"]
     assert "fma.rn.f32" not in ptx  # every * and + rounds on its own, as in the twin
     assert "div.rn.f32" in ptx and "sqrt.rn.f32" in ptx  # IEEE division and square root
+
+
+def test_a_parameters_own_settings_changed_between_steps_reach_the_next_step():
+    """Paddle reads ``optimize_attr`` and ``regularizer`` at every step: a change after the
+    first step rebuilds the plan, and the step after it uses the new values."""
+    params = [Parameter(np.ones(3, "float32"), name=f"settings_{i}") for i in range(2)]
+    opt = SGD(0.5, parameters=params)
+    grad = np.array([1.0, 2.0, 4.0], "float32")
+    for p in params:
+        p.grad = grad
+    opt.step()
+    plan = opt._state.plan
+    params[0].optimize_attr["learning_rate"] = 0.25  # in place, as Paddle users write it
+    params[1].regularizer = L2Decay(0.5)
+    opt.step()
+    assert opt._state.plan is not plan
+    w = 1 - np.float32(0.5) * grad  # after the first step
+    np.testing.assert_array_equal(params[0].numpy(), w - np.float32(0.125) * grad)
+    np.testing.assert_array_equal(
+        params[1].numpy(), w - np.float32(0.5) * (grad + np.float32(0.5) * w)
+    )

@@ -15,7 +15,7 @@ class AdamW(Adam):
 
     Before the Adam step (see :class:`Adam` for it), for parameters that decay::
 
-        p = p * (1 - lr * coeff)
+        p = p * (1 - lr * coeff)        # Adam._update's hyper['decay'], rounded once
 
     where ``lr`` already includes the per-parameter ratios (``optimize_attr`` and
     ``lr_ratio(param)``), as in Paddle's ``adamw`` kernel.
@@ -29,6 +29,9 @@ class AdamW(Adam):
         lr_ratio: optional ``fn(param) -> float`` multiplying the learning rate per parameter.
         apply_decay_param_fun: optional ``fn(param.name) -> bool``; only parameters for which it
             returns True decay (all of them when None). Typical: skip biases and norms.
+            NOTE: Paddle calls both functions at every step; here they are called when the
+            step's plan is built (the first step of a parameter set, and after anything that
+            rebuilds it), so they must depend on the parameter only, as they do in practice.
         grad_clip: e.g. ``nn.ClipGradByGlobalNorm(1.0)``.
         lazy_mode, multi_precision: as for :class:`Adam`.
 

@@ -10,8 +10,10 @@
   param group;
 * ``plan``: the step's buckets (``bucket.py``), built the first time a set of parameters is
   stepped and kept while the step looks the same: the same parameters with the same arrays,
-  versions and grad dtypes, and the same ``multi_precision``. Anything else (a new param
-  group, ``set_state_dict``, ``Layer.to``, ``set_value``, sharding) builds it again.
+  versions, grad dtypes and settings (``optimize_attr``'s learning rate, ``regularizer``),
+  and the same ``multi_precision``. Anything else (a new param group, ``set_state_dict``,
+  ``Layer.to``, ``set_value``, sharding) builds it again. AdamW's ``lr_ratio`` and
+  ``apply_decay_param_fun`` are called when the plan is built.
 
 Building is all or nothing: every buffer is allocated and filled before the first one is
 installed, under :meth:`OptimizerState.snapshot` / :meth:`OptimizerState.restore`, so a
@@ -34,6 +36,13 @@ from .mixed_precision import check_master_name, seed_master
 _DATA = operator.attrgetter("_data")
 _VERSION = operator.attrgetter("_version")
 _DTYPE = operator.attrgetter("dtype")
+
+
+def _settings(param) -> tuple:
+    """What a record reads of a parameter's own settings: its learning-rate ratio and its
+    regularizer (Paddle reads both at every step, so a change must reach the next one)."""
+    attr = getattr(param, "optimize_attr", None)
+    return (attr.get("learning_rate") if attr else None), getattr(param, "regularizer", None)
 
 
 class Plan:
@@ -115,6 +124,7 @@ class OptimizerState:
             signature.extend(map(id, map(_DATA, params)))
             signature.extend(map(_VERSION, params))
             signature.extend(map(_DTYPE, grads))
+            signature.extend(map(_settings, params))
         plan = self.plan
         if plan is not None and plan.signature == signature:
             return plan
