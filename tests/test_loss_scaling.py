@@ -45,6 +45,34 @@ def test_unscale_and_check_finds_any_non_finite_value_in_any_layout(layout, bad,
         assert (base == 1.0).sum() == g[layout].size  # written through the view, only there
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("bad_at", [None, 0, 4, 7])
+def test_unscaling_small_gradients_in_runs_equals_one_tensor_at_a_time(dtype, bad_at, monkeypatch):
+    """The twin widens runs of small gradients together; every bit, and the flag, are what
+    one tensor at a time gives (views, 0-d and empty arrays included, across run ends)."""
+    from minitorch_amp.backend import loss_scaling
+
+    rng = np.random.default_rng(3)
+    base = [rng.standard_normal(shape) * 300 for shape in ((3,), (2, 2), (), (0,), (5,), (1,))]
+    base += [rng.standard_normal((4, 6)) * 300, rng.standard_normal(7) * 300]
+
+    def grads():
+        out = [np.asarray(b).astype(dtype) for b in base]
+        out[6] = out[6].T  # a strided view
+        if bad_at is not None:
+            out[bad_at].reshape(-1)[-1] = np.inf
+        return out
+
+    results = []
+    for run in (1, 5, 2**20):  # one tensor per run, runs across tensors, everything at once
+        monkeypatch.setattr(loss_scaling, "_TWIN_RUN", run)
+        gs, flag = grads(), _flag()
+        unscale_and_check(gs, np.array([1 / 3], "float32"), flag)
+        results.append(([np.asarray(g).tobytes() for g in gs], bool(flag[0])))
+    assert results[1] == results[0] and results[2] == results[0]
+    assert results[0][1] == (bad_at is not None)
+
+
 def test_unscale_checks_after_narrowing_so_an_overflow_from_unscaling_is_found():
     # NOTE: 40000 is a finite float16, but 40000 / 0.5 is not; a check before unscaling misses it.
     g = np.array([40000.0, 1.0], dtype="float16")

@@ -30,6 +30,8 @@ Example:
 
 from __future__ import annotations
 
+import functools
+
 import ml_dtypes
 import numpy as np
 
@@ -104,8 +106,10 @@ def unscale_and_check(grads: list, inv_scale, found_inf) -> None:
     """``g = g * inv_scale`` for every gradient, in place; ``found_inf |= any(!isfinite(g))``.
 
     Each gradient is widened to float32 (float64 stays float64), multiplied by ``inv_scale``
-    and rounded to nearest even back into its own dtype. One pass per tensor; nothing is
-    read back to the host, ``found_inf`` stays on the device.
+    and rounded to nearest even back into its own dtype. On the GPU one kernel launch does
+    every tensor; the twin widens runs of small tensors together (one NumPy pass per run of
+    up to 2**20 elements, not one per tensor). Nothing is read back to the host,
+    ``found_inf`` stays on the device.
 
     NOTE: finiteness is checked on the *unscaled, narrowed* value, as Paddle's kernel does.
     Checking the scaled gradient before unscaling misses values that become non-finite only
@@ -147,22 +151,42 @@ def unscale_and_check(grads: list, inv_scale, found_inf) -> None:
             return
     acc = accumulation_dtype(grads[0].dtype)
     inv = inv_scale.reshape(()).astype(acc, copy=False)  # 0-d, so 0-d grads keep their shape
+    limit = None if acc == grads[0].dtype else _overflow_threshold(grads[0].dtype)
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is what we look for
-        for g in grads:
-            if g.dtype == acc:
-                xp.multiply(g, inv, out=g)
-                bad = ~xp.isfinite(g).all()
-            else:  # widen, multiply in fp32, round once to nearest even on the way back
-                wide = g.astype(acc)
+        for run in _runs(grads, _TWIN_RUN):
+            if len(run) == 1 and limit is None:  # one float32 tensor: in place
+                wide = xp.multiply(run[0], inv, out=run[0])
+            else:  # widen (a run of small tensors at once), multiply, round back once
+                wide = xp.concatenate([g.reshape(-1) for g in run], dtype=acc)
                 wide *= inv
-                g[...] = wide
+                start = 0
+                for g in run:
+                    g[...] = wide[start : start + g.size].reshape(g.shape)
+                    start += g.size
+            if limit is None:
+                bad = ~xp.isfinite(wide).all()
+            else:
                 # NOTE: rounding to float16 gives +-inf exactly when |wide| >= 65520 (65504
                 # plus half an ulp rounds up) and keeps NaN, so testing the float32 copy is
                 # the same check as isfinite on the narrowed result, and much cheaper on the
                 # CPU. max/min propagate NaN, which fails both comparisons.
-                limit = _overflow_threshold(g.dtype)
                 bad = ~((wide.max() < limit) & (wide.min() > -limit)) if wide.size else False
             xp.logical_or(found_inf, bad, out=found_inf)
+
+
+_TWIN_RUN = 2**20  # elements the twin widens at once: many small gradients cost one pass
+
+
+def _runs(arrays: list, limit: int) -> list:
+    """``arrays`` cut into consecutive runs of at most ``limit`` elements (or one array)."""
+    runs, run, size = [], [], 0
+    for a in arrays:
+        if run and size + a.size > limit:
+            runs.append(run)
+            run, size = [], 0
+        run.append(a)
+        size += a.size
+    return [*runs, run] if run else runs
 
 
 def _unscale_with_kernel(grads: list, inv_scale, found_inf) -> list:
@@ -210,6 +234,7 @@ def chunk_table(pointers, sizes, chunk: int) -> np.ndarray:
     return np.concatenate([pointers, sizes, chunk_tensor, chunk_begin])
 
 
+@functools.cache
 def _overflow_threshold(dtype) -> float:
     """The smallest magnitude that rounds to infinity in ``dtype`` (65520 for float16).
 
