@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import operator
 import warnings
 
 import numpy as np
@@ -191,10 +192,7 @@ class AmpScaler(ScalerSettings):
             )
         if entry["state"] is OptimizerState.STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
-        buckets: dict = {}  # dtype -> grad arrays; one kernel launch per bucket
-        for p in params:
-            if p._grad is not None:
-                buckets.setdefault(p._grad.dtype, []).append(p._grad._data)
+        buckets = _by_dtype([g._data for g in map(_GRAD, params) if g is not None])
         inverse_scale(self._scale._data, self._inv_scale)  # 1/S, on the device
         found_inf = self._found_infs.get(id(optimizer))
         if found_inf is None:
@@ -393,6 +391,21 @@ class GradScaler(AmpScaler):
 
 
 # ---- helpers ------------------------------------------------------------------------------
+_GRAD = operator.attrgetter("_grad")  # the property: a stale (cleared) gradient reads as zeros
+_DTYPE = operator.attrgetter("dtype")
+
+
+def _by_dtype(grads: list) -> dict:
+    """``{dtype: grads}``: one unscale launch per bucket (usually one bucket)."""
+    dtypes = set(map(_DTYPE, grads))
+    if len(dtypes) == 1:
+        return {dtypes.pop(): grads}
+    buckets: dict = {}
+    for g in grads:
+        buckets.setdefault(g.dtype, []).append(g)
+    return buckets
+
+
 def _check_scale_input(var, path: str) -> None:
     """TypeError unless ``var`` is a Tensor or a (nested) list or tuple of Tensors."""
     if isinstance(var, Tensor):

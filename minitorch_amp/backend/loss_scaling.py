@@ -31,6 +31,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import operator
 
 import ml_dtypes
 import numpy as np
@@ -201,18 +202,42 @@ def _unscale_with_kernel(grads: list, inv_scale, found_inf) -> list:
     on_device = all(isinstance(a, cupy.ndarray) for a in (inv_scale, found_inf))
     if name is None or not on_device:
         return grads
+    with grads[0].device as device:
+        rest, live, table, n_chunks = _unscale_plan(grads, device.id)
+        if live:
+            args = (table, np.int32(live), np.int32(n_chunks), inv_scale, found_inf)
+            kernels.launch("amp.cu", name, (n_chunks,), (_UNSCALE_THREADS,), args)
+    return rest
+
+
+_LAST_PLANS: dict = {}  # (device, dtype) -> (grads, plan): the last step's, for the next one
+
+
+def _unscale_plan(grads: list, device_id: int) -> tuple:
+    """``(rest, n_live, table, n_chunks)`` for ``grads``: the last step's when they are the
+    very same arrays (a step reads no pointer, flag or size), else worked out again.
+
+    NOTE: the last step's gradient arrays are kept referenced (one set per device and dtype)
+    so that the same objects really are the same buffers."""
+    key = (device_id, grads[0].dtype)
+    last = _LAST_PLANS.get(key)
+    if last is not None and len(last[0]) == len(grads) and all(map(operator.is_, last[0], grads)):
+        if last[1][2] is not None:
+            kernels.using(last[1][2])  # a capture in progress keeps it alive
+        return last[1]
     rest = [g for g in grads if not g.flags.c_contiguous]
     live = [g for g in grads if g.flags.c_contiguous and g.size]
+    table, n_chunks = None, 0
     if live:
         pointers, sizes = tuple(g.data.ptr for g in live), tuple(g.size for g in live)
         n_chunks = sum(-(-n // _CHUNK) for n in sizes)
-        with live[0].device as device:
-            # Built and uploaded at the first step only: the same gradient buffers come back.
-            key = ("amp.cu", device.id, pointers, sizes)
-            table = kernels.device_table(key, lambda: chunk_table(pointers, sizes, _CHUNK))
-            args = (table, np.int32(len(live)), np.int32(n_chunks), inv_scale, found_inf)
-            kernels.launch("amp.cu", name, (n_chunks,), (_UNSCALE_THREADS,), args)
-    return rest
+        # Built and uploaded at the first step only: the same gradient buffers come back.
+        table = kernels.device_table(
+            ("amp.cu", device_id, pointers, sizes), lambda: chunk_table(pointers, sizes, _CHUNK)
+        )
+    plan = (rest, len(live), table, n_chunks)
+    _LAST_PLANS[key] = (list(grads), plan)
+    return plan
 
 
 def chunk_table(pointers, sizes, chunk: int) -> np.ndarray:
