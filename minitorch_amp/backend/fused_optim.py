@@ -101,12 +101,15 @@ def launch(kind: str, ptype, gtype, words, n_tensors: int, found_inf, base_lr, s
     Args:
         words: the device copy of :func:`table`'s words (``kernels.device_table``).
         found_inf: bool [1] on the device; when set, the kernel writes nothing.
-        base_lr: float64 [1] on the device, the optimizer's learning rate.
+        base_lr: float64 [1] on the device, the optimizer's learning rate (its own buffer).
         scalars: the kernel's hyper-parameters, as ``numpy.float32`` / ``numpy.int32``
             (the optimizer's ``_kernel_scalars``).
     """
-    kernels.check_array(found_inf, bool_, "found_inf")
-    kernels.check_array(base_lr, np.float64, "base_lr")
+    if found_inf.dtype != bool_ or found_inf.shape != (1,):  # the one form it takes
+        raise TypeError(
+            f"found_inf must be a bool array of shape [1], got {found_inf.dtype} "
+            f"of shape {list(found_inf.shape)}"
+        )
     n_chunks = words.size - n_tensors * WORDS - 1
     tensors, chunks = words[: n_tensors * WORDS], words[n_tensors * WORDS : -1]
     if kind == "adam":

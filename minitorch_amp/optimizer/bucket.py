@@ -100,6 +100,7 @@ class Bucket:
             for name, (per, _) in self.layout.items()
         }
         self.kernel = self._kernel_kind(opt)
+        self.scalars = opt._kernel_scalars(group) if self.kernel else ()  # kernel arguments
         self.runs = self._static_runs()
         self._scratch: dict = {}  # 'grad' / 'param' -> the flat buffer the twin gathers into
         self._casts: list = []  # [(param, its segment of the updated values)]: the write-back
@@ -276,7 +277,7 @@ class Bucket:
         with _device.cupy.cuda.Device(self.place.index):
             fused_optim.launch(
                 self.kernel, self.ptype, self.kernel_gtype(), words, len(self.records), flag,
-                base_lr, self.opt._kernel_scalars(self.group),
+                base_lr, self.scalars,
             )  # fmt: skip
         return True
 
