@@ -43,15 +43,13 @@ import numpy as np
 from ..autograd.dispatch import hooks
 from ..autograd.tensor import Tensor
 from ..backend import device as _device
-from ..backend import dtypes as _dtypes
-from ..regularizer import L2Decay
-from .bucket import Record
 from .lr import LRScheduler
 from .mixed_precision import as_found_inf, low_precision_warning
 from .param_groups import as_groups, as_regularizer, check_learning_rate
 from .state import OptimizerState
 from .state_dict import load_optimizer_state, optimizer_state_dict
 from .torch_compat import TorchOptimizerMethods
+from .update_rule import UpdateRule
 
 __all__ = ["Optimizer"]
 
@@ -59,7 +57,7 @@ __all__ = ["Optimizer"]
 _BASE_GROUP_KEYS = ("params", "learning_rate", "weight_decay", "grad_clip")
 
 
-class Optimizer(TorchOptimizerMethods):
+class Optimizer(UpdateRule, TorchOptimizerMethods):
     """Base class of the optimizers; holds parameters, groups, accumulators and the lr.
 
     Args:
@@ -87,7 +85,6 @@ class Optimizer(TorchOptimizerMethods):
     """
 
     _group_keys: tuple[str, ...] = ()  # the subclass's hyper-parameters a group may override
-    _kernel: str | None = None  # the optim.cu kernel that does this class's _update ('adam')
     _kernel_name: str | None = None  # Paddle's update op in operator statistics ('adamw_')
 
     def __init__(
@@ -192,12 +189,6 @@ class Optimizer(TorchOptimizerMethods):
             raise TypeError(f"set_lr_scheduler needs an LRScheduler, got {type(scheduler)}")
         self._learning_rate = scheduler
 
-    def _lr_multiplier(self, param, group: dict) -> float:
-        """The group's and the parameter's learning-rate ratios, multiplied."""
-        attr = getattr(param, "optimize_attr", None)
-        ratio = 1.0 if attr is None else attr.get("learning_rate", 1.0)
-        return float(group["learning_rate"]) * float(ratio)
-
     # ---- the update ---------------------------------------------------------------------------
     def step(self) -> None:
         """Update every trainable parameter that has a gradient, from that gradient.
@@ -271,21 +262,6 @@ class Optimizer(TorchOptimizerMethods):
             return float(self.get_lr())
         return self._state.lr_buffer(self, place)
 
-    def _record(self, param, group: dict) -> Record:
-        """``param`` as the update sees it: its lr ratio, weight decay and scalars."""
-        regularizer = getattr(param, "regularizer", None) or group["_regularizer"]
-        l2 = 0.0
-        if type(regularizer) is L2Decay and regularizer.coeff != 0.0:
-            l2, regularizer = regularizer.coeff, None  # fused into the update, as Paddle does
-        return Record(
-            param,
-            lr_ratio=self._lr_multiplier(param, group),
-            l2=l2,
-            decay=self._decay_coeff(param, group),
-            grad_scale=self._grad_scale(group),
-            regularizer=regularizer,
-        )
-
     def _has_group(self, param) -> bool:
         return id(param) in self._group_of
 
@@ -293,69 +269,6 @@ class Optimizer(TorchOptimizerMethods):
         if not self._warned_low_precision:
             self._warned_low_precision = True
             warnings.warn(low_precision_warning(type(self).__name__), stacklevel=6)
-
-    # ---- what a subclass defines: its state and its maths -----------------------------------
-    def _state_layout(self, group: dict) -> dict:
-        """The accumulators: ``{name: (per, initial value)}``, ``per`` being ``'element'``
-        (one value per parameter element, e.g. a moment) or ``'tensor'`` (one per parameter,
-        shape [1], e.g. Adam's ``beta1_pow_acc``). In the kernel's order: per-element first.
-        They are float32 for float16 parameters (as Paddle), else the parameter's dtype."""
-        return {}
-
-    def _update(self, p, g, state: dict, lr, hyper: dict) -> None:
-        """The optimizer's maths on arrays: update ``p`` and ``state`` in place.
-
-        The one spelling of the maths: the CPU path, the twin on CuPy, and the specification
-        that ``cuda/optim.cu`` computes bit for bit (the same float32 operations in the same
-        order). Called once per run of parameters with the same scalars, on flat arrays.
-
-        Args:
-            p: the parameter values (float32 or wider: the fp32 master under O2), in place.
-            g: the gradient after clipping and weight decay, same shape; do not modify it.
-            state: ``{name: array}`` (see :meth:`_state_layout`): per-element ones like
-                ``p``, per-tensor ones broadcastable to it. Update the per-element ones in
-                place; per-tensor ones advance in :meth:`_advance`.
-            lr: the learning rate for these parameters, a float32 (the ratios applied).
-            hyper: the parameter group (``beta1``, ...) and ``'decay'``: the float32 factor
-                ``1 - lr * coeff`` of AdamW's decoupled decay, or None.
-        """
-        raise NotImplementedError(f"{type(self).__name__} does not implement _update()")
-
-    def _advance(self, state: dict, hyper: dict) -> None:
-        """Move the per-tensor state one step on, after :meth:`_update` (Adam's beta pows)."""
-
-    def _grad_scale(self, group: dict) -> float:
-        """A factor applied to the gradient before the weight decay (Momentum's)."""
-        return 1.0
-
-    def _decay_coeff(self, param, group: dict) -> float:
-        """The decoupled weight decay coefficient of ``param`` (AdamW's), 0.0 for none."""
-        return 0.0
-
-    def _kernel_scalars(self, group: dict) -> tuple:
-        """The kernel's hyper-parameters, as ``numpy.float32`` / ``numpy.int32``."""
-        return ()
-
-    @classmethod
-    def _kernel_kind(cls) -> str | None:
-        """The kernel that computes this class's maths: the ``_kernel`` of the class that
-        declared it, unless a subclass has written its own ``_update`` or ``_advance``."""
-        owner = next((c for c in cls.__mro__ if "_kernel" in vars(c)), None)
-        if owner is None or owner._kernel is None:
-            return None
-        same = cls._update is owner._update and cls._advance is owner._advance
-        return owner._kernel if same else None
-
-    def _create_accumulators(self, param, group: dict) -> dict:
-        """Fresh state for ``param`` (what a checkpoint is checked against)."""
-        data = param._data
-        xp = _device.get_array_module(data)
-        dtype = _dtypes.accumulation_dtype(data.dtype)
-        state = {}
-        for name, (per, fill) in self._state_layout(group).items():
-            array = xp.full(data.shape if per == "element" else (1,), fill, dtype=dtype)
-            state[name] = _device.to_place(array, _device.place_of(data))
-        return state
 
     # ---- AMP hand-over ------------------------------------------------------------------------
     def _set_auxiliary_var(self, key: str, value) -> None:
