@@ -288,6 +288,16 @@ class Optimizer(UpdateRule, TorchOptimizerMethods):
     def _master_weights(self) -> dict:
         return self._state.masters
 
+    def take_grad_clips(self) -> list:
+        """``[(clip, params)]`` for every group that clips, leaving no clip in the groups: the
+        caller clips from now on (sharding does, with a global norm summed over the ranks)."""
+        clips = []
+        for group in self._param_groups:
+            if group["grad_clip"] is not None:
+                clips.append((group["grad_clip"], group["params"]))
+                group["grad_clip"] = None
+        return clips
+
     def restrict_to(self, params) -> None:
         """Update only ``params`` from now on and drop every other parameter's state (what
         sharding does on each rank: the other ranks own the rest)."""

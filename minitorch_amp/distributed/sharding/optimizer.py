@@ -83,10 +83,7 @@ class ShardedOptimizer:
         # State made before sharding (a resumed optimizer) is kept only for owned params.
         optimizer.restrict_to([p for p in self._all_params if self._owner[id(p)] == me])
         # A global-norm clip must see every rank's gradients: we clip before the inner step.
-        self._clips = {}
-        for group in optimizer._param_groups:
-            self._clips[id(group)] = group["grad_clip"]
-            group["grad_clip"] = None
+        self._clips = optimizer.take_grad_clips()
         self.chunk_bytes = int(chunk_bytes)
         self._buffers: dict = {}  # (dtype, place) -> the broadcast staging buffer
 
@@ -174,11 +171,8 @@ class ShardedOptimizer:
 
     # ---- the two collective parts of a step ----------------------------------------------
     def _clip_grads(self) -> None:
-        for group in self._inner_opt._param_groups:
-            clip = self._clips.get(id(group))
-            if clip is None:
-                continue
-            pairs = [(p, p._grad) for p in group["params"] if p._grad is not None]
+        for clip, params in self._clips:
+            pairs = [(p, p._grad) for p in params if p._grad is not None]
             if isinstance(clip, ClipGradByGlobalNorm):
                 self._clip_global_norm(clip, pairs)  # a collective: every rank calls it
             elif pairs:
