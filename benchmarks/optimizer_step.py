@@ -79,7 +79,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 
-from timing import SETTLE_S, warm_up, warmup_seconds
+from timing import SETTLE_S, torch_device, warm_up, warmup_seconds
 
 import minitorch_amp as mt
 from minitorch_amp import amp, nn
@@ -115,16 +115,6 @@ class StepRun:
     grads: Callable[[], list[np.ndarray]]
     scale: Callable[[], float]
     scaled_grads: list
-
-
-def torch_device() -> torch.device:
-    """The torch device matching ours: 'cpu', or 'cuda:N' when we run on 'gpu:N'."""
-    place = str(mt.get_device())
-    if place == "cpu":
-        return torch.device("cpu")
-    if not torch.cuda.is_available():
-        raise SystemExit("minitorch_amp runs on a GPU but this PyTorch has no CUDA: no comparison")
-    return torch.device("cuda", int(place.partition(":")[2] or 0))
 
 
 def initial_values(tensors: int, numel: int, seed: int = 0) -> tuple[list, list]:

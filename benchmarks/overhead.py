@@ -38,7 +38,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 
-from timing import interleave, timed, warm_up, warmup_seconds
+from timing import interleave, timed, torch_device, warm_up, warmup_seconds
 
 import minitorch_amp as mt
 from minitorch_amp import nn
@@ -47,16 +47,6 @@ from minitorch_amp.utils.progress import progress
 WIDTHS = (256, 512, 1024, 2048, 4096)
 DEPTHS = (3, 6, 12, 24, 48)
 BATCH = 32
-
-
-def torch_device():
-    """The torch device matching ours: 'cpu', or 'cuda:N' when we run on 'gpu:N'."""
-    place = str(mt.get_device())
-    if place == "cpu":
-        return torch.device("cpu")
-    if not torch.cuda.is_available():
-        raise SystemExit("minitorch_amp runs on a GPU but this PyTorch has no CUDA: no comparison")
-    return torch.device("cuda", int(place.partition(":")[2] or 0))
 
 
 def syncs(device) -> dict:

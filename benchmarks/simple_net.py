@@ -73,7 +73,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a sourc
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 from simple_net import SimpleNet
-from timing import interleave, warmup_seconds
+from timing import interleave, torch_device, warmup_seconds
 
 import minitorch_amp as mt
 from minitorch_amp import amp, nn
@@ -253,18 +253,6 @@ def count_gpu_activities(step, sync):
 
 
 # ---- measuring -------------------------------------------------------------------------------
-def torch_device_for_ours():
-    """The torch device matching ours ('cpu' or 'cuda:N'), or None when torch cannot follow."""
-    if torch is None:
-        return None
-    place = str(mt.get_device())
-    if place == "cpu":
-        return torch.device("cpu")
-    if not torch.cuda.is_available():
-        return None  # ours is on a GPU, this torch build has no CUDA: no fair comparison
-    return torch.device("cuda", int(place.partition(":")[2] or 0))
-
-
 def check_same_start(mode: str, ours_loss, torch_loss) -> None:
     """Both frameworks must train the same model: their first losses agree."""
     a, b = float(ours_loss.item()), float(torch_loss.item())
@@ -375,7 +363,7 @@ def main(argv=None) -> None:
     block = args.block or (1 if args.full else 5)
     if args.device is not None:
         mt.set_device(args.device)
-    device = None if args.no_torch else torch_device_for_ours()
+    device = None if args.no_torch or torch is None else torch_device(required=False)
     warmup_s = warmup_seconds(str(mt.get_device()).startswith("gpu"))
     if torch is not None:
         torch.manual_seed(0)

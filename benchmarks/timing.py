@@ -31,6 +31,26 @@ CPU_WARMUP_S = 0.0  # the warm-up steps suffice on a CPU (caches, thread pools)
 Run = tuple[Callable[[], object], Callable[[], None]]  # (step, synchronize its device)
 
 
+def torch_device(required: bool = True):
+    """The torch device matching ours: 'cpu', or 'cuda:N' when we run on 'gpu:N'.
+
+    When ours runs on a GPU and this PyTorch has no CUDA there is no fair comparison: exit
+    with a message, or return None when the comparison is not ``required``.
+    """
+    import torch  # the benchmarks compare against it; the package never needs it
+
+    import minitorch_amp as mt
+
+    place = str(mt.get_device())
+    if place == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        if not required:
+            return None
+        raise SystemExit("minitorch_amp runs on a GPU but this PyTorch has no CUDA: no comparison")
+    return torch.device("cuda", int(place.partition(":")[2] or 0))
+
+
 def timed(step: Callable[[], object], sync: Callable[[], None]) -> float:
     """Seconds for one ``step()``, with the device drained before and after."""
     sync()
