@@ -128,13 +128,10 @@ MUTANTS: list[Mutant] = [
         "optimize-cast-skipped",
         BUCKET,
         lines(
-            "                for param, value in self._casts:  # the optimize-cast",
-            "                    param[...] = value",
+            "                for param, a, b in self._casts:",
+            "                    param[...] = rounded[a:b].reshape(param.shape)",
         ),
-        lines(
-            "                for param, value in self._casts:  # the optimize-cast",
-            "                    pass",
-        ),
+        lines("                for param, a, b in self._casts:", "                    pass"),
         ("tests/test_master_weights.py",),
         "the master is updated but the float16 parameter is never written from it",
     ),

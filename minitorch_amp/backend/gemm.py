@@ -60,6 +60,7 @@ import numpy as np
 from . import device as _device
 from . import gemm_bf16_sm90 as _sm90_bf16
 from . import gemm_sm90 as _sm90
+from .cast import narrow
 from .device import get_array_module
 from .dtypes import bfloat16, float16, float32
 from .kernels import check_array, get_function, register
@@ -240,10 +241,10 @@ def twin(
         if beta != 0:
             v = v + beta * c.astype(float32)
         if bias is not None:  # the product as stored, then the add
-            v = v.astype(out_dtype).astype(float32) + bias.astype(float32)
+            v = narrow(v, out_dtype).astype(float32) + bias.astype(float32)
         if relu:
             v = np.where(v < 0, np.float32(0), v)
-        result = v.astype(out_dtype)
+        result = narrow(v, out_dtype)
     if c is None:
         return result
     c[...] = result

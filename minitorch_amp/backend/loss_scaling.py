@@ -37,6 +37,7 @@ import ml_dtypes
 import numpy as np
 
 from . import kernels
+from .cast import narrow
 from .device import get_array_module
 from .dtypes import accumulation_dtype, bfloat16, bool_, float16, float32, float64, int32
 
@@ -160,9 +161,10 @@ def unscale_and_check(grads: list, inv_scale, found_inf) -> None:
             else:  # widen (a run of small tensors at once), multiply, round back once
                 wide = xp.concatenate([g.reshape(-1) for g in run], dtype=acc)
                 wide *= inv
+                rounded = narrow(wide, run[0].dtype)  # once for the run, to nearest even
                 start = 0
                 for g in run:
-                    g[...] = wide[start : start + g.size].reshape(g.shape)
+                    g[...] = rounded[start : start + g.size].reshape(g.shape)
                     start += g.size
             if limit is None:
                 bad = ~xp.isfinite(wide).all()

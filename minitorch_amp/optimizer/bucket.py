@@ -41,6 +41,7 @@ import numpy as np
 from ..backend import device as _device
 from ..backend import dtypes as _dtypes
 from ..backend import fused_optim, kernels, memory
+from ..backend.cast import narrow
 from ..backend.cast_counter import count_cast
 
 ALIGN = 64  # on a GPU each segment starts at a multiple of 64 elements: aligned vector loads
@@ -207,9 +208,10 @@ class Bucket:
             if keep is not None:  # NOTE: the one commit of a step skipped on the device
                 for name, array in old.items():
                     xp.copyto(array, new[name], where=~keep)
-            if keep is None:
-                for param, value in self._casts:  # the optimize-cast
-                    param[...] = value
+            if keep is None:  # the optimize-cast: the whole bucket rounded at once
+                rounded = p if self.ptype == p.dtype else narrow(p, self.ptype)
+                for param, a, b in self._casts:
+                    param[...] = rounded[a:b].reshape(param.shape)
             else:
                 for i, param in enumerate(self.params()):
                     xp.copyto(param, self.view(p, i).astype(param.dtype), where=~keep)
@@ -223,7 +225,10 @@ class Bucket:
         own = self.master
         if own is None:
             own = self._scratch["param"] = self._flat(self.total, self.wide)
-        self._casts = [(r.data, self.view(own, i)) for i, r in enumerate(self.records)]
+        self._casts = [
+            (r.data, self.offsets[i], self.offsets[i] + self.sizes[i])
+            for i, r in enumerate(self.records)
+        ]
 
     def _runs(self, state) -> list:
         """The static runs, split where a per-tensor value differs, so that each run reads

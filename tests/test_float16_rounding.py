@@ -1,0 +1,67 @@
+"""``backend.cast.float16_from_float32``: NumPy's float32 -> float16 conversion, bit for bit.
+
+NumPy converts one element at a time, and a result in float16's subnormal range takes about
+100 ns an element (unscaled gradients live there); the backend computes the same bits on
+whole arrays. The oracle is NumPy's own ``astype``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from minitorch_amp.backend.cast import float16_from_float32, narrow
+
+
+def numpy_bits(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        return x.astype(np.float16).view(np.uint16)
+
+
+def assert_same_as_numpy(x: np.ndarray) -> None:
+    got = float16_from_float32(x)
+    assert got.dtype == np.float16 and got.shape == x.shape
+    want = numpy_bits(x)
+    bad = np.flatnonzero(got.view(np.uint16) != want)
+    assert bad.size == 0, (x.reshape(-1)[bad[:5]], want.reshape(-1)[bad[:5]])
+
+
+def test_every_float16_rounding_boundary_and_its_neighbours():
+    """For every float16 value: the float32 halfway to the next one (a tie), one float32
+    step either side of it, and the value itself, with both signs."""
+    h = np.arange(0x7C00, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    lo, hi = h[:-1].astype(np.float32), h[1:].astype(np.float32)
+    mid = ((lo.astype(np.float64) + hi.astype(np.float64)) / 2).astype(np.float32)
+    bits = mid.view(np.uint32)
+    points = np.concatenate([lo, mid, (bits - 1).view(np.float32), (bits + 1).view(np.float32)])
+    points = np.concatenate([points, [65504, 65519.996, 65520, 65536, 2.0**-24, 2.0**-25]])
+    assert_same_as_numpy(np.concatenate([points, -points]).astype(np.float32))
+
+
+def test_a_sweep_of_every_kind_of_float32_bit_pattern():
+    """4.3 million patterns spread over all 2**32: NaNs with every payload top, infs,
+    float32 subnormals, underflow to zero, overflow."""
+    patterns = np.arange(0, 2**32, 997, dtype=np.uint64).astype(np.uint32)
+    assert_same_as_numpy(patterns.view(np.float32))
+
+
+def test_specials_and_shapes():
+    specials = np.array(
+        [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1e-45, -1e-45, 3.4e38], np.float32
+    )
+    nan_payloads = np.array([0x7F800001, 0x7FC00000, 0xFF802000, 0x7FFFFFFF], np.uint32)
+    assert_same_as_numpy(np.concatenate([specials, nan_payloads.view(np.float32)]))
+    assert_same_as_numpy(np.array(2.0**-20, np.float32))  # 0-d stays 0-d
+    x = np.random.default_rng(0).standard_normal((6, 5)).astype(np.float32) * 1e-5
+    assert_same_as_numpy(x.T)  # a strided view
+    assert_same_as_numpy(np.zeros((0, 3), np.float32))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_narrow_is_astype(dtype):
+    x = np.random.default_rng(1).standard_normal(100).astype(np.float32) * 1e-6
+    out = narrow(x, dtype)
+    with np.errstate(over="ignore"):
+        want = x.astype(dtype)
+    assert out.dtype == want.dtype and out.flags.c_contiguous
+    np.testing.assert_array_equal(out.view(f"u{out.itemsize}"), want.view(f"u{want.itemsize}"))
