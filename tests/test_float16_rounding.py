@@ -58,10 +58,17 @@ def test_specials_and_shapes():
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
-def test_narrow_is_astype(dtype):
-    x = np.random.default_rng(1).standard_normal(100).astype(np.float32) * 1e-6
+@pytest.mark.parametrize("n", [100, 5000])  # NumPy's own conversion, and the whole-array one
+def test_narrow_is_astype(dtype, n, monkeypatch):
+    from minitorch_amp.backend import cast
+
+    calls = []
+    real = cast.float16_from_float32
+    monkeypatch.setattr(cast, "float16_from_float32", lambda x: calls.append(1) or real(x))
+    x = np.random.default_rng(1).standard_normal(n).astype(np.float32) * 1e-6
     out = narrow(x, dtype)
     with np.errstate(over="ignore"):
         want = x.astype(dtype)
     assert out.dtype == want.dtype and out.flags.c_contiguous
+    assert len(calls) == (dtype == "float16" and n > cast._SLOW_LIMIT)
     np.testing.assert_array_equal(out.view(f"u{out.itemsize}"), want.view(f"u{want.itemsize}"))
