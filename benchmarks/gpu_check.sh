@@ -1,0 +1,267 @@
+#!/usr/bin/env bash
+# The GPU acceptance check: every GPU test and benchmark in one run, under 8 minutes on an H100.
+#
+#     bash benchmarks/gpu_check.sh                  # every stage
+#     bash benchmarks/gpu_check.sh --dry-run        # the stages, commands and budgets; runs nothing
+#     bash benchmarks/gpu_check.sh --stages pytest,kernels
+#
+# Each stage runs under its own `timeout`, so a hang costs that stage's budget and no more,
+# and a failing stage does not stop the next. Every stage writes its whole output (stdout
+# and stderr) to OUTDIR/<stage>.log; OUTDIR/summary.md gets the device, the versions, each
+# stage's status and wall time, and the lines the docs quote (test counts, the tables).
+# The summary is rewritten after every stage, so a run killed from outside still leaves one.
+# OUTDIR is --out, else $OUT (a runner's folder of files to send back), else ./gpu_check_out.
+#
+# Exit status: 0 when every stage that ran passed (a skipped stage is no failure), 1 when a
+# stage failed or ran out of time, 2 when the command line is wrong.
+#
+# Nothing is installed. The project runs from this checkout (PYTHONPATH), with the Python
+# named by $PYTHON (default python3; it needs CuPy, PyTorch with CUDA, pytest, hypothesis).
+# Warming the GPU up is each script's own business: they warm up for at least 1 s.
+set -u
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PY=${PYTHON:-python3}
+LIMIT_S=480 # the whole check, every budget, grace and the header included
+GRACE_S=3   # after a stage's budget: SIGTERM, then this long before SIGKILL
+HEADER_S=20 # nvidia-smi's device line and the versions, 10 s each at most
+
+# ---- the stages ------------------------------------------------------------------------------
+# name, budget (s), the script it runs ("" for none), optional (a missing script is skipped,
+# not failed), the awk program that picks from its log what the summary shows, and the
+# command (run by bash in the checkout's root).
+NAMES=()
+declare -A BUDGET SCRIPT OPTIONAL QUOTE COMMAND
+stage() {
+    NAMES+=("$1")
+    BUDGET[$1]=$2 SCRIPT[$1]=$3 OPTIONAL[$1]=$4 QUOTE[$1]=$5 COMMAND[$1]=$6
+}
+py=$(printf '%q' "$PY")
+has_gpu='import sys, minitorch_amp as mt; mt.device.cuda.device_count() or sys.exit("no GPU")'
+stage device 25 "" no '/^minitorch_amp environment report/ { on = 1 } on' \
+    "nvidia-smi && $py -m minitorch_amp --no-compile && $py -c '$has_gpu'"
+# shellcheck disable=SC2016 # the $ are awk's
+stage pytest 115 "" no '/^(FAILED|ERROR) / && n++ < 30
+    / in [0-9.]+s|no tests ran/ { counts = $0 } END { if (counts) print counts }' \
+    "$py -m pytest -m gpu -q"
+stage kernels 90 benchmarks/kernels.py no '/^raw kernels on/ { on = 1 } on' \
+    "$py benchmarks/kernels.py"
+stage simple_net 90 benchmarks/simple_net.py no '/^SimpleNet on/ { on = 1 } on' \
+    "$py benchmarks/simple_net.py --full --device gpu"
+stage optimizer 30 benchmarks/optimizer_step.py no '/^µs of host time/ { on = 1 } on' \
+    "$py benchmarks/optimizer_step.py --quick --device gpu"
+# shellcheck disable=SC2016 # the $ are awk's
+stage host_profile 40 benchmarks/host_profile.py yes '/^### / { if (n++) print ""; print }
+    /^\| part \|/ { on = 1 } on && /^$/ { on = 0 } on' \
+    "$py benchmarks/host_profile.py --full --device gpu"
+stage compare 40 examples/simple_net.py no '/^SimpleNet on/ { on = 1 } on' \
+    "$py examples/simple_net.py --compare --full --graph --device gpu"
+
+usage() {
+    cat <<EOF
+usage: bash benchmarks/gpu_check.sh [--dry-run] [--stages a,b,...] [--out DIR] [--max-stage-s N]
+
+  --dry-run        print the stages, their commands and budgets; run nothing
+  --stages a,b     run only these stages (in the order above): ${NAMES[*]}
+  --out DIR        where the logs and summary.md go (default: \$OUT, else ./gpu_check_out)
+  --max-stage-s N  cap every stage's budget at N s (a smoke run on a short lease)
+EOF
+}
+
+# ---- the command line ------------------------------------------------------------------------
+dry_run=0 picked="" out=${OUT:-./gpu_check_out} cap=""
+invocation="bash benchmarks/gpu_check.sh $*"
+while [ $# -gt 0 ]; do
+    case $1 in
+        --dry-run) dry_run=1 ;;
+        --stages | --out | --max-stage-s)
+            if [ $# -lt 2 ] || [ -z "$2" ]; then
+                echo "gpu_check.sh: $1 needs a value" >&2 && exit 2
+            fi
+            case $1 in --stages) picked=$2 ;; --out) out=$2 ;; *) cap=$2 ;; esac
+            shift
+            ;;
+        -h | --help) usage && exit 0 ;;
+        *) echo "gpu_check.sh: unknown argument '$1'" >&2 && usage >&2 && exit 2 ;;
+    esac
+    shift
+done
+if [ -n "$cap" ] && ! [[ $cap =~ ^[1-9][0-9]*$ ]]; then
+    echo "gpu_check.sh: --max-stage-s takes whole seconds, got '$cap'" >&2 && exit 2
+fi
+selected=()
+if [ -z "$picked" ]; then
+    selected=("${NAMES[@]}")
+else
+    IFS=, read -ra wanted <<<"$picked"
+    for name in "${wanted[@]}"; do
+        if [ -z "${BUDGET[$name]+set}" ]; then
+            echo "gpu_check.sh: no stage '$name'; the stages are: ${NAMES[*]}" >&2 && exit 2
+        fi
+    done
+    for name in "${NAMES[@]}"; do
+        [[ ",$picked," == *",$name,"* ]] && selected+=("$name")
+    done
+fi
+if [ -n "$cap" ]; then
+    for name in "${NAMES[@]}"; do
+        ((BUDGET[$name] > cap)) && BUDGET[$name]=$cap
+    done
+fi
+total_s=$HEADER_S
+for name in "${selected[@]}"; do
+    total_s=$((total_s + BUDGET[$name] + GRACE_S))
+done
+
+case $out in /*) ;; *) out="$PWD/${out#./}" ;; esac # before the cd: relative to here
+cd "$ROOT" || exit 2
+
+echo "GPU check: ${#selected[@]} stages, at most ${total_s} s (limit ${LIMIT_S} s: the budgets," \
+    "${GRACE_S} s each to stop a hung stage, ${HEADER_S} s for the device line and versions)"
+if [ "$dry_run" = 1 ]; then
+    echo "output: $out (summary.md and one <stage>.log per stage)"
+    printf '%-13s %6s  %s\n' stage budget command
+    for name in "${selected[@]}"; do
+        note=""
+        [ "${OPTIONAL[$name]}" = yes ] &&
+            note="  [optional: skipped when ${SCRIPT[$name]} is not in this checkout]"
+        printf '%-13s %4s s  %s%s\n' "$name" "${BUDGET[$name]}" "${COMMAND[$name]}" "$note"
+    done
+    exit 0
+fi
+if ! mkdir -p -- "$out"; then
+    echo "gpu_check.sh: cannot make the output folder '$out'" >&2 && exit 2
+fi
+
+# ---- the header: device, versions, checkout --------------------------------------------------
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" # the checkout, not an installed copy
+export PYTHONUNBUFFERED=1                             # a killed stage's log keeps its last lines
+if command -v nvidia-smi >/dev/null; then
+    device_line=$(timeout -k 1 10 nvidia-smi --query-gpu=name,memory.total,driver_version \
+        --format=csv,noheader 2>&1 | paste -sd ';' -)
+else
+    device_line="no nvidia-smi here: no NVIDIA driver"
+fi
+versions=$(timeout -k 1 10 "$PY" -c '
+import platform
+from importlib import metadata
+names = ["numpy", "cupy-cuda13x", "cupy-cuda12x", "torch", "ml_dtypes", "pytest", "hypothesis"]
+found = []
+for name in names:
+    try:
+        found.append(f"{name} {metadata.version(name)}")
+    except metadata.PackageNotFoundError:
+        pass
+print(", ".join([f"Python {platform.python_version()}", *found]))
+' 2>&1 | tail -n 1)
+commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null) || commit="unknown (no .git here)"
+if [ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+    commit="$commit, with uncommitted changes"
+fi
+started=$(date -u '+%Y-%m-%d %H:%M UTC')
+t0=$(date +%s)
+
+# ---- running a stage -------------------------------------------------------------------------
+declare -A STATUS WALL
+quote() { # what the summary shows of a stage's log: its stage's awk program picks it
+    awk "${QUOTE[$1]}" "$2"
+}
+
+run_stage() {
+    local name=$1 log="$out/$1.log" start rc
+    if [ -n "${SCRIPT[$name]}" ] && [ ! -f "${SCRIPT[$name]}" ]; then
+        if [ "${OPTIONAL[$name]}" = yes ]; then
+            STATUS[$name]="skipped: not in this checkout"
+        else
+            STATUS[$name]="FAILED: ${SCRIPT[$name]} is missing"
+        fi
+        WALL[$name]=0
+        return
+    fi
+    start=$(date +%s)
+    timeout -k "$GRACE_S" "${BUDGET[$name]}" bash -c "${COMMAND[$name]}" </dev/null >"$log" 2>&1
+    rc=$?
+    WALL[$name]=$(($(date +%s) - start))
+    case $rc in
+        0) STATUS[$name]=ok ;;
+        124 | 137) STATUS[$name]="TIMED OUT after ${BUDGET[$name]} s" ;;
+        *) STATUS[$name]="FAILED (exit $rc)" ;;
+    esac
+}
+
+fenced() { # a Markdown code block
+    # shellcheck disable=SC2016 # the backquotes are Markdown's, not a command substitution
+    printf '```text\n%s\n```\n' "$1"
+}
+
+write_summary() { # all of it again after each stage: a killed run still leaves a summary
+    local name failed=() ok=0 skipped=0 pending=0 counts log text
+    for name in "${selected[@]}"; do
+        case ${STATUS[$name]:-} in
+            "") pending=$((pending + 1)) ;;
+            ok) ok=$((ok + 1)) ;;
+            skipped*) skipped=$((skipped + 1)) ;;
+            *) failed+=("$name") ;;
+        esac
+    done
+    {
+        echo "# GPU check"
+        echo
+        echo "- device: $device_line"
+        echo "- versions: $versions"
+        echo "- checkout: $commit"
+        echo "- command: \`$invocation\`, started $started, $(($(date +%s) - t0)) s so far" \
+            "(at most $total_s s)"
+        counts="$ok ok, $skipped skipped"
+        [ "$pending" -gt 0 ] && counts="$counts, $pending not run yet"
+        if [ ${#failed[@]} -gt 0 ]; then
+            echo "- result: FAILED: ${failed[*]}; $counts"
+        else
+            echo "- result: no stage failed; $counts"
+        fi
+        echo
+        echo "| stage | status | wall s | budget s | command |"
+        echo "|---|---|---|---|---|"
+        for name in "${selected[@]}"; do
+            echo "| $name | ${STATUS[$name]:-not run yet} | ${WALL[$name]:-} |" \
+                "${BUDGET[$name]} | \`${COMMAND[$name]//|/\\|}\` |"
+        done
+        for name in "${selected[@]}"; do
+            log="$out/$name.log"
+            [ -f "$log" ] || continue
+            echo
+            echo "## $name: ${STATUS[$name]}"
+            echo
+            text=$(quote "$name" "$log")
+            if [ -n "$text" ]; then
+                fenced "$text"
+            fi
+            if [ "${STATUS[$name]:-}" != ok ] || [ -z "$text" ]; then
+                printf '\nThe end of %s:\n\n' "$name.log"
+                fenced "$(tail -n 15 "$log")"
+            fi
+        done
+    } >"$out/summary.md"
+}
+
+# ---- the run ---------------------------------------------------------------------------------
+echo "device: $device_line"
+echo "versions: $versions"
+echo "output: $out"
+for name in summary.md "${selected[@]/%/.log}"; do # nothing left from an earlier run
+    rm -f -- "${out:?}/$name"
+done
+i=0
+for name in "${selected[@]}"; do
+    i=$((i + 1))
+    echo "[$i/${#selected[@]}] $name (budget ${BUDGET[$name]} s): ${COMMAND[$name]}"
+    run_stage "$name"
+    echo "    ${STATUS[$name]}, ${WALL[$name]} s"
+    write_summary
+done
+echo
+cat "$out/summary.md"
+for name in "${selected[@]}"; do
+    case ${STATUS[$name]} in ok | skipped*) ;; *) exit 1 ;; esac
+done
+exit 0
