@@ -129,8 +129,8 @@ class _Recorder:
     def launch(self, *args):
         self.calls.append(("hopper", args[0].dtype, args[-2].dtype))
 
-    def kernel(self, name):
-        return lambda grid, block, args, shared_mem: self.calls.append(("mma.sync", name))
+    def kernel(self, file, name, grid, block, args, shared_mem=0):
+        self.calls.append(("mma.sync", name))
 
 
 @pytest.mark.parametrize("hopper", [True, False])
@@ -140,7 +140,7 @@ def test_each_input_dtype_goes_to_its_own_kernel(monkeypatch, hopper, in_dtype):
     monkeypatch.setattr(gemm_sm90, "usable", lambda a, b, k: hopper)
     monkeypatch.setattr(gemm_sm90, "launch", record.launch)
     monkeypatch.setattr(gemm_bf16_sm90, "launch", lambda *args: record.calls.append(("bf16",)))
-    monkeypatch.setattr(gemm, "_kernel", record.kernel)
+    monkeypatch.setattr(kernels, "launch", record.kernel)
     a, b = np.ones((4, 8), in_dtype), np.ones((8, 4), in_dtype)
     epilogue = gemm._Epilogue(None, False, np.float32(1), np.float32(0))
     gemm._launch_2d(a, b, False, True, epilogue, np.empty((4, 4), in_dtype))
@@ -263,7 +263,7 @@ def test_bf16_hopper_kernel_every_schedule_and_split(cp, schedule, splits):
     assert_within_bound(cp.asnumpy(out), a, b, bias=bias, relu=True)
     assert_within_bound(cp.asnumpy(wide), a, b)
     name = gemm_bf16_sm90.kernel_name(False, False, bfloat16, bn, pingpong)
-    loaded = gemm_bf16_sm90._ready[(cp.cuda.Device().id, name)]  # it ran this kernel
+    loaded = kernels.get_function(gemm_bf16_sm90.FILE, name)  # the one it ran
     assert loaded.local_size_bytes == 0  # no spills in the binary the driver loaded
     assert loaded.max_dynamic_shared_size_bytes >= gemm_sm90.smem_bytes(bn)
 

@@ -404,7 +404,7 @@ def test_kernel_epilogue_edge_values_match_the_twin():
 def test_kernel_opts_into_64_kib_of_shared_memory_and_does_not_spill():
     cp = device.cupy
     run_gemm(cp.ones((8, 8), float16), cp.ones((8, 8), float16))
-    kernel = gemm._kernel(gemm.kernel_name(False, False, float16))
+    kernel = kernels.get_function(gemm.FILE, gemm.kernel_name(False, False, float16))
     assert kernel.max_dynamic_shared_size_bytes >= gemm.SHARED_MEM_BYTES
     assert kernel.local_size_bytes == 0  # no spills in the binary the driver loaded
     assert kernel.num_regs <= 128  # __launch_bounds__(256, 2): two blocks per SM

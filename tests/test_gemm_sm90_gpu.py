@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from test_gemm import LAYOUTS, assert_within_bound, stored
 
-from minitorch_amp.backend import device, gemm_sm90
+from minitorch_amp.backend import device, gemm_sm90, kernels
 from minitorch_amp.backend.dtypes import float16, float32
 from minitorch_amp.backend.gemm import gemm as run_gemm
 
@@ -108,9 +108,8 @@ def test_the_kernel_loads_without_spills_and_with_its_shared_memory(hopper):
     cp = hopper
     run_gemm(cp.ones((128, 128), float16), cp.ones((128, 128), float16))
     for bn, pingpong in gemm_sm90.SCHEDULES:
-        kernel = gemm_sm90._kernel(
-            gemm_sm90.kernel_name(False, False, float16, bn, pingpong), gemm_sm90.smem_bytes(bn)
-        )
+        name = gemm_sm90.kernel_name(False, False, float16, bn, pingpong)
+        kernel = kernels.get_function(gemm_sm90.FILE, name, gemm_sm90.smem_bytes(bn))
         assert kernel.local_size_bytes == 0
         assert kernel.num_regs <= 168  # __launch_bounds__(384, 1): 65536 / 384
         assert kernel.max_dynamic_shared_size_bytes >= gemm_sm90.smem_bytes(bn)

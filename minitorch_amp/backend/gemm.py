@@ -60,10 +60,11 @@ import numpy as np
 from . import device as _device
 from . import gemm_bf16_sm90 as _sm90_bf16
 from . import gemm_sm90 as _sm90
+from . import kernels
 from .cast import narrow
 from .device import get_array_module
 from .dtypes import bfloat16, float16, float32
-from .kernels import check_array, get_function, register
+from .kernels import check_array, register
 
 # Tile sizes and pipeline depth of cuda/gemm_fp16.cu (tests/test_gemm.py checks they agree).
 BLOCK_M = 128
@@ -72,7 +73,6 @@ BLOCK_K = 32
 STAGES = 4
 THREADS = 256
 SHARED_MEM_BYTES = STAGES * (BLOCK_M + BLOCK_N) * BLOCK_K * 2  # 64 KiB of 16-bit tiles
-DEFAULT_SHARED_MEM_LIMIT = 48 * 1024  # above this a kernel must opt in
 EPILOGUE_BIAS = 1
 EPILOGUE_RELU = 2
 
@@ -254,22 +254,6 @@ def twin(
 # --- the kernel -------------------------------------------------------------------------
 
 
-_ready: dict[tuple[int, str], object] = {}
-
-
-def _kernel(name: str):
-    """The compiled kernel on the current device, allowed its 64 KiB of shared memory."""
-    key = (_device.cupy.cuda.Device().id, name)
-    kernel = _ready.get(key)
-    if kernel is None:
-        kernel = get_function(FILE, name)
-        if SHARED_MEM_BYTES > DEFAULT_SHARED_MEM_LIMIT:
-            # NOTE: without this opt-in every launch fails with "invalid argument".
-            kernel.max_dynamic_shared_size_bytes = SHARED_MEM_BYTES
-        _ready[key] = kernel
-    return kernel
-
-
 def _on_gpu(a, b, transpose_a, transpose_b, epilogue: _Epilogue, out, batch) -> None:
     """Launch the kernel once, or once per batch entry, writing into ``out``."""
     if transpose_a and transpose_b:  # no kernel for TT (no backward pass needs it)
@@ -331,5 +315,5 @@ def _launch_2d(a, b, transpose_a, transpose_b, epilogue: _Epilogue, out) -> None
         epilogue.beta,
         np.int32(flags),
     )
-    kernel = _kernel(kernel_name(transpose_a, transpose_b, out.dtype, a.dtype))
-    kernel((blocks, 1, 1), (THREADS, 1, 1), args, shared_mem=SHARED_MEM_BYTES)
+    name = kernel_name(transpose_a, transpose_b, out.dtype, a.dtype)
+    kernels.launch(FILE, name, (blocks, 1, 1), (THREADS, 1, 1), args, SHARED_MEM_BYTES)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import math
 import os
 from typing import NamedTuple
@@ -30,8 +31,9 @@ from typing import NamedTuple
 import numpy as np
 
 from . import device as _device
+from . import kernels
 from .dtypes import float16, float32
-from .kernels import get_function, register
+from .kernels import register
 
 FILE = "gemm_sm90.cu"
 ARCH = "sm_90a"
@@ -292,22 +294,15 @@ def usable(a, b, k: int) -> bool:
     return k >= 1 and tma_addressable(a) and tma_addressable(b)
 
 
-_ready: dict[tuple[int, str], object] = {}
+def sm_count() -> int:
+    """The current device's multiprocessors, asked once per device (CuPy's
+    ``Device.attributes`` queries every attribute the device has)."""
+    return _sm_counts(_device.cupy.cuda.runtime.getDevice())
 
 
-def _kernel(name: str, shared: int):
-    key = (_device.cupy.cuda.Device().id, name)
-    kernel = _ready.get(key)
-    if kernel is None:
-        kernel = get_function(FILE, name)
-        if shared:
-            kernel.max_dynamic_shared_size_bytes = shared
-        _ready[key] = kernel
-    return kernel
-
-
-def _sm_count() -> int:
-    return _device.cupy.cuda.Device().attributes["MultiProcessorCount"]
+@functools.cache
+def _sm_counts(device_id: int) -> int:
+    return _device.cupy.cuda.Device(device_id).attributes["MultiProcessorCount"]
 
 
 def launch(a, b, transpose_a, transpose_b, epilogue, out, flags: int) -> None:
@@ -315,7 +310,7 @@ def launch(a, b, transpose_a, transpose_b, epilogue, out, flags: int) -> None:
     cp = _device.cupy
     m, n = out.shape
     k = a.shape[0] if transpose_a else a.shape[1]
-    p = plan(m, n, k, _sm_count())
+    p = plan(m, n, k, sm_count())
     map_a = encode(a, k_major=not transpose_a, rows=BM)
     map_b = encode(b, k_major=transpose_b, rows=p.bn)
     bias = epilogue.bias if epilogue.bias is not None else out
@@ -337,25 +332,10 @@ def launch(a, b, transpose_a, transpose_b, epilogue, out, flags: int) -> None:
         i32(p.splits),
     )
     name = kernel_name(transpose_a, transpose_b, out.dtype, p.bn, p.pingpong)
-    kernel = _kernel(name, smem_bytes(p.bn))
-    kernel((p.grid, 1, 1), (THREADS, 1, 1), args, shared_mem=smem_bytes(p.bn))
+    kernels.launch(FILE, name, (p.grid, 1, 1), (THREADS, 1, 1), args, smem_bytes(p.bn))
     if p.splits > 1:
         threads = 256
         blocks = math.ceil(m * n / threads)
-        reduce = _kernel(reduce_name(out.dtype), 0)
-        reduce(
-            (blocks, 1, 1),
-            (threads, 1, 1),
-            (
-                partial,
-                i32(p.splits),
-                out,
-                bias,
-                i32(m),
-                i32(n),
-                i32(n),
-                epilogue.alpha,
-                epilogue.beta,
-                i32(flags),
-            ),
-        )
+        args = (partial, i32(p.splits), out, bias, i32(m), i32(n), i32(n))
+        args += (epilogue.alpha, epilogue.beta, i32(flags))
+        kernels.launch(FILE, reduce_name(out.dtype), (blocks, 1, 1), (threads, 1, 1), args)

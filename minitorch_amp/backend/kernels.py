@@ -126,18 +126,36 @@ def _module(file: str, device_id: int):
     return module
 
 
-def get_function(file: str, name: str):
-    """The compiled kernel ``name`` of ``file`` on the current device (compiled once)."""
-    entry = REGISTRY.get(file)
-    if entry is None or name not in entry.names:
-        raise KeyError(f"{name!r} is not registered for {file}; register() it first")
-    return _module(file, _device.cupy.cuda.Device().id).get_function(name)
+DEFAULT_SHARED_MEM = 48 * 1024  # dynamic shared memory a kernel may use without opting in
+
+_functions: dict = {}  # (device id, file, name) -> (function, shared bytes it may use)
+
+
+def get_function(file: str, name: str, shared_mem: int = 0):
+    """The compiled kernel ``name`` of ``file`` on the current device, able to use
+    ``shared_mem`` bytes of dynamic shared memory: compiled once per device, looked up once
+    per kernel, opted into more than 48 KiB once (without the opt-in CUDA refuses every
+    launch with "invalid argument"). The GPU tests read its registers and spills here.
+    """
+    key = (_device.cupy.cuda.runtime.getDevice(), file, name)
+    entry = _functions.get(key)
+    if entry is None or entry[1] < shared_mem:
+        registered = REGISTRY.get(file)
+        if registered is None or name not in registered.names:
+            raise KeyError(f"{name!r} is not registered for {file}; register() it first")
+        kernel = _module(file, key[0]).get_function(name)
+        if shared_mem > DEFAULT_SHARED_MEM:
+            kernel.max_dynamic_shared_size_bytes = shared_mem
+        entry = _functions[key] = (kernel, max(shared_mem, DEFAULT_SHARED_MEM))
+    return entry[0]
 
 
 def launch(file: str, name: str, grid, block, args, shared_mem: int = 0) -> None:
-    """Launch kernel ``name`` of ``file`` with ``args`` (arrays and numpy scalars)."""
-    kernel = get_function(file, name)
-    kernel(tuple(grid), tuple(block), tuple(args), shared_mem=shared_mem)
+    """Launch kernel ``name`` of ``file`` with ``args`` on the current device: the one way
+    every raw kernel runs. ``grid``, ``block`` and ``args`` are tuples (arrays and NumPy
+    scalars, see the rules above), ``shared_mem`` the dynamic shared memory in bytes. After
+    the first launch of a kernel on a device this is a dict lookup and CuPy's own call."""
+    get_function(file, name, shared_mem)(grid, block, args, shared_mem=shared_mem)
 
 
 def check_array(array, dtype, name: str) -> None:
