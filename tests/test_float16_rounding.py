@@ -72,3 +72,20 @@ def test_narrow_is_astype(dtype, n, monkeypatch):
     assert out.dtype == want.dtype and out.flags.c_contiguous
     assert len(calls) == (dtype == "float16" and n > cast._SLOW_LIMIT)
     np.testing.assert_array_equal(out.view(f"u{out.itemsize}"), want.view(f"u{want.itemsize}"))
+
+
+def test_zeros_and_normal_values_keep_numpys_own_conversion(monkeypatch):
+    """Only nonzero results below 2**-14 are slow in NumPy: a ReLU gradient full of zeros
+    does not pay for the whole-array path."""
+    from minitorch_amp.backend import cast
+
+    calls = []
+    real = cast.float16_from_float32
+    monkeypatch.setattr(cast, "float16_from_float32", lambda x: calls.append(1) or real(x))
+    zeros = np.zeros(5000, np.float32)
+    zeros[::2] = 3.0
+    narrow(zeros, "float16")
+    assert calls == []
+    zeros[:200] = 1e-6  # now 200 slow ones
+    narrow(zeros, "float16")
+    assert calls == [1]
