@@ -93,7 +93,7 @@ INIT_SCALE = 1024.0
 
 
 # ---- minitorch_amp ---------------------------------------------------------------------------
-def ours_step(mode: str, width: int, batches: list):
+def ours_step(mode: str, width: int, batches: list, optimizer_name: str = "SGD"):
     """A fresh SimpleNet for ``mode``: ``(step, initial fp32 weights as NumPy)``.
 
     ``step()`` trains one step and returns the (last) loss tensor, without reading it.
@@ -101,7 +101,7 @@ def ours_step(mode: str, width: int, batches: list):
     eager step once, captures it, and its ``step()`` replays the graph.
     """
     if mode.endswith(GRAPH):
-        eager, weights = ours_step(mode.removesuffix(GRAPH), width, batches)
+        eager, weights = ours_step(mode.removesuffix(GRAPH), width, batches, optimizer_name)
         eager()  # the warm-up the capture needs: optimizer state, kernels, kernel tables
         g = graphs.CUDAGraph()
         with graphs.graph(g):
@@ -118,7 +118,9 @@ def ours_step(mode: str, width: int, batches: list):
         (layer.weight.numpy().copy(), layer.bias.numpy().copy())
         for layer in (model.linear1, model.linear2, model.linear3)
     ]
-    optimizer = mt.optimizer.SGD(learning_rate=LEARNING_RATE, parameters=model.parameters())
+    optimizer = getattr(mt.optimizer, optimizer_name)(
+        learning_rate=LEARNING_RATE, parameters=model.parameters()
+    )
     mse = nn.MSELoss()
     if mode == "fp32":
 
@@ -153,7 +155,17 @@ def ours_step(mode: str, width: int, batches: list):
 
 
 # ---- PyTorch ---------------------------------------------------------------------------------
-def torch_step(mode: str, weights: list, batches: list, device):
+def torch_optimizer(name: str, params, fused: bool):
+    """PyTorch's ``SGD`` or ``Adam``: fused (capturable) for graph modes; Adam's multi-tensor
+    ``foreach`` path otherwise (SGD keeps PyTorch's default)."""
+    if name == "SGD":
+        return torch.optim.SGD(params, lr=LEARNING_RATE, fused=fused)
+    return torch.optim.Adam(
+        params, lr=LEARNING_RATE, **({"fused": True} if fused else {"foreach": True})
+    )
+
+
+def torch_step(mode: str, weights: list, batches: list, device, optimizer_name: str = "SGD"):
     """The same SimpleNet in PyTorch from ``weights`` (ours, ``[in, out]``); return ``step``."""
     mse_loss = torch.nn.functional.mse_loss
     linears = [torch.nn.Linear(*w.shape) for w, _ in weights]
@@ -166,7 +178,7 @@ def torch_step(mode: str, weights: list, batches: list, device):
             linear.bias.copy_(torch.from_numpy(b))
     model.to(device)
     if mode == "fp32":
-        optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+        optimizer = torch_optimizer(optimizer_name, model.parameters(), fused=False)
 
         def step():
             x, y = batches[0]
@@ -182,7 +194,7 @@ def torch_step(mode: str, weights: list, batches: list, device):
     scaler = torch.amp.GradScaler(device.type, init_scale=INIT_SCALE, enabled=low == torch.float16)
     fused = mode.endswith(GRAPH)  # capturable: its scaler step reads no host value
     if mode.startswith("O1"):
-        optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, fused=fused)
+        optimizer = torch_optimizer(optimizer_name, model.parameters(), fused=fused)
 
         def step():
             x, y = batches[0]
@@ -199,7 +211,7 @@ def torch_step(mode: str, weights: list, batches: list, device):
     # O2 by hand: a 16-bit model, fp32 master copies that the optimizer owns.
     params = list(model.to(low).parameters())
     masters = [p.detach().float().requires_grad_() for p in params]
-    optimizer = torch.optim.SGD(masters, lr=LEARNING_RATE, fused=fused)
+    optimizer = torch_optimizer(optimizer_name, masters, fused=fused)
     accumulate = ACCUMULATE if mode == "O2+acc4" else 1
 
     def step():
@@ -263,8 +275,9 @@ def check_same_start(mode: str, ours_loss, torch_loss) -> None:
 
 
 def measure(
-    mode, width, ours_batches, torch_batches, device, warmup, steps, block, warmup_s
-) -> dict:
+    mode, width, ours_batches, torch_batches, device, warmup, steps, block, warmup_s,
+    optimizer_name="SGD",
+) -> dict:  # fmt: skip
     """Median seconds per batch and peak bytes of ``mode`` for ours and (if given) torch.
 
     Each run warms up untimed first: ``warmup`` steps and at least ``warmup_s`` seconds.
@@ -275,7 +288,7 @@ def measure(
     gc.collect()
     base = mt.device.memory_allocated()
     mt.device.reset_max_memory_allocated()
-    ours, weights = ours_step(mode, width, ours_batches)
+    ours, weights = ours_step(mode, width, ours_batches, optimizer_name)
     runs = {"ours": (ours, mt.device.synchronize)}
     on_gpu = device is not None and device.type == "cuda"
     if device is not None:
@@ -283,7 +296,7 @@ def measure(
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats(device)
             torch_base = torch.cuda.memory_allocated(device)
-        theirs = torch_step(mode, weights, torch_batches, device)
+        theirs = torch_step(mode, weights, torch_batches, device, optimizer_name)
         runs["torch"] = (theirs, torch.cuda.synchronize if on_gpu else lambda: None)
         check_same_start(mode, ours(), theirs())
 
@@ -355,6 +368,9 @@ def main(argv=None) -> None:
     parser.add_argument("--block", type=int, default=None, help="steps per turn (5; 1 with --full)")
     parser.add_argument("--device", default=None, help="'cpu', 'gpu' or 'gpu:N'; None: auto")
     parser.add_argument("--no-torch", action="store_true", help="time minitorch_amp only")
+    parser.add_argument(
+        "--optimizer", default="SGD", choices=("SGD", "Adam"), help="the tutorial's SGD, or Adam"
+    )
     args = parser.parse_args(argv)
     if args.full:
         args.width, args.batch = 4096, 512
@@ -383,6 +399,7 @@ def main(argv=None) -> None:
     sustained = f" (and >= {warmup_s:g} s)" if warmup_s else ""
     print(
         f"SimpleNet on {mt.get_device()}{threads}: width {args.width}, batch {args.batch}, "
+        f"{args.optimizer}, "
         f"median of {steps} steps after {warmup} warm-up{sustained}, "
         f"interleaved in blocks of {block}"
     )
@@ -398,8 +415,9 @@ def main(argv=None) -> None:
     results = {}
     for mode in args.modes:
         results[mode] = measure(
-            mode, args.width, ours_batches, torch_batches, device, warmup, steps, block, warmup_s
-        )
+            mode, args.width, ours_batches, torch_batches, device, warmup, steps, block,
+            warmup_s, args.optimizer,
+        )  # fmt: skip
     print_table(results)
 
 
