@@ -1,8 +1,9 @@
 """``minitorch_amp.device.cuda``: the GPU side of ``device`` (Paddle's ``paddle.device.cuda``).
 
-``graphs`` captures a training step as a CUDA graph and replays it. On a machine without a
-GPU the functions exist and say so: ``device_count()`` is 0 and
-``graphs.is_cuda_graph_supported()`` is False.
+``graphs`` captures a training step as a CUDA graph and replays it (in one line:
+``step = graphs.graphed(step)``). On a machine without a GPU the functions exist and say so:
+``device_count()`` is 0, ``graphs.is_cuda_graph_supported()`` is False, and a graphed step
+runs eagerly.
 """
 
 from __future__ import annotations

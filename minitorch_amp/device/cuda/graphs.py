@@ -1,24 +1,28 @@
 """CUDA graphs with Paddle's names (``paddle.device.cuda.graphs``) and PyTorch's ``graph``.
 
 Capture one whole training step and replay it: one launch instead of dozens, and no Python
-between the kernels (``docs/graphs.md`` explains why that matters and what it takes)::
+between the kernels (``docs/graphs.md`` explains why that matters and what it takes). The
+one-line way is :func:`graphed`::
 
-    x = mt.zeros([64, 1024]); y = mt.zeros([64], dtype="int64")   # static inputs
-    def train_step():
+    @graphs.graphed                       # warm up, capture, replay; eager where it cannot
+    def train_step(x, y):
         with amp.auto_cast(level="O2"):
             loss = F.cross_entropy(model(x), y)
         scaler.scale(loss).backward()
         scaler.step(opt)                  # unscale, skip on inf/nan: all on the device
         scaler.update()
         opt.clear_grad()
-        return loss
+        return loss                       # overwritten by the next replay: read it first
 
-    x.set_value(first_x); y.set_value(first_y)
-    train_step()                          # eager warm-up: state, kernels, tables
+    for xb, yb in batches:
+        loss = train_step(xb, yb)         # copied into the graph's own input tensors
 
+The manual way, with the undecorated step and static input tensors ``x``, ``y``::
+
+    train_step(x, y)                      # eager warm-up: state, kernels, tables
     g = CUDAGraph()
     g.capture_begin()
-    loss = train_step()                   # recorded, not run
+    loss = train_step(x, y)               # recorded, not run
     g.capture_end()
     for xb, yb in batches:
         x.set_value(xb); y.set_value(yb)  # new data into the same buffers
@@ -29,20 +33,32 @@ eagerly at least once first; no host reads (``.item()``, ``float()``, ``if t:``)
 new data through the same input tensors; float32 matmuls use cuBLAS, which CuPy refuses to
 capture, so capture AMP steps (O1, O2), whose matmuls run on our own kernel.
 
-On the CPU backend everything here exists, :func:`is_cuda_graph_supported` is False, and
-capturing raises :class:`GraphError`.
+On the CPU backend everything here exists, :func:`is_cuda_graph_supported` is False,
+capturing raises :class:`GraphError`, and :func:`graphed` runs the step eagerly.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 
 from ...autograd.tensor import Tensor
 from ...backend import device as _device
 from ...backend import graphs as _graphs
 from ...backend.graphs import CAPTURE_MODES, GraphError
+from .graphed import CacheInfo, GraphedFunction, GraphWarning
 
-__all__ = ["CUDAGraph", "GraphError", "graph", "is_cuda_graph_supported", "wrap_cuda_graph"]
+__all__ = [
+    "CUDAGraph",
+    "CacheInfo",
+    "GraphError",
+    "GraphWarning",
+    "GraphedFunction",
+    "graph",
+    "graphed",
+    "is_cuda_graph_supported",
+    "wrap_cuda_graph",
+]
 
 _shared_pools: dict[int, object] = {}  # pool_id -> a memory pool that graphs share
 
@@ -162,7 +178,8 @@ def wrap_cuda_graph(function, mode: str = "thread_local", memory_pool="default",
     Every call after the warm-up replays the graph and returns the very tensors the captured
     call returned, now holding this call's values. The arguments must be the same tensors
     at every call (put new data in them with ``Tensor.set_value``). A Layer (anything with a
-    ``forward`` method) gets its ``forward`` wrapped and is returned.
+    ``forward`` method) gets its ``forward`` wrapped and is returned. :func:`graphed` is the
+    forgiving form: new tensors each call, a graph per shape, eager where it cannot capture.
 
     Args:
         function: the step to capture.
@@ -226,3 +243,104 @@ def _input_tensors(args, kwargs) -> list:
     """Every Tensor argument and the array it holds, in order (kept alive with the graph)."""
     values = list(args) + [kwargs[k] for k in sorted(kwargs)]
     return [x for v in values if isinstance(v, Tensor) for x in (v, v._data)]
+
+
+def graphed(function=None, *, warmup: int = 2, cache_size: int = 8, mode: str = "thread_local"):
+    """A training step that replays as a CUDA graph: ``step = graphed(step)`` or ``@graphed``.
+
+    The wrapped step is called as before. Per input signature it runs ``warmup`` times
+    eagerly, is then captured once, and every later call copies its arguments into the
+    graph's own input tensors and replays the whole step with one launch (PyTorch's
+    ``torch.compile(mode="reduce-overhead")`` and ``make_graphed_callables``, for a whole
+    step; Paddle's ``wrap_cuda_graph`` with dy2static does the same for a static program).
+
+    - **Inputs** are the Tensors among the arguments, also inside lists, tuples and dicts:
+      each call's values are copied into static copies made for the signature, so a new
+      batch each call is fine. A Tensor that requires grad (a parameter) is used as it is.
+      The step must not write into its arguments: it sees the copies.
+    - **The signature** is every Tensor's shape, dtype and device plus the other arguments'
+      values (numbers, strings; other objects by identity; unhashable ones are refused).
+      A new one warms up and captures again; at most ``cache_size`` graphs are kept, the
+      least recently used is dropped (with one warning: the step changes shape too often).
+    - **Outputs** are the tensors the capture returned: the same objects at every replay,
+      overwritten by the next one. Read what you keep before the next call (``loss.item()``)
+      or copy it (``kept.copy_(loss)``).
+    - **Host work inside the step** (a scheduler's ``step()``, Python counters, logging) runs
+      only at the capture. The learning rate follows its scheduler anyway (see HostFed).
+    - **When it cannot capture**, the step runs eagerly for that signature until
+      :meth:`GraphedFunction.reset`, after one :class:`GraphWarning` naming the reason: a
+      float32 matmul (cuBLAS), or a host read or upload, which the last warm-up call (a
+      rehearsal under the sync debug mode) finds before anything is captured. Without a GPU
+      the step runs eagerly, after one warning.
+
+    Args:
+        function: the step (left out: ``@graphed(warmup=3)`` returns the decorator).
+        warmup: eager calls per signature before its capture (at least 1: the first builds
+            optimizer state and tables; with 2 or more the last one is the rehearsal).
+        cache_size: the most signatures with a graph kept (each holds its own memory pool).
+        mode: the capture mode, as :class:`CUDAGraph`.
+
+    Returns:
+        a :class:`GraphedFunction` (``cache_info()``, ``reset()``), or the decorator.
+
+    Raises:
+        ValueError: a bad warmup, cache_size or mode.
+
+    Example:
+        >>> import warnings
+        >>> import minitorch_amp as mt
+        >>> from minitorch_amp.device.cuda import graphs
+        >>> @graphs.graphed
+        ... def double(x):
+        ...     return x * 2
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore", graphs.GraphWarning)  # on the CPU: eager
+        ...     for batch in ([1.0, 2.0], [3.0, 4.0], [5.0, 6.0]):
+        ...         y = double(mt.to_tensor(batch))
+        >>> y.numpy()
+        array([10., 12.], dtype=float32)
+    """
+    if mode not in CAPTURE_MODES:
+        raise ValueError(f"mode must be one of {sorted(CAPTURE_MODES)}, got {mode!r}")
+    if function is None:
+        return functools.partial(graphed, warmup=warmup, cache_size=cache_size, mode=mode)
+    recorder = _CUDARecorder(mode)
+    return GraphedFunction(function, recorder, warmup=warmup, cache_size=cache_size)
+
+
+class _CUDARecorder:
+    """How :func:`graphed` captures: one :class:`CUDAGraph` (its own pool) per signature."""
+
+    def __init__(self, mode: str):
+        self.mode = mode
+
+    def unsupported(self) -> str | None:
+        if not is_cuda_graph_supported():
+            return "this process computes with NumPy on the CPU (no CuPy on an NVIDIA GPU)"
+        place = _device.current_place()
+        if place.kind != "gpu":
+            return f"the current device is {place}"
+        return None
+
+    def capture(self, function, args, kwargs):
+        g = CUDAGraph(mode=self.mode)
+        try:
+            with graph(g):
+                outputs = function(*args, **kwargs)
+        except _cupy_capture_errors() as err:  # what CuPy itself refuses while capturing
+            raise GraphError(f"CuPy refused a call: {type(err).__name__}: {err}") from err
+        return g, outputs
+
+
+def _cupy_capture_errors() -> tuple:
+    """CuPy's errors for a call that a capture cannot record: cuBLAS raises
+    NotImplementedError; a synchronisation, a CUDA error or CuPy's sync detector (on in the
+    sync debug mode "error", which graphed() sets during a capture; backend.sync loads it)."""
+    errors = [NotImplementedError]
+    cupy = _device.cupy
+    if cupy is not None:
+        errors.append(cupy.cuda.runtime.CUDARuntimeError)
+        detector = getattr(getattr(cupy, "_core", None), "syncdetect", None)
+        if hasattr(detector, "DeviceSynchronized"):
+            errors.append(detector.DeviceSynchronized)
+    return tuple(errors)
