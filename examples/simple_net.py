@@ -79,8 +79,9 @@ def train(
     ``auto_cast()`` around forward and loss; O2 also ``decorate``s model and optimizer
     (fp16 parameters, fp32 master weights updated by the optimizer). With ``accumulate=N``
     gradients of N batches add up before each update. With ``graph=True`` (O1 or O2, on a
-    GPU) the first update runs eagerly, is then captured as a CUDA graph, and every later
-    update replays it on new batches copied into the same input tensors.
+    GPU) ``update`` is wrapped by ``graphs.graphed``: its first two calls run eagerly, the
+    third is captured as a CUDA graph, and every later call copies its batches into the
+    graph's input tensors and replays it.
 
     ``dtype='bfloat16'`` runs O1/O2 in bfloat16 without a GradScaler: bfloat16 has float32's
     exponent range, so there is no underflow for a loss scale to prevent (Paddle's GradScaler
@@ -118,7 +119,7 @@ def train(
         return sum(losses[1:], losses[0])
 
     if graph:
-        update = GraphedUpdate(update, data[0], labels[0], accumulate)
+        update = graphs.graphed(update)  # warm up, capture, then replay on each new window
     epoch_losses = []
     for epoch in range(epochs):
         total = mt.zeros([], dtype="float64")  # on the device: read once per epoch
@@ -148,29 +149,6 @@ def check_graph(mode: str, batches: int, accumulate: int) -> None:
         )
     if batches % accumulate:
         raise ValueError(f"--graph needs --batches ({batches}) a multiple of --accumulate")
-
-
-class GraphedUpdate:
-    """``update(pairs)``, eager once, then captured and replayed on static input tensors."""
-
-    def __init__(self, update, x, y, accumulate: int):
-        self.update = update
-        self.inputs = [(mt.zeros_like(x), mt.zeros_like(y)) for _ in range(accumulate)]
-        self.graph = None
-        self.total = None
-
-    def __call__(self, pairs):
-        for (x, y), (sx, sy) in zip(pairs, self.inputs):
-            sx.set_value(x)  # device to device: the graph reads these very tensors
-            sy.set_value(y)
-        if self.graph is not None:
-            self.graph.replay()
-            return self.total  # the captured output, holding this replay's value
-        eager = self.update(self.inputs)  # the warm-up: optimizer state, kernels, tables
-        self.graph = graphs.CUDAGraph()
-        with graphs.graph(self.graph):
-            self.total = self.update(self.inputs)  # recorded, not run
-        return eager
 
 
 def warm_up(mode: str, seconds: float = 1.0, **kwargs) -> int:
