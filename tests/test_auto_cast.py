@@ -219,3 +219,21 @@ def test_listing_functions_follow_the_op_table():
     assert op_lists.black_ops("O2") == {"embedding"}
     assert op_lists.black_ops("OD") == frozenset()
     assert "add" in amp.gray_list() and "matmul" not in amp.gray_list()
+
+
+def test_the_lists_are_read_once_per_op_and_setting_not_per_call():
+    """A region entered every step shares its state with the last one of the same settings,
+    so each op's white/black/gray decision is made once; other lists get their own."""
+    from minitorch_amp.autograd import dispatch
+
+    x = mt.randn([2, 2])
+    with amp.auto_cast(level="O1"):
+        x.matmul(x)
+        first = dispatch.autocast_state.get()
+    with amp.auto_cast(level="O1"):
+        assert dispatch.autocast_state.get() is first
+    assert first.lists[("matmul",)] == "white"
+    with amp.auto_cast(level="O1", custom_black_list={"matmul"}):
+        other = dispatch.autocast_state.get()
+        assert other is not first and x.matmul(x).dtype == mt.float32
+    assert other.lists[("matmul",)] == "black" and first.lists[("matmul",)] == "white"

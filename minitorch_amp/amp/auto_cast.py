@@ -17,8 +17,9 @@ float64 tensors are never cast.
 from __future__ import annotations
 
 import contextvars
+import functools
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -42,6 +43,28 @@ class AmpState:
     white: frozenset
     black: frozenset
     use_promote: bool
+    # op names -> 'white', 'black' or 'gray': the lists read once per op, not per call
+    lists: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    def kind(self, names: tuple) -> str:
+        """Which list decides ``names`` (an op's name and the names it also answers to)."""
+        kind = self.lists.get(names)
+        if kind is None:
+            if any(n in self.black for n in names):
+                kind = "black"
+            elif any(n in self.white for n in names):
+                kind = "white"
+            else:
+                kind = "gray"
+            self.lists[names] = kind
+        return kind
+
+
+@functools.lru_cache(maxsize=32)
+def _amp_state(*settings) -> AmpState:
+    """One state per set of settings, so that a region entered every step (``with
+    auto_cast():`` in the loop) finds its ops' list decisions already made."""
+    return AmpState(*settings)
 
 
 # Paddle's amp_global_state().amp_dtype: the dtype of the last auto_cast entered in this
@@ -133,7 +156,7 @@ class auto_cast(ReentrantContext):  # noqa: N801 - Paddle's name; a context and 
             self._state = None
         else:
             promote = use_promote if level == "O2" else True
-            self._state = AmpState(level, bfloat16 if bf16 else float16, white, black, promote)
+            self._state = _amp_state(level, bfloat16 if bf16 else float16, white, black, promote)
 
     _cache_casts = True  # PyTorch's autocast(cache_enabled=False) turns it off
 
@@ -156,12 +179,12 @@ class auto_cast(ReentrantContext):  # noqa: N801 - Paddle's name; a context and 
 def _compute_dtype(names, dtypes, state: AmpState):
     """Paddle's ``GetAmpDestDtype``: the dtype an op runs in, given its considered inputs'
     dtypes. ``names``: the op's name and the names whose list entries also decide it."""
-    black = any(n in state.black for n in names)
+    kind = state.kind(names)
     if not state.use_promote:  # O2 with use_promote=False
-        return float32 if black else state.dtype
-    if not black and any(n in state.white for n in names):
+        return float32 if kind == "black" else state.dtype
+    if kind == "white":
         return state.dtype
-    if black or state.level == "OD":
+    if kind == "black" or state.level == "OD":
         return float32
     # gray: promote to the widest, i.e. float32 if any floating input is float32
     return float32 if float32 in dtypes else state.dtype
@@ -191,13 +214,19 @@ def _cast(t, dtype):
 def cast_inputs(op, inputs: tuple, state: AmpState) -> tuple:
     """Cast ``op``'s floating inputs to its compute dtype (the hook ``apply`` calls)."""
     positions = range(len(inputs)) if op.amp_inputs is None else op.amp_inputs
-    dtype, cast = _cast_to_rule((op.name, *op.amp_also), inputs, positions, state)
+    names = _NAMES.get(op)
+    if names is None:
+        names = _NAMES[op] = (op.name, *op.amp_also)
+    dtype, cast = _cast_to_rule(names, inputs, positions, state)
     if op.amp_bias is not None and dtype is not None:
         # Paddle adds this input in an add op of its own, after the op: the add's rule,
         # applied to the op's result dtype and this input, decides its dtype.
         _, cast = _cast_to_rule(("add",), (*cast, dtype), (op.amp_bias, len(cast)), state)
         cast = cast[:-1]
     return cast
+
+
+_NAMES: dict = {}  # op class -> (its name, *the names it also answers to)
 
 
 def _cast_to_rule(names, inputs: tuple, positions, state: AmpState):
