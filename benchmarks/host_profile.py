@@ -1,0 +1,712 @@
+"""Where the host time of one eager training step goes: µs per part and per op, fp32/O1/O2.
+
+The step is SimpleNet's (``examples/simple_net.py``: three Linear layers, ReLU between, MSE,
+backward, ``GradScaler`` for O1/O2, an optimizer), at two sizes: the tiny AMP step (width 64,
+batch 8), whose arithmetic is nothing, and ``--width``/``--batch`` (the example's 1024/64;
+``--full`` 4096/512). Each part's time is measured by wrapping the library's functions from
+the outside, for the length of a step, and is *exclusive*: a function's time less the time of
+the wrapped functions it calls, so the parts add up to the step:
+
+==========  ==================================================================================
+part        the functions whose own time it is
+==========  ==================================================================================
+layers      ``nn.Layer.__call__``, every layer's ``forward``, ``nn.functional``, Tensor operators
+dispatch    ``autograd.dispatch.apply`` and ``promote``, less everything below (the input scan
+            that decides whether to record is inside ``apply``: it counts here)
+amp         ``auto_cast`` (construction, enter, exit) and the per-op rule with its cast cache
+            (``dispatch.hooks.autocast``); the casts it dispatches are ops of their own (``cast``)
+record      the ``Context`` and ``Node`` objects ``apply`` makes
+allocation  ``Tensor._wrap``, ``Tensor.__init__``, ``backend.memory.track``; on a GPU also
+            CuPy's allocator (the memory pool's ``malloc``)
+launch      every op's ``forward`` and ``backward``, the ``backend`` primitives, casts, GEMM,
+            loss-scaling and fused-optimizer functions, ``kernels.launch``, the optimizer's
+            ``_update``/``_advance`` and ``Bucket._twin``, the engine's ``_initial_grad``,
+            ``_conform``, ``_accumulate_leaf``: where array work is issued. On a GPU the host
+            cost of issuing kernels; on the CPU NumPy computes as it is called, so this is the
+            arithmetic itself
+engine      ``autograd.engine.backward``: the graph walk and the gradients' bookkeeping
+scaler      ``GradScaler.scale``, ``unscale_``, ``step``, ``minimize``, ``update``
+optimizer   ``Optimizer.step``, ``minimize``, ``clear_grad``: grouping, the plan, the buckets
+other       the rest: the step function itself, Tensor methods, time between wrapped calls
+==========  ==================================================================================
+
+Per op: every ``apply`` of the step by op name (its ``cast`` ops included), every op's
+backward, and the phases (backward engine, scaler, optimizer: the calls of their entry
+points), with calls per step, µs per call and the parts inside. Per function: the calls and
+own µs per call of each wrapped function (``dispatch.apply``, ``memory.track``, ...).
+
+**The instrumentation's own cost** is taken out: an empty wrapped function is timed against
+the bare one (:func:`calibrate`, between the blocks of steps), which gives the cost of one
+wrapped call and how much of it falls inside the wrapped function's own timed region (the
+rest falls in its caller's). Each call loses the inside share, and the outside share of each
+wrapped call made from inside it; the tables show what remains, and beside it the raw
+instrumented step and the step timed without any instrumentation. The two totals should
+agree; their difference is the error of the method.
+
+After a warm-up, the steps with and without instrumentation take turns in short blocks.
+NOTE: a part's numbers are means over
+the middle half of the steps (the interquartile mean, by step time), not medians: medians of
+parts do not add up to a median step. The uninstrumented step shows both. On a GPU the host
+time is ``time.perf_counter`` around an un-synchronised step (the device drained before it),
+the GPU time CUDA events around the same step, and the launches are counted twice: raw kernels
+through ``kernels.launch``, and every kernel, memset and copy with ``torch.profiler`` when
+PyTorch has CUDA (``benchmarks/simple_net.py``'s count).
+
+    python benchmarks/host_profile.py                   # tiny, then 1024 / 64: ~85 s on 2 cores
+    python benchmarks/host_profile.py --sizes tiny      # the tiny step only: ~15 s
+    python benchmarks/host_profile.py --full --device gpu   # width 4096, batch 512, on a GPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib.util
+import os
+import platform
+import statistics
+import sys
+import types
+from collections import Counter, defaultdict
+from dataclasses import astuple, dataclass
+from pathlib import Path
+from time import perf_counter
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))  # its SimpleNet
+
+from simple_net import SimpleNet
+from timing import warm_up, warmup_seconds
+
+import minitorch_amp as mt
+from minitorch_amp import amp, nn
+from minitorch_amp.autograd import dispatch, engine
+from minitorch_amp.autograd.op import Op
+from minitorch_amp.autograd.tensor import Tensor
+from minitorch_amp.backend import cast, fused_optim, gemm, kernels, loss_scaling, memory, primitives
+from minitorch_amp.backend import device as _device
+from minitorch_amp.optimizer.bucket import Bucket
+from minitorch_amp.optimizer.optimizer import Optimizer
+from minitorch_amp.utils.progress import progress
+
+PARTS = ("layers", "dispatch", "amp", "record", "allocation", "launch")  # in and under ops
+PARTS += ("engine", "scaler", "optimizer")  # the phases around the ops
+OTHER = "other"
+OVERHEAD = "instrumentation"  # the outer wrappers' part when every function is wrapped twice
+MODES = ("fp32", "O1", "O2")
+TINY = (64, 8)  # width, batch: the tiny AMP step
+LAUNCH = "kernels.launch"  # the function whose calls are the raw kernel launches
+TENSOR_OPERATORS = {f"__{n}__" for n in ("add", "sub", "mul", "truediv", "matmul", "pow")}
+TENSOR_OPERATORS |= {f"__r{n[2:]}" for n in TENSOR_OPERATORS} | {"__neg__"}
+
+
+# ---- the profiler ----------------------------------------------------------------------------
+def _label(fn) -> str:
+    module = (getattr(fn, "__module__", None) or "").rpartition(".")[2]
+    return f"{module}.{getattr(fn, '__qualname__', None) or getattr(fn, '__name__', '?')}"
+
+
+class HostProfile:
+    """Exclusive host seconds per (op, part, function), from wrapped functions.
+
+    A wrapped call only logs its entry ``((part, op, function), time)`` and its exit ``time``;
+    :meth:`run_step` rebuilds the calls from the log after the step. ``op`` is the op (or
+    phase) the call runs for: ``apply``'s op, an op's backward and a phase's entry points set
+    it (each call counts as one of that op), other calls inherit it (None outside every op).
+
+    ``HostProfile(profile.log, OVERHEAD)`` makes wrappers that log into ``profile``'s log as
+    part ``OVERHEAD`` whatever they wrap: installed over ``profile``'s own wrappers, each of
+    their calls takes exactly one wrapped call's cost, measured inside a real step.
+    """
+
+    def __init__(self, log: list | None = None, only: str | None = None):
+        self.log: list = [] if log is None else log
+        self.only = only
+
+    def wrap(self, fn, part: str, op: str | None = None):
+        """``fn`` timed as ``part``."""
+        tag = (self.only, None, self.only) if self.only else (part, op, _label(fn))
+        log = self.log.append
+
+        def timed(*args, **kwargs):
+            log((tag, perf_counter()))
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                log(perf_counter())
+
+        return functools.update_wrapper(timed, fn, updated=())
+
+    def wrap_apply(self, fn):
+        """``apply`` timed as dispatch, for the op it runs."""
+        if self.only:
+            return self.wrap(fn, "dispatch")
+        log = self.log.append
+
+        def timed(op, *inputs, **attrs):
+            log((("dispatch", op.name, "dispatch.apply"), perf_counter()))
+            try:
+                return fn(op, *inputs, **attrs)
+            finally:
+                log(perf_counter())
+
+        return functools.update_wrapper(timed, fn, updated=())
+
+    def run_step(self, step) -> StepRecord:
+        """Run ``step()``; what each (op, part, function) spent in it."""
+        self.log.clear()
+        start = perf_counter()
+        step()
+        end = perf_counter()
+        cells: dict = defaultdict(lambda: [0.0, 0, 0])  # [seconds, calls, wrapped calls inside]
+        calls: Counter = Counter()  # per op and phase
+        stack = [[(OTHER, None, None), None, start, 0.0, 0]]  # [tag, op, start, inner s, inner]
+        for event in self.log:
+            if isinstance(event, float):  # an exit: the frame on top is complete
+                (part, opens, function), op, begin, inner, inner_calls = stack.pop()
+                elapsed = event - begin
+                cell = cells[op, part, function]
+                cell[0] += elapsed - inner
+                cell[1] += 1
+                cell[2] += inner_calls
+                stack[-1][3] += elapsed
+                stack[-1][4] += 1
+                if opens is not None:
+                    calls[opens] += 1
+            else:
+                tag, begin = event
+                stack.append([tag, tag[1] or stack[-1][1], begin, 0.0, 0])
+        (base,) = stack
+        cells[None, OTHER, None] = [end - start - base[3], 0, base[4]]
+        self.log.clear()
+        return StepRecord(end - start, {k: tuple(v) for k, v in cells.items()}, calls)
+
+
+@dataclass
+class StepRecord:
+    total: float  # seconds, instrumented
+    cells: dict  # (op, part, function) -> (seconds, calls, wrapped calls inside)
+    calls: Counter  # op or phase -> calls
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Seconds of one wrapped call, and the share of it inside the call's own frame (the
+    rest falls in the caller's)."""
+
+    per_call: float
+    inside: float
+
+    def corrected(self, seconds: float, calls: float, calls_inside: float) -> float:
+        """Own time without the instrumentation: less the inside share of each call and the
+        outside share of each wrapped call made from inside."""
+        return seconds - calls * self.inside - calls_inside * (self.per_call - self.inside)
+
+
+def calibrate(number: int = 2000, repeats: int = 3) -> Calibration:
+    """Time loops of an empty function, bare and wrapped: the fastest of ``repeats`` each
+    (noise only adds time)."""
+
+    def empty(*args, **kwargs):
+        return None
+
+    profile = HostProfile()
+    wrapped = profile.wrap(empty, "calibration")
+
+    def loop(fn) -> float:
+        start = perf_counter()
+        for _ in range(number):
+            fn(1, 2)
+        return (perf_counter() - start) / number
+
+    bare = min(loop(empty) for _ in range(repeats))
+    runs = [profile.run_step(lambda: loop(wrapped)) for _ in range(repeats)]
+    fastest = min(runs, key=lambda r: r.total)
+    # NOTE: all that a call of the empty function records is overhead, and so is the rest of
+    # its cost, which lands in the caller's frame (where the bare call's own cost stays).
+    inside = sum(s for (_, part, _), (s, _, _) in fastest.cells.items() if part == "calibration")
+    return Calibration(per_call=fastest.total / number - bare, inside=inside / number)
+
+
+# ---- where the parts live: wrapping the library from the outside -----------------------------
+class Patches:
+    """Attributes replaced on modules, classes and objects, put back by :meth:`undo`."""
+
+    def __init__(self):
+        self._undo: list = []  # functions that each put one thing back
+        self._bindings: dict | None = None
+
+    def set(self, owner, name: str, value) -> None:
+        if name in vars(owner):
+            old = vars(owner)[name]
+            self._undo.append(lambda: setattr(owner, name, old))
+        else:  # inherited: deleting ours uncovers it again
+            self._undo.append(lambda: delattr(owner, name))
+        setattr(owner, name, value)
+
+    def on_undo(self, restore) -> None:
+        """Call ``restore()`` when undoing (after what was patched later is put back)."""
+        self._undo.append(restore)
+
+    def everywhere(self, fn, wrapper) -> None:
+        """Replace ``fn`` under every name a minitorch_amp module (or the example) binds it."""
+        if self._bindings is None:
+            self._bindings = defaultdict(list)
+            for name, module in list(sys.modules.items()):
+                if name.startswith("minitorch_amp") or name == "simple_net":
+                    for attr, value in list(vars(module).items()):
+                        if isinstance(value, types.FunctionType):
+                            self._bindings[id(value)].append((module, attr))
+        for module, attr in self._bindings.get(id(fn), ()):
+            self.set(module, attr, wrapper)
+
+    def undo(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+
+def _subclasses(cls) -> list:
+    """Every subclass of ``cls``, at any depth, once."""
+    found = {}
+    for sub in cls.__subclasses__():
+        found.update(dict.fromkeys([sub, *_subclasses(sub)]))
+    return list(found)
+
+
+def _own_functions(*modules) -> list:
+    """The public functions ``modules`` define (not those they import, not cached ones)."""
+    return [
+        value
+        for module in modules
+        for name, value in vars(module).items()
+        if isinstance(value, types.FunctionType)
+        and value.__module__ == module.__name__
+        and not name.startswith("_")
+    ]
+
+
+def _stored(cls, name):
+    """``cls.name`` as a class stores it (a staticmethod stays one), found along the MRO."""
+    return next(vars(klass)[name] for klass in cls.__mro__ if name in vars(klass))
+
+
+def install(profile: HostProfile) -> Patches:
+    """Wrap the functions of the module docstring's table; return what puts them back (and
+    put back at once what was wrapped when one of them cannot be: the library changed)."""
+    patches = Patches()
+    try:
+        _install(profile, patches)
+    except BaseException:
+        patches.undo()
+        raise
+    return patches
+
+
+def _install(profile: HostProfile, p: Patches) -> None:
+    wrap = profile.wrap
+    # each class attribute is read before anything is patched
+    ops = [(cls, _stored(cls, "forward"), _stored(cls, "backward")) for cls in _subclasses(Op)]
+    layers = [cls for cls in _subclasses(nn.Layer) if "forward" in vars(cls)]
+    functional = [m for n, m in sys.modules.items() if n.startswith(nn.functional.__name__ + ".")]
+    # layers and dispatch
+    p.set(nn.Layer, "__call__", wrap(nn.Layer.__call__, "layers"))
+    for cls in layers:
+        p.set(cls, "forward", wrap(vars(cls)["forward"], "layers"))
+    for fn in _own_functions(*functional):
+        p.everywhere(fn, wrap(fn, "layers"))
+    for name in [n for n in vars(Tensor) if n in TENSOR_OPERATORS]:
+        p.set(Tensor, name, wrap(vars(Tensor)[name], "layers"))
+    p.everywhere(dispatch.apply, profile.wrap_apply(dispatch.apply))
+    p.everywhere(dispatch.promote, wrap(dispatch.promote, "dispatch"))
+    # amp: the rule with its cast cache, and the region
+    p.set(dispatch.hooks, "autocast", wrap(dispatch.hooks.autocast, "amp"))
+    for name in ("__init__", "__enter__", "__exit__"):
+        p.set(amp.auto_cast, name, wrap(getattr(amp.auto_cast, name), "amp"))
+    # record and allocation
+    p.set(dispatch, "Context", wrap(dispatch.Context, "record"))
+    p.set(dispatch, "Node", wrap(dispatch.Node, "record"))
+    p.set(Tensor, "_wrap", classmethod(wrap(vars(Tensor)["_wrap"].__func__, "allocation")))
+    p.set(Tensor, "__init__", wrap(vars(Tensor)["__init__"], "allocation"))
+    p.everywhere(memory.track, wrap(memory.track, "allocation"))
+    if _device.cupy is not None:  # CuPy allocates inside its launches, through this function
+        previous = _device.cupy.cuda.get_allocator()
+        _device.cupy.cuda.set_allocator(wrap(previous, "allocation"))
+        p.on_undo(functools.partial(_device.cupy.cuda.set_allocator, previous))
+    # launch
+    for cls, forward, backward in ops:
+        p.set(cls, "forward", staticmethod(wrap(forward.__func__, "launch")))
+        backward = wrap(backward.__func__, "launch", f"{cls.name} backward")
+        p.set(cls, "backward", staticmethod(backward))
+    for fn in (*_own_functions(primitives, cast, gemm, loss_scaling, fused_optim), kernels.launch):
+        p.everywhere(fn, wrap(fn, "launch"))
+    for cls in (Optimizer, *_subclasses(Optimizer)):
+        for name in [n for n in ("_update", "_advance") if n in vars(cls)]:
+            p.set(cls, name, wrap(vars(cls)[name], "launch"))
+    p.set(Bucket, "_twin", wrap(Bucket._twin, "launch"))  # the CPU's (and CuPy's) optim.cu
+    for fn in (engine._initial_grad, engine._conform, engine._accumulate_leaf):
+        p.everywhere(fn, wrap(fn, "launch"))  # the engine's own array maths
+    # the phases: backward, the scaler, the optimizer
+    p.everywhere(engine.backward, wrap(engine.backward, "engine", "(backward engine)"))
+    for fn in (engine._topological_order, engine._propagate, engine._destinations):
+        p.everywhere(fn, wrap(fn, "engine"))  # seen one by one in the function table
+    for name in ("scale", "unscale_", "step", "minimize", "update"):
+        p.set(amp.AmpScaler, name, wrap(vars(amp.AmpScaler)[name], "scaler", "(scaler)"))
+    for name in ("step", "minimize", "clear_grad"):
+        p.set(Optimizer, name, wrap(vars(Optimizer)[name], "optimizer", "(optimizer)"))
+
+
+# ---- the step --------------------------------------------------------------------------------
+def build_step(mode: str, width: int, batch: int, optimizer: str = "Adam"):
+    """One training step of a fresh SimpleNet in ``mode``, written as
+    ``benchmarks/simple_net.py`` writes it; ``step()`` reads nothing from the device."""
+    if mode not in MODES:
+        raise ValueError(f"mode {mode!r} is not one of {MODES}")
+    mt.seed(0)
+    model = SimpleNet(width, width)
+    if optimizer == "Adam":
+        opt = mt.optimizer.Adam(learning_rate=1e-3, parameters=model.parameters())
+    else:
+        opt = mt.optimizer.SGD(learning_rate=1e-4, parameters=model.parameters())
+    mse = nn.MSELoss()
+    x, y = mt.randn([batch, width]), mt.randn([batch, width])
+    if mode == "fp32":
+
+        def step():
+            loss = mse(model(x), y)
+            loss.backward()
+            opt.step()
+            opt.clear_grad()
+
+        return step
+    if mode == "O2":
+        model, opt = amp.decorate(model, opt, level="O2")
+    scaler = amp.GradScaler(init_loss_scaling=1024.0)
+
+    def step():
+        with amp.auto_cast(level=mode):
+            loss = mse(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.minimize(opt, loss)
+        opt.clear_grad()
+
+    return step
+
+
+# ---- measuring -------------------------------------------------------------------------------
+def on_gpu() -> bool:
+    return str(mt.get_device()).startswith("gpu")
+
+
+def plain_step(step, sync, events) -> tuple[float, float | None]:
+    """Host seconds of one uninstrumented ``step()`` (the device drained before it, not
+    after) and, on a GPU, its milliseconds between two CUDA events."""
+    sync()
+    if events:
+        events[0].record()
+    start = perf_counter()
+    step()
+    host = perf_counter() - start
+    if not events:
+        return host, None
+    events[1].record()
+    events[1].synchronize()
+    return host, _device.cupy.cuda.get_elapsed_time(*events)
+
+
+def middle_half(values: list, key=None) -> list:
+    """The values between the first and the third quartile (by ``key``)."""
+    ranked = sorted(values, key=key)
+    cut = len(ranked) // 4
+    return ranked[cut : len(ranked) - cut]
+
+
+@dataclass
+class ModeProfile:
+    """One mode's numbers, in µs per step (means over the middle half of the steps)."""
+
+    plain_median: float  # uninstrumented
+    plain_mean: float
+    gpu: float | None  # µs between CUDA events; None on the CPU
+    raw: float  # instrumented
+    total: float  # instrumented, less the instrumentation: what the parts add up to
+    wrapped_calls: float
+    parts: dict  # part (and OTHER) -> µs
+    ops: dict  # op or phase -> {"calls": n, part: µs, ...}
+    functions: dict  # function -> {"part": part, "calls": n, "us": µs}
+    cost: Calibration  # in the step: what the tables are corrected by
+    loop_cost: Calibration  # of an empty function in a loop
+    activities: int | None = None  # GPU kernels, memsets, copies of a step (torch.profiler)
+
+
+def in_step_cost(doubled: list, loop: Calibration) -> Calibration:
+    """One wrapped call's cost in the step, from steps with every function wrapped twice: the
+    outer wrappers' own time per call. Its inside share is the empty loop's."""
+    kept = middle_half(doubled, key=lambda r: r.total)
+    seconds = calls = 0.0
+    for record in kept:
+        for (_, part, _), (s, n, _) in record.cells.items():
+            if part == OVERHEAD:
+                seconds, calls = seconds + s, calls + n
+    per_call = seconds / calls
+    share = min(max(loop.inside / loop.per_call, 0.0), 1.0) if loop.per_call > 0 else 1.0
+    return Calibration(per_call, per_call * share)
+
+
+def summarize(records, plain, gpu, cost: Calibration, loop: Calibration) -> ModeProfile:
+    """The steps' means over their middle half, less the instrumentation's cost."""
+    kept = middle_half(records, key=lambda r: r.total)
+    n = len(kept)
+    parts = dict.fromkeys((*PARTS, OTHER), 0.0)
+    ops: dict = defaultdict(lambda: defaultdict(float))
+    functions: dict = {}
+    wrapped = 0.0
+    for record in kept:
+        for (op, part, function), (seconds, calls, inside) in record.cells.items():
+            us = cost.corrected(seconds, calls, inside) * 1e6 / n
+            parts[part] += us
+            wrapped += calls / n
+            if op is not None:
+                ops[op][part] += us
+            if function is not None:
+                row = functions.setdefault(function, {"part": part, "calls": 0.0, "us": 0.0})
+                row["calls"] += calls / n
+                row["us"] += us
+        for op, calls in record.calls.items():
+            ops[op]["calls"] += calls / n
+    raw = statistics.fmean(r.total for r in kept) * 1e6
+    return ModeProfile(
+        plain_median=statistics.median(plain) * 1e6,
+        plain_mean=statistics.fmean(middle_half(plain)) * 1e6,
+        gpu=statistics.fmean(middle_half(gpu)) * 1e3 if gpu else None,
+        raw=raw,
+        total=raw - wrapped * cost.per_call * 1e6,
+        wrapped_calls=wrapped,
+        parts=parts,
+        ops={op: dict(row) for op, row in ops.items()},
+        functions=functions,
+        cost=cost,
+        loop_cost=loop,
+    )
+
+
+def profile_mode(step, steps: int, block: int, warmup: int, warmup_s: float, desc=None):
+    """Time ``step`` in alternating blocks: uninstrumented, instrumented, and with every
+    function wrapped twice (what one wrapped call costs in the step); the :class:`ModeProfile`.
+
+    NOTE: no pause between the blocks, unlike ``timing.interleave``: that pause lets another
+    framework's threads go to sleep, and here every block runs ours. Short blocks follow the
+    machine's slow swings (on the shared 2-core machine the same tiny step took 1.4 ms in
+    one block of 20 and 2.4 ms in another) better than long ones.
+    """
+    sync = mt.device.synchronize
+    warm_up(step, sync, warmup_s, warmup)
+    events = (_device.cupy.cuda.Event(), _device.cupy.cuda.Event()) if on_gpu() else None
+    profile = HostProfile()
+    plain, gpu, records, doubled, loops = [], [], [], [], []
+    for _ in progress(range(-(-steps // block)), desc=desc):
+        count = min(block, steps - len(plain))
+        step()  # untimed: wakes the thread pools
+        for _ in range(count):
+            host, ms = plain_step(step, sync, events)
+            plain.append(host)
+            gpu += [] if ms is None else [ms]
+        loops.append(calibrate())
+        for into, twice in ((records, False), (doubled, True)):
+            patches = [install(profile)]
+            try:
+                if twice:
+                    patches.append(install(HostProfile(profile.log, OVERHEAD)))
+                profile.run_step(step)  # untimed, as above
+                for _ in range(count):
+                    sync()
+                    into.append(profile.run_step(step))
+            finally:
+                for p in reversed(patches):
+                    p.undo()
+    loop = Calibration(*(statistics.median(c) for c in zip(*map(astuple, loops))))
+    result = summarize(records, plain, gpu, in_step_cost(doubled, loop), loop)
+    if on_gpu():
+        result.activities = _simple_net_benchmark().count_gpu_activities(step, sync)
+    return result
+
+
+@functools.cache
+def _simple_net_benchmark():
+    """``benchmarks/simple_net.py``, for its ``torch.profiler`` count of a step's kernels."""
+    spec = importlib.util.spec_from_file_location(
+        "simple_net_benchmark", Path(__file__).with_name("simple_net.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # its own ``from simple_net import`` finds the example
+    return module
+
+
+# ---- the tables ------------------------------------------------------------------------------
+def _us(x: float) -> str:
+    return f"{x:.1f}" if abs(x) < 100 else f"{x:.0f}"
+
+
+def _calls(n: float) -> str:
+    """Calls per step: a whole number, or one decimal when not every step makes them all."""
+    return f"{n:.0f}" if abs(n - round(n)) < 0.05 else f"{n:.1f}"
+
+
+def _row(*cells) -> None:
+    print("| " + " | ".join(str(c) for c in cells) + " |")
+
+
+def print_steps(results: dict) -> None:
+    """The step with and without instrumentation, and the instrumentation's cost."""
+    rs = list(results.values())
+    _row("µs per step", *results)
+    _row(*["---"] * (len(rs) + 1))
+    _row("uninstrumented, median", *(_us(r.plain_median) for r in rs))
+    _row("uninstrumented, mean of the middle half", *(_us(r.plain_mean) for r in rs))
+    _row("instrumented", *(_us(r.raw) for r in rs))
+    _row("wrapped calls", *(f"{r.wrapped_calls:.0f}" for r in rs))
+    _row("µs per wrapped call, empty function", *(f"{r.loop_cost.per_call * 1e6:.2f}" for r in rs))
+    _row("µs per wrapped call, in the step", *(f"{r.cost.per_call * 1e6:.2f}" for r in rs))
+    _row("instrumentation: calls x µs in the step", *(_us(r.raw - r.total) for r in rs))
+    _row("instrumented less instrumentation: the parts' total", *(_us(r.total) for r in rs))
+    _row(
+        "the total against the uninstrumented mean (the method's error)",
+        *(f"{100 * (r.total / r.plain_mean - 1):+.0f}%" for r in rs),
+    )
+    if rs[0].gpu is not None:
+        _row("GPU time (CUDA events)", *(_us(r.gpu) for r in rs))
+        launches = (r.functions.get(LAUNCH, {}).get("calls", 0) for r in rs)
+        _row("raw kernel launches (kernels.launch)", *(f"{n:.0f}" for n in launches))
+        _row("GPU activities (torch.profiler)", *(r.activities or "n/a" for r in rs))
+
+
+def print_parts(results: dict) -> None:
+    """µs per step and % of the step of every part, the modes side by side."""
+    _row("part", *(f"{m} {unit}" for m in results for unit in ("µs", "%")))
+    _row(*["---"] * (2 * len(results) + 1))
+    for part in (*PARTS, OTHER, "total"):
+        cells = []
+        for r in results.values():
+            us = r.total if part == "total" else r.parts[part]
+            cells += [_us(us), f"{100 * us / r.total:.1f}"]
+        _row(part, *cells)
+
+
+def print_ops(mode: str, r: ModeProfile, top: int) -> None:
+    """The ops and phases by host µs per step: calls, µs per call, the parts per call."""
+    rows = sorted(r.ops.items(), key=lambda kv: -sum(v for k, v in kv[1].items() if k != "calls"))
+    rows = rows[:top]
+    parts = [p for p in PARTS if any(abs(row.get(p, 0.0)) >= 0.05 for _, row in rows)]
+    print(f"\n{mode}: the top {len(rows)} ops and phases by host µs per step")
+    _row("op", "calls", "µs per step", "µs per call", *(f"{p} µs/call" for p in parts))
+    _row(*["---"] * (len(parts) + 4))
+    for op, row in rows:
+        calls = row.get("calls") or 1.0
+        us = sum(v for k, v in row.items() if k != "calls")
+        split = [_us(row.get(p, 0.0) / calls) for p in parts]
+        _row(op, _calls(calls), _us(us), _us(us / calls), *split)
+
+
+def print_functions(results: dict, top: int) -> None:
+    """The wrapped functions by own µs per step (the most in any mode): calls, µs per call."""
+    names = {f for r in results.values() for f in r.functions}
+    most = {f: max(r.functions.get(f, {}).get("us", 0.0) for r in results.values()) for f in names}
+    print(f"\nthe top {top} functions by own µs per step (calls per step, µs per call)")
+    _row("function", "part", *(f"{m} {unit}" for m in results for unit in ("calls", "µs/call")))
+    _row(*["---"] * (2 * len(results) + 2))
+    for f in sorted(names, key=lambda f: -most[f])[:top]:
+        part = next(r.functions[f]["part"] for r in results.values() if f in r.functions)
+        cells = []
+        for r in results.values():
+            row = r.functions.get(f, {"calls": 0.0, "us": 0.0})
+            cells += [_calls(row["calls"]), _us(row["us"] / row["calls"]) if row["calls"] else ""]
+        _row(f"`{f}`", part, *cells)
+
+
+# ---- the command -----------------------------------------------------------------------------
+def device_line() -> str:
+    """Where the numbers come from: the device, the versions that matter, the CPU's load."""
+    if on_gpu():
+        cupy = _device.cupy
+        name = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["name"].decode()
+        where = f"{mt.get_device()}: {name}, CuPy {cupy.__version__}"
+    else:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        where = f"cpu: {platform.machine()}, {cores} cores"
+    load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
+    return (
+        f"{where}; minitorch_amp {mt.__version__}, Python {platform.python_version()}, "
+        f"NumPy {np.__version__}{load}"
+    )
+
+
+def run_size(name: str, width: int, batch: int, args) -> dict:
+    """Profile every mode at one size and print its tables; the :class:`ModeProfile` s."""
+    steps = args.steps or (400 if name == "tiny" else 4 if args.full else 20)
+    block = args.block or max(1, min(10, steps // 10))
+    warmup = args.warmup if args.warmup is not None else (1 if steps < 10 else 5)
+    results = {}
+    for mode in args.modes:
+        step = build_step(mode, width, batch, args.optimizer)
+        warmup_s = warmup_seconds(on_gpu())
+        results[mode] = profile_mode(step, steps, block, warmup, warmup_s, f"{name} {mode}")
+    print(f"\n### {name}: 3 x Linear {width}->{width}, batch {batch}, {args.optimizer}")
+    print(f"({steps} steps uninstrumented, instrumented and wrapped twice, in blocks of {block})")
+    print()
+    print_steps(results)
+    print()
+    print_parts(results)
+    for mode, result in results.items():
+        print_ops(mode, result, args.top)
+    print_functions(results, args.top)
+    return results
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "--sizes",
+        nargs="+",
+        default=["tiny", "wide"],
+        choices=["tiny", "wide"],
+        help="tiny: width 64, batch 8; wide: --width and --batch",
+    )
+    parser.add_argument("--width", type=int, default=1024, help="the wide size's width")
+    parser.add_argument("--batch", type=int, default=64, help="the wide size's batch")
+    parser.add_argument("--full", action="store_true", help="the wide size is 4096 / 512")
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES, help="to run")
+    parser.add_argument("--optimizer", default="Adam", choices=["Adam", "SGD"], help="the step's")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="timed steps of each kind (tiny 400, wide 20, --full 4)",
+    )
+    parser.add_argument(
+        "--block", type=int, default=None, help="steps per block (a tenth, 10 at most)"
+    )
+    parser.add_argument(
+        "--warmup", type=int, default=None, help="untimed steps first (5; 1 --full)"
+    )
+    parser.add_argument("--top", type=int, default=10, help="rows of the op and function tables")
+    parser.add_argument("--device", default=None, help="'cpu', 'gpu' or 'gpu:N'; None: auto")
+    args = parser.parse_args(argv)
+    if args.full:
+        args.width, args.batch = 4096, 512
+    if args.device is not None:
+        mt.set_device(args.device)
+    print(device_line())
+    print(
+        "Host µs of one eager training step by part, op and function: means over the middle "
+        "half of the steps, less the instrumentation's own cost (measured in the step)."
+    )
+    sizes = {"tiny": TINY, "wide": (args.width, args.batch)}
+    return {name: run_size(name, *sizes[name], args) for name in args.sizes}
+
+
+if __name__ == "__main__":
+    main()
