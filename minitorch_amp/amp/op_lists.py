@@ -25,6 +25,7 @@ dygraph ``F.linear`` is ``matmul_v2`` followed by an add: its product is white i
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 from ..autograd.op import BLACK, EXTRA_BLACK, GRAY, OP_TABLE, WHITE
@@ -201,6 +202,8 @@ def resolve_lists(
     joins the white list, a custom-black op the other way round. An op in both custom lists is
     an error.
     """
+    if custom_white_list is None and custom_black_list is None:
+        return _default_lists(level, dtype)  # what a region entered every step asks for
     custom_white = _canonical_names("custom_white_list", custom_white_list)
     custom_black = _canonical_names("custom_black_list", custom_black_list)
     overlap = custom_white & custom_black
@@ -211,3 +214,9 @@ def resolve_lists(
     white = set(white_ops(level, dtype)) - custom_black | custom_white
     black = set(black_ops(level, dtype)) - custom_white | custom_black
     return frozenset(white), frozenset(black)
+
+
+@functools.cache
+def _default_lists(level: str, dtype: str) -> tuple[frozenset, frozenset]:
+    """The level's own lists, built once (an unknown level or dtype raises, uncached)."""
+    return frozenset(white_ops(level, dtype)), frozenset(black_ops(level, dtype))
