@@ -138,15 +138,6 @@ def promote(op: type[Op], inputs: tuple) -> tuple:
 _HALF = np.dtype(np.float16)
 
 
-def _has_half(arrays) -> bool:
-    """True when one of ``arrays`` is float16 or bfloat16 (where overflow to inf is expected)."""
-    for a in arrays:  # a loop, not any(generator): that costs more, on every op
-        dtype = getattr(a, "dtype", None)
-        if dtype is _HALF or dtype is bfloat16:  # their dtypes are one object each
-            return True
-    return False
-
-
 def apply(op: type[Op], *inputs, **attrs) -> Tensor:
     """Run ``op`` on ``inputs`` (Tensors or plain constants) and record it for backward.
 
@@ -158,15 +149,29 @@ def apply(op: type[Op], *inputs, **attrs) -> Tensor:
     state = autocast_state.get()
     if state is not None and op.amp != NONE:
         inputs = hooks.autocast(op, inputs, state)
-    record = False
-    if _enabled.get():
-        for x in inputs:
-            if isinstance(x, Tensor) and not x.stop_gradient and _floating(x._data.dtype):
+    # One pass over the inputs: the arrays, which inputs get a gradient, and whether a 16-bit
+    # array is among them (where overflow to inf is expected).
+    grad_mode = _enabled.get()
+    arrays, wants = [], []
+    record = half = False
+    for x in inputs:
+        if isinstance(x, Tensor):
+            a = x._data
+            dtype = a.dtype
+            if grad_mode and not x.stop_gradient and (dtype.kind == "f" or dtype == bfloat16):
                 record = True
-                break
-    arrays = [x._data if isinstance(x, Tensor) else x for x in inputs]
+                wants.append(x)
+            else:
+                wants.append(None)
+        else:
+            a = x
+            dtype = getattr(x, "dtype", None)
+            wants.append(None)
+        if dtype is _HALF or dtype is bfloat16:  # their dtypes are one object each
+            half = True
+        arrays.append(a)
     ctx = Context()
-    if state is not None or hooks.observers or _has_half(arrays):
+    if state is not None or hooks.observers or half:
         # NOTE: float16 overflows to inf, and in an auto_cast region float32 ops meet those
         # infs (inf - inf is NaN): values, as on the GPU, that the loss scaler and the tensor
         # checker look for. NumPy would also warn about each one, from inside the library.
@@ -179,16 +184,10 @@ def apply(op: type[Op], *inputs, **attrs) -> Tensor:
     if out._data.dtype == float32 and op is not Cast and _bfloat16_inputs(inputs):
         out._data = cast(out._data, bfloat16)
     if record and _floating(out._data.dtype):
-        # keep the inputs that get a gradient: floating Tensors with stop_gradient=False
-        wants = tuple(
-            x
-            if isinstance(x, Tensor) and not x.stop_gradient and _floating(x._data.dtype)
-            else None
-            for x in inputs
-        )
+        # keep the inputs that get a gradient: floating Tensors with stop_gradient=False;
         # backward may skip the gradients nobody asked for (the first layer's input grad)
         ctx.needs_grad = tuple(w is not None for w in wants)
-        out._node = Node(op, ctx, wants)
+        out._node = Node(op, ctx, tuple(wants))
         out.stop_gradient = False
     if hooks.observers:
         for observe in hooks.observers:
