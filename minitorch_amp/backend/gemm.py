@@ -61,7 +61,7 @@ from . import device as _device
 from . import gemm_bf16_sm90 as _sm90_bf16
 from . import gemm_sm90 as _sm90
 from . import kernels
-from .cast import narrow
+from .cast import convert
 from .device import get_array_module
 from .dtypes import bfloat16, float16, float32
 from .kernels import check_array, register
@@ -226,8 +226,8 @@ def twin(
         >>> twin(a, b, bias=np.array([0.25], np.float16))
         array([[11.25]], dtype=float16)
     """
-    a32 = a.astype(float32)
-    b32 = b.astype(float32)
+    a32 = convert(a, float32)  # float16 is exact in float32 (widened by table lookup)
+    b32 = convert(b, float32)
     if transpose_a and a.ndim >= 2:
         a32 = a32.swapaxes(-1, -2)
     if transpose_b and b.ndim >= 2:
@@ -241,10 +241,10 @@ def twin(
         if beta != 0:
             v = v + beta * c.astype(float32)
         if bias is not None:  # the product as stored, then the add
-            v = narrow(v, out_dtype).astype(float32) + bias.astype(float32)
+            v = convert(convert(v, out_dtype), float32) + convert(bias, float32)
         if relu:
             v = np.where(v < 0, np.float32(0), v)
-        result = narrow(v, out_dtype)
+        result = convert(v, out_dtype)
     if c is None:
         return result
     c[...] = result

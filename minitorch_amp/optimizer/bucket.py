@@ -41,8 +41,9 @@ import numpy as np
 from ..backend import device as _device
 from ..backend import dtypes as _dtypes
 from ..backend import fused_optim, kernels, memory
-from ..backend.cast import narrow
+from ..backend.cast import convert, float32_from_float16
 from ..backend.cast_counter import count_cast
+from ..backend.dtypes import float16
 
 ALIGN = 64  # on a GPU each segment starts at a multiple of 64 elements: aligned vector loads
 
@@ -209,7 +210,7 @@ class Bucket:
                 for name, array in old.items():
                     xp.copyto(array, new[name], where=~keep)
             if keep is None:  # the optimize-cast: the whole bucket rounded at once
-                rounded = p if self.ptype == p.dtype else narrow(p, self.ptype)
+                rounded = p if self.ptype == p.dtype else convert(p, self.ptype)
                 for param, a, b in self._casts:
                     param[...] = rounded[a:b].reshape(param.shape)
             else:
@@ -225,6 +226,9 @@ class Bucket:
         own = self.master
         if own is None:
             own = self._scratch["param"] = self._flat(self.total, self.wide)
+        for name, dtype in (("grad16", self.gtype), ("param16", self.ptype)):
+            if self.dense and dtype == float16:  # the raw float16, widened by table lookup
+                self._scratch[name] = self._flat(self.total, float16)
         self._casts = [
             (r.data, self.offsets[i], self.offsets[i] + self.sizes[i])
             for i, r in enumerate(self.records)
@@ -263,7 +267,11 @@ class Bucket:
         if not self._scratch:
             self._twin_buffers()  # a kernel bucket that met grads the kernel cannot read
         out = self._scratch[name]
-        if self.dense:
+        if self.dense and arrays[0].dtype == float16:  # NumPy widens float16 slowly
+            raw = self._scratch[name + "16"]
+            np.concatenate(arrays, axis=None, out=raw)
+            float32_from_float16(raw, out=out)
+        elif self.dense:
             np.concatenate(arrays, axis=None, out=out, casting="same_kind")
         else:
             for i, a in enumerate(arrays):
