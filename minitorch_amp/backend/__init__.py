@@ -1,5 +1,10 @@
 """Where arrays live and how they are computed: the only package that knows NumPy from CuPy."""
 
+# device first: it chooses NumPy or CuPy at import, after compiling cuda/probe.cu through
+# kernels, which imports device back (device.py says how that works).
+from . import device
+
+# isort: split
 from . import cast, dtypes, fused_optim, gemm, kernels, loss_scaling, primitives, random
 from .device import (
     CPU,

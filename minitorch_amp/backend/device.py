@@ -26,14 +26,16 @@ import os
 
 import numpy as np
 
+# NOTE: kernels imports this module back. backend/__init__.py imports this module first, so
+# this line runs kernels' module code while this one is half-run, which kernels (and the
+# graphs and sync modules it imports) only bind; kernels is complete before the probe below.
+from . import kernels
+
 _ENV = "MINITORCH_AMP_DEVICE"
 logger = logging.getLogger("minitorch_amp")
 
 # Compiled once at start-up: it needs NVRTC and CUDA's float16 header, as every kernel does.
-_PROBE_KERNEL = r"""
-#include <cuda_fp16.h>
-extern "C" __global__ void minitorch_amp_probe(__half* x) { x[0] = __float2half_rn(1.0f); }
-"""
+PROBE = kernels.register("probe.cu", names=("minitorch_amp_probe",))
 _CTK_HINT = (
     "install CUDA's libraries with CuPy's 'ctk' extra (`pip install \"cupy-cuda12x[ctk]\"`, "
     "which the 'cuda12' and 'cuda13' extras of minitorch_amp do) or a CUDA toolkit"
@@ -62,8 +64,7 @@ def _probe_cupy():
     if count < 1:
         return None, "CuPy is installed but no GPU was found; check the NVIDIA driver"
     try:
-        module = cupy.RawModule(code=_PROBE_KERNEL, options=("--std=c++17",))
-        module.get_function("minitorch_amp_probe")
+        _load_probe_kernel(cupy)
     except Exception as exc:  # libnvrtc missing or too old, headers missing
         return None, (
             f"CuPy found {count} GPU(s) but cannot compile a kernel with NVRTC "
@@ -77,6 +78,22 @@ def _probe_cupy():
             f"({type(exc).__name__}: {_first_line(exc)}); {_CTK_HINT}"
         )
     return cupy, None
+
+
+def _load_probe_kernel(candidate) -> None:
+    """Compile ``cuda/probe.cu`` and load it on the current device through the loader
+    (``kernels.get_function``, what every launch uses), with ``candidate`` as CuPy.
+
+    NOTE: the loader compiles with this module's :data:`cupy`, which is chosen only after
+    the probe passed, so ``candidate`` stands in for it meanwhile, and the choice made so far
+    comes back whatever happens.
+    """
+    global cupy
+    chosen, cupy = cupy, candidate
+    try:
+        kernels.get_function(PROBE.file, PROBE.names[0])
+    finally:
+        cupy = chosen
 
 
 def _first_line(exc: BaseException) -> str:
@@ -109,6 +126,8 @@ def _choose_backend():
         return None, "cpu"
     return cupy, "gpu"
 
+
+cupy = None  # no GPU until the probe below passes (it stands its candidate in meanwhile)
 
 cpu_reason: str | None = None
 """Why the CPU was chosen at import (None when on a GPU, or when ``MINITORCH_AMP_DEVICE=cpu``)."""

@@ -3,11 +3,12 @@
 On a GPU every file of ``cuda/`` is compiled by the loader and launched once on a small
 input, and the result is held to the twin run on the same input with NumPy: bit for bit
 where the kernel promises that (casts, unscaling, the loss-scale update, the optimizer, the
-Hopper GEMM on integer data, whose float32 sums are exact in any order), within two float16
-ulps for ``gemm_fp16.cu`` (it adds in another order). Each GEMM check chooses its kernel with
-``MINITORCH_AMP_GEMM_KERNEL``; ``gemm_sm90.cu`` runs only on compute capability 9.0 and is
-reported "not run" elsewhere. Without a GPU, each file is compiled with NVRTC for its target
-when the library is here (``pip install nvidia-cuda-nvrtc``), and nothing runs.
+start-up probe, the Hopper GEMM on integer data, whose float32 sums are exact in any order),
+within two float16 ulps for ``gemm_fp16.cu`` (it adds in another order). Each GEMM check
+chooses its kernel with ``MINITORCH_AMP_GEMM_KERNEL``; ``gemm_sm90.cu`` runs only on compute
+capability 9.0 and is reported "not run" elsewhere.
+Without a GPU, each file is compiled with NVRTC for its target when the library is here
+(``pip install nvidia-cuda-nvrtc``), and nothing runs.
 
 The checks take ``to_device`` and ``to_host`` so that the tests can run them with NumPy on
 both sides; :func:`check_kernels` uses CuPy.
@@ -198,6 +199,17 @@ def _optim_matches(to_device: Move, to_host: Move) -> bool:
     return all(np.array_equal(bits(a), bits(b)) for a, b in zip(*results))
 
 
+def _probe_matches(to_device: Move, to_host: Move) -> bool:
+    """The start-up probe's kernel writes 1.0 as a float16 (its twin on NumPy arrays)."""
+    x = to_device(np.zeros(1, np.float16))
+    if _device.get_array_module(x) is np:
+        x[0] = 1.0
+    else:
+        with x.device:
+            _kernels.launch("probe.cu", _device.PROBE.names[0], (1,), (1,), (x,))
+    return np.array_equal(bits(to_host(x)), bits(np.float16([1.0])))
+
+
 CHECKS: dict[str, Callable[[Move, Move], bool]] = {
     "cast.cu": _cast_matches,
     "amp.cu": _amp_matches,
@@ -205,6 +217,7 @@ CHECKS: dict[str, Callable[[Move, Move], bool]] = {
     "gemm_sm90.cu": _gemm_sm90_matches,
     "gemm_bf16_sm90.cu": _gemm_bf16_sm90_matches,
     "optim.cu": _optim_matches,
+    "probe.cu": _probe_matches,
 }
 
 
