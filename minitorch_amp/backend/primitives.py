@@ -24,6 +24,9 @@ unscale + found_inf,       ``backend.             ``amp.cu``           the same 
 loss-scale update          loss_scaling``
 optimizer step with        per-parameter          ``optim.cu``         ``backend.fused_optim``
 fp32 master weights        ``_update``                                 twin, on the device
+ReLU backward              ``grad * (y > 0)``     ``elementwise.cu``   ``grad * (y > 0)``
+sum of squares (the        ``np.dot`` in          ``reduction.cu``     ``x.astype(acc)``
+clipping norm)             float32 or float64     (deterministic)      squared, ``.sum()``
 =========================  =====================  ===================  ======================
 
 bfloat16 on CuPy. CuPy 14 is the first with a bfloat16 dtype (``ml_dtypes.bfloat16``, the
@@ -35,11 +38,11 @@ one the CPU backend uses); earlier CuPy cannot hold a bfloat16 array at all, and
   ``cast.to_bfloat16`` instead), the arithmetic, comparison and math ufuncs (``exp``,
   ``log``, ``tanh``, ``sqrt``, ``maximum``, ``where`` ...: each computes in float and rounds
   its result), reductions (``sum``, ``mean``, ``max``; ours ask for float32 accumulation),
-  ``ElementwiseKernel`` / ``ReductionKernel`` with bfloat16 arguments (``relu_backward``
-  here), indexing, and 2-D ``matmul``.
+  indexing, and 2-D ``matmul``.
 * **Raw kernels with ``__nv_bfloat16``**, for speed or because CuPy has no such operation:
   the casts (``cast.cu``), unscale-and-check (``amp.cu``), the fused optimizers
-  (``optim.cu``) and every GEMM (``gemm_fp16.cu``'s ``gemm_bf16``, ``gemm_bf16_sm90.cu``).
+  (``optim.cu``), every GEMM (``gemm_fp16.cu``'s ``gemm_bf16``, ``gemm_bf16_sm90.cu``), the
+  ReLU gradient (``elementwise.cu``) and the sum of squares (``reduction.cu``).
 * **Worked around**, because CuPy 14 does not take bfloat16 there: batched or broadcast
   ``matmul`` (float32 copies, when raw kernels are off), ``cupyx.scatter_add`` (refuses it:
   :func:`scatter_add` sums in float32) and ``cupyx.scipy.special.erf`` (``gelu`` widens to
@@ -53,11 +56,8 @@ keeps them. Casts to bfloat16 are exact on both (``cast.cu`` rounds with ``cvt.r
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
-from . import device as _device
 from . import gemm as _gemm
 from . import graphs, kernels
 from .device import get_array_module
@@ -183,40 +183,105 @@ def relu_backward(y, grad):
 
     NOTE: a multiply, not a select: an inf or NaN gradient where the unit is off stays NaN,
     so the loss scaler still sees the overflow (Paddle's relu_grad does the same).
+
+    The NumPy expression is the twin. On the GPU, ``relu_backward<T, G>`` of
+    ``cuda/elementwise.cu`` computes it for C-contiguous ``y`` and ``grad`` of one shape and
+    any two float dtypes, with the twin's bits: ``grad`` itself where ``y > 0``, ``grad * 0``
+    elsewhere (a zero of grad's sign; NaN for inf or NaN), ``y > 0`` judged exactly, with
+    subnormals, which CuPy's -ftz would flush; only a NaN's payload may differ. Other
+    arrays, and ``MINITORCH_AMP_RAW_KERNELS=0``, take CuPy's own ``grad * (y > 0)``.
+
+    Example:
+        >>> import numpy as np
+        >>> relu_backward(np.array([0.0, 2.0, 0.0, -0.0]), np.array([np.nan, 3.0, -1.0, 1.0]))
+        array([nan,  3., -0.,  0.])
     """
-    if get_array_module(y, grad) is np:
+    xp = get_array_module(y, grad)
+    if xp is np:
         return grad * (y > 0)
-    return _relu_backward_kernel()(y, grad)
+    name = _RELU_BACKWARD.get((y.dtype, grad.dtype))
+    contiguous = y.flags.c_contiguous and grad.flags.c_contiguous
+    if name is None or not kernels.enabled() or y.shape != grad.shape or not contiguous:
+        return grad * (y > 0)
+    with grad.device:
+        out = xp.empty_like(grad)
+        if out.size:
+            blocks = min(-(-out.size // _RELU_BLOCK), _RELU_MAX_BLOCKS)
+            args = (y, grad, out, np.int64(out.size))
+            kernels.launch("elementwise.cu", name, (blocks,), (_RELU_BLOCK,), args)
+    return out
 
 
-@functools.cache
-def _relu_backward_kernel():
-    return _device.cupy.ElementwiseKernel(
-        "T y, G g", "G out", "out = g * G(y > T(0))", "minitorch_relu_backward"
-    )
+_CUDA_TYPE = {float16: "__half", bfloat16: "__nv_bfloat16", float32: "float", float64: "double"}
+_RELU_BACKWARD = {
+    (t, g): f"relu_backward<{_CUDA_TYPE[t]}, {_CUDA_TYPE[g]}>"
+    for t in _CUDA_TYPE
+    for g in _CUDA_TYPE
+}
+ELEMENTWISE = kernels.register("elementwise.cu", names=tuple(_RELU_BACKWARD.values()))
+_RELU_BLOCK = 256  # kBlock in cuda/elementwise.cu
+_RELU_MAX_BLOCKS = 8192  # 2M threads; past that each thread strides over more elements
 
 
 def sum_squares(x, dtype):
     """``sum(x * x)`` accumulated in ``dtype`` (float32 or float64), a 0-d array on x's device.
 
-    The CPU uses a dot product; the GPU one reduction kernel with no temporary array and no
-    cuBLAS call, so a gradient-clipping step can be captured in a CUDA graph.
+    The twin, on NumPy arrays, is ``np.dot`` of ``x`` in ``dtype`` with itself (BLAS adds in
+    its own order). On the GPU ``cuda/reduction.cu`` computes it with no cuBLAS call, no
+    temporary and no host read, so a gradient-clipping step can be captured in a CUDA graph:
+    partial sums of 4096-element tiles, then their sum, each in a fixed order, so the result
+    has the same bits on every run and every GPU, and lies within ``(33 + n / 2**20) * u``
+    times the sum of the exact sum of squares (``u`` = 2**-24 in float32, 2**-53 in
+    float64; float32 squares below 2**-126 count as 0 under CuPy's -ftz). The result is the
+    first element of the one array a call allocates (the result, then ``n / 4096``
+    partials), which it keeps alive. Other dtypes and strided arrays, and
+    ``MINITORCH_AMP_RAW_KERNELS=0``, take CuPy's own ``(x.astype(dtype) ** 2).sum()``.
+
+    Raises:
+        TypeError: on the GPU, a ``dtype`` other than float32 or float64.
+
+    Example:
+        >>> import numpy as np
+        >>> print(sum_squares(np.array([3.0, 4.0], "float16"), "float32"))
+        25.0
     """
     flat = x.reshape(-1)
-    if get_array_module(x) is np:
+    xp = get_array_module(x)
+    if xp is np:
         flat = flat.astype(dtype, copy=False)
         return np.dot(flat, flat)
-    return _sum_squares_kernel(np.dtype(dtype).name)(flat)
+    acc = np.dtype(dtype)
+    if acc not in _SUM_PARTIALS:
+        raise TypeError(f"sum_squares accumulates in float32 or float64, not {acc}")
+    name = _SUM_SQUARES.get((flat.dtype, acc))
+    if name is None or not kernels.enabled() or not flat.flags.c_contiguous:
+        return (flat.astype(acc) ** 2).sum()
+    tiles = -(-flat.size // _TILE)
+    blocks = 1 if tiles <= _ONE_BLOCK_TILES else min(tiles, _MAX_BLOCKS)
+    with x.device:
+        buffer = xp.empty(1 + tiles, acc)
+        out, partials = buffer[:1], buffer[1:]
+        args = (flat, np.int64(flat.size), partials, out)
+        kernels.launch("reduction.cu", name, (blocks,), (_REDUCE_THREADS,), args)
+        if blocks > 1:  # a one-block grid sums its partials itself
+            args = (partials, np.int64(tiles), out)
+            kernels.launch("reduction.cu", _SUM_PARTIALS[acc], (1,), (_REDUCE_THREADS,), args)
+    return out.reshape(())
 
 
-@functools.cache
-def _sum_squares_kernel(out: str):
-    if out not in (float32.name, float64.name):
-        raise TypeError(f"sum_squares accumulates in float32 or float64, not {out}")
-    square = f"{'float' if out == float32.name else 'double'}(x)"
-    return _device.cupy.ReductionKernel(
-        "T x", f"{out} y", f"{square} * {square}", "a + b", "y = a", "0", f"sum_squares_{out}"
-    )
+_SUM_SQUARES = {
+    (t, acc): f"sum_squares<{_CUDA_TYPE[t]}, {_CUDA_TYPE[acc]}>"
+    for acc in (float32, float64)
+    for t in _CUDA_TYPE
+}
+_SUM_PARTIALS = {acc: f"sum_partials<{_CUDA_TYPE[acc]}>" for acc in (float32, float64)}
+REDUCTION = kernels.register(
+    "reduction.cu", names=(*_SUM_SQUARES.values(), *_SUM_PARTIALS.values())
+)
+_TILE = 4096  # kTile in cuda/reduction.cu: elements per partial sum
+_REDUCE_THREADS = 256  # kThreads in cuda/reduction.cu
+_ONE_BLOCK_TILES = 16  # up to 64Ki elements one block does both steps: one launch, not two
+_MAX_BLOCKS = 1024  # about 8 blocks per SM on an H100; past that blocks stride over tiles
 
 
 def unbroadcast(grad, shape):

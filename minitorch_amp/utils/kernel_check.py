@@ -3,10 +3,10 @@
 On a GPU every file of ``cuda/`` is compiled by the loader and launched once on a small
 input, and the result is held to the twin run on the same input with NumPy: bit for bit
 where the kernel promises that (casts, unscaling, the loss-scale update, the optimizer, the
-start-up probe, the Hopper GEMM on integer data, whose float32 sums are exact in any order),
-within two float16 ulps for ``gemm_fp16.cu`` (it adds in another order). Each GEMM check
-chooses its kernel with ``MINITORCH_AMP_GEMM_KERNEL``; ``gemm_sm90.cu`` runs only on compute
-capability 9.0 and is reported "not run" elsewhere.
+ReLU gradient, the start-up probe, the Hopper GEMM and the sum of squares on integer data,
+whose float32 sums are exact in any order), within two float16 ulps for ``gemm_fp16.cu`` (it
+adds in another order). Each GEMM check chooses its kernel with ``MINITORCH_AMP_GEMM_KERNEL``;
+``gemm_sm90.cu`` runs only on compute capability 9.0 and is reported "not run" elsewhere.
 Without a GPU, each file is compiled with NVRTC for its target when the library is here
 (``pip install nvidia-cuda-nvrtc``), and nothing runs.
 
@@ -28,6 +28,7 @@ from ..backend import gemm as _gemm
 from ..backend import gemm_sm90 as _gemm_sm90
 from ..backend import kernels as _kernels
 from ..backend import loss_scaling as _loss_scaling
+from ..backend import primitives as _primitives
 from ..backend.dtypes import bfloat16
 
 Move = Callable[[np.ndarray], object]
@@ -199,6 +200,31 @@ def _optim_matches(to_device: Move, to_host: Move) -> bool:
     return all(np.array_equal(bits(a), bits(b)) for a, b in zip(*results))
 
 
+def _relu_backward_matches(to_device: Move, to_host: Move) -> bool:
+    """Every kind of y meets every kind of gradient (signed zeros, subnormals, inf, NaN): the
+    twin's bits, NaN where the twin has NaN (inf * 0 where the unit is off)."""
+    values = [0.0, -0.0, 1e-40, -1e-40, 1.0, -2.0, np.inf, -np.inf, np.nan]
+    y = np.repeat(np.float32(values), len(values))
+    g = np.tile(np.float32(values), len(values)).astype(np.float16)
+    with np.errstate(invalid="ignore"):  # inf * 0 is NaN, on purpose
+        out = to_host(_primitives.relu_backward(to_device(y), to_device(g)))
+        expected = _primitives.relu_backward(y, g)
+    nan = np.isnan(expected)
+    return np.array_equal(np.isnan(out), nan) and np.array_equal(
+        bits(out)[~nan], bits(expected)[~nan]
+    )
+
+
+def _sum_squares_matches(to_device: Move, to_host: Move) -> bool:
+    """17 tiles and a tail (both kernels) of small integers, whose float32 sums are exact in
+    any order: the twin's bits, twice."""
+    x = np.random.default_rng(0).integers(-3, 4, 17 * 4096 + 5).astype(np.float16)
+    moved = to_device(x)
+    runs = [to_host(_primitives.sum_squares(moved, np.float32)) for _ in range(2)]
+    expected = np.asarray(_primitives.sum_squares(x, np.float32))
+    return all(np.array_equal(bits(run), bits(expected)) for run in runs)
+
+
 def _probe_matches(to_device: Move, to_host: Move) -> bool:
     """The start-up probe's kernel writes 1.0 as a float16 (its twin on NumPy arrays)."""
     x = to_device(np.zeros(1, np.float16))
@@ -217,6 +243,8 @@ CHECKS: dict[str, Callable[[Move, Move], bool]] = {
     "gemm_sm90.cu": _gemm_sm90_matches,
     "gemm_bf16_sm90.cu": _gemm_bf16_sm90_matches,
     "optim.cu": _optim_matches,
+    "elementwise.cu": _relu_backward_matches,
+    "reduction.cu": _sum_squares_matches,
     "probe.cu": _probe_matches,
 }
 

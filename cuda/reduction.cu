@@ -1,0 +1,155 @@
+// reduction.cu: a deterministic sum of squares, the squared L2 norm that gradient clipping
+// needs: out = sum_i x[i] * x[i], accumulated in Acc (float or double) from x of dtype T
+// (__half, __nv_bfloat16, float or double; all eight pairs are compiled).
+//
+// Deterministic: the same bits on every run and on every GPU, whatever grid the launcher
+// picks, because where each addition happens depends on n alone, never on the grid:
+//
+//   1. Tiles. x is cut into tiles of kTile = 4096 elements (the last one short); tile p's
+//      sum of squares goes to partials[p]. Inside a tile, thread t of a 256-thread block adds
+//      the squares of elements t, t + 256, ..., t + 15 * 256 in that order (each load is
+//      coalesced across the warp), then the block adds its 256 sums in a tree in shared
+//      memory: lane[t] += lane[t + s] for s = 128, 64, ..., 1. Block b takes tiles b,
+//      b + gridDim.x, ...: the grid decides which block sums a tile, never how.
+//   2. Partials. One block sums the P = ceil(n / kTile) partials: thread t adds partials t,
+//      t + 256, ... in that order, then the same tree; out[0] is the result (0 when n is 0).
+//
+// Two kernels carry these steps:
+//   sum_squares<T, Acc>: step 1; and when its grid is one block, step 2 as well (after a
+//     barrier, the block reads back the partials it wrote), so a small x takes one launch.
+//     Launch: grid (1,) when P <= 16, else (min(P, 1024),); block (kThreads = 256,).
+//     Args: x T [n] (C-contiguous), n int64, partials Acc [P] (written), out Acc [1]
+//     (written when the grid is one block).
+//   sum_partials<Acc>: step 2 alone, after a sum_squares of more than one block.
+//     Launch: grid (1,), block (kThreads = 256,). Args: partials Acc [P], P int64,
+//     out Acc [1] (written).
+// The launcher allocates one Acc array [1 + P] per call, out first, then the partials, and
+// returns out as a 0-d view: the one allocation CuPy's own reduction makes for its result
+// (during a CUDA-graph capture it comes from the graph's pool, as every output does). No
+// atomics, no cuBLAS, no temporary, no host read: a clipping step can be captured.
+//
+// Arithmetic. x is widened to Acc exactly (a double is rounded to the nearest float when Acc
+// is float), squared and added with __fmul_rn / __fadd_rn (__dmul_rn / __dadd_rn), which are
+// never contracted into an fma: every square and every sum is rounded once, to nearest even,
+// so a NumPy model of this order gives the same bits (tests/test_primitive_kernels.py).
+// CuPy compiles with -ftz=true: a float32 square below 2**-126 is 0 (so are float32 and
+// bfloat16 subnormal inputs); a sum of such squares would be below float32's normal range.
+// The error is at most about (33 + ceil(P / 256)) * u * out, u = 2**-24 (float) or 2**-53
+// (double): 16 + 8 additions in a tile, ceil(P / 256) + 8 over the partials, 1 for the square.
+//
+// Python caller: minitorch_amp/backend/primitives.py, sum_squares (on CuPy arrays, when
+// backend.kernels.enabled(); MINITORCH_AMP_RAW_KERNELS=0 computes CuPy's own
+// (x.astype(Acc) ** 2).sum()).
+// NumPy twin (the specification): sum_squares on NumPy arrays, np.dot(x, x) in Acc. BLAS adds
+// in its own order, so the kernel agrees with the twin within the error bound above.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace {
+
+constexpr int kThreads = 256;  // threads per block (the launcher's block size)
+constexpr int kPerThread = 16;
+constexpr long long kTile = kThreads * kPerThread;  // elements per partial sum
+
+// x as an Acc: exact for every T narrower than Acc; a double rounds to the nearest float.
+template <typename Acc> __device__ __forceinline__ Acc widen(__half x)
+{
+    return static_cast<Acc>(__half2float(x));
+}
+template <typename Acc> __device__ __forceinline__ Acc widen(__nv_bfloat16 x)
+{
+    return static_cast<Acc>(__bfloat162float(x));
+}
+template <typename Acc> __device__ __forceinline__ Acc widen(float x)
+{
+    return static_cast<Acc>(x);
+}
+template <typename Acc> __device__ __forceinline__ Acc widen(double x)
+{
+    return static_cast<Acc>(x);
+}
+
+// One rounding each, never fused into an fma.
+__device__ __forceinline__ float square(float v) { return __fmul_rn(v, v); }
+__device__ __forceinline__ double square(double v) { return __dmul_rn(v, v); }
+__device__ __forceinline__ float add(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double add(double a, double b) { return __dadd_rn(a, b); }
+
+// The block's kThreads values summed in a fixed tree; the sum is valid in thread 0 only
+// (the others may already be writing lane for the next sum). Every thread must call it.
+template <typename Acc> __device__ __forceinline__ Acc block_sum(Acc value, Acc* lane)
+{
+    lane[threadIdx.x] = value;
+    __syncthreads();
+    for (int s = kThreads / 2; s > 0; s /= 2) {
+        if (static_cast<int>(threadIdx.x) < s) {
+            lane[threadIdx.x] = add(lane[threadIdx.x], lane[threadIdx.x + s]);
+        }
+        __syncthreads();
+    }
+    return lane[0];
+}
+
+// Step 2: the partials in order, per thread, then the tree; thread 0 writes out[0].
+template <typename Acc>
+__device__ __forceinline__ void sum_in_order(const Acc* partials, long long n_partials,
+                                             Acc* out, Acc* lane)
+{
+    Acc sum = 0;
+    for (long long p = threadIdx.x; p < n_partials; p += kThreads) sum = add(sum, partials[p]);
+    sum = block_sum(sum, lane);
+    if (threadIdx.x == 0) *out = sum;
+}
+
+}  // namespace
+
+template <typename T, typename Acc>
+__global__ void __launch_bounds__(kThreads)
+    sum_squares(const T* __restrict__ x, long long n, Acc* partials, Acc* out)
+{
+    __shared__ Acc lane[kThreads];
+    const long long n_tiles = (n + kTile - 1) / kTile;
+    for (long long tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
+        const long long first = tile * kTile + threadIdx.x;
+        Acc sum = 0;
+#pragma unroll
+        for (int k = 0; k < kPerThread; ++k) {
+            const long long i = first + static_cast<long long>(k) * kThreads;
+            if (i < n) sum = add(sum, square(widen<Acc>(x[i])));
+        }
+        sum = block_sum(sum, lane);
+        if (threadIdx.x == 0) partials[tile] = sum;
+    }
+    if (gridDim.x == 1) {  // the only block: finish here, exactly as sum_partials would
+        __syncthreads();   // thread 0's partials are visible to the block after the barrier
+        sum_in_order(partials, n_tiles, out, lane);
+    }
+}
+
+template <typename Acc>
+__global__ void __launch_bounds__(kThreads)
+    sum_partials(const Acc* __restrict__ partials, long long n_partials, Acc* __restrict__ out)
+{
+    __shared__ Acc lane[kThreads];
+    sum_in_order(partials, n_partials, out, lane);
+}
+
+// Every (T, Acc) pair, instantiated explicitly so that nvcc builds (and CI checks) them too;
+// the loader names the same instantiations in its name expressions.
+#define MINITORCH_SUM_SQUARES(T, Acc)                                                   \
+    template __global__ void sum_squares<T, Acc>(const T* __restrict__, long long, Acc*, \
+                                                 Acc*);
+MINITORCH_SUM_SQUARES(__half, float)
+MINITORCH_SUM_SQUARES(__nv_bfloat16, float)
+MINITORCH_SUM_SQUARES(float, float)
+MINITORCH_SUM_SQUARES(double, float)
+MINITORCH_SUM_SQUARES(__half, double)
+MINITORCH_SUM_SQUARES(__nv_bfloat16, double)
+MINITORCH_SUM_SQUARES(float, double)
+MINITORCH_SUM_SQUARES(double, double)
+#undef MINITORCH_SUM_SQUARES
+template __global__ void sum_partials<float>(const float* __restrict__, long long,
+                                             float* __restrict__);
+template __global__ void sum_partials<double>(const double* __restrict__, long long,
+                                              double* __restrict__);
