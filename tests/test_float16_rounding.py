@@ -79,3 +79,26 @@ def test_every_float16_widens_as_numpy_widens_it_nan_payloads_included():
     np.testing.assert_array_equal(out.reshape(-1).view(np.uint32), want)
     zero_d = float32_from_float16(np.array(1.5, np.float16))
     assert isinstance(zero_d, np.ndarray) and zero_d.shape == () and zero_d == 1.5  # 0-d stays
+
+
+@pytest.mark.parametrize("scale, whole_array", [(1.0, False), (1e-6, True)])
+@pytest.mark.parametrize("source, target", [("float32", "float16"), ("float16", "float32")])
+def test_convert_takes_the_whole_array_path_only_for_mostly_subnormal_values(
+    source, target, scale, whole_array, monkeypatch
+):
+    """Both paths give the same bits (tested above); the sample decides the faster one."""
+    from minitorch_amp.backend import cast
+
+    calls = []
+    for name in ("float16_from_float32", "float32_from_float16"):
+        real = getattr(cast, name)
+        monkeypatch.setattr(cast, name, lambda x, *a, real=real: calls.append(1) or real(x, *a))
+    x = (np.random.default_rng(2).standard_normal(5000) * scale).astype(source)
+    out = convert(x, target)
+    assert len(calls) == whole_array
+    with np.errstate(over="ignore"):
+        want = x.astype(target)
+    np.testing.assert_array_equal(out.view(f"u{out.itemsize}"), want.view(f"u{want.itemsize}"))
+    small = x[: cast._SAMPLE_FROM - 1]
+    convert(small, target)  # too small to sample: NumPy's own conversion
+    assert len(calls) == whole_array

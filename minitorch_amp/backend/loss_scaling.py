@@ -37,7 +37,7 @@ import ml_dtypes
 import numpy as np
 
 from . import kernels
-from .cast import convert, float16_from_float32
+from .cast import convert
 from .device import get_array_module
 from .dtypes import accumulation_dtype, bfloat16, bool_, float16, float32, float64, int32
 
@@ -162,10 +162,7 @@ def unscale_and_check(grads: list, inv_scale, found_inf) -> None:
                 flat = xp.concatenate([g.reshape(-1) for g in run])
                 wide = convert(flat, acc)
                 wide *= inv
-                # once for the run, to nearest even (unscaled float16 gradients are often
-                # subnormal, which NumPy's own conversion makes 20 times slower)
-                dtype = run[0].dtype
-                rounded = float16_from_float32(wide) if dtype == float16 else convert(wide, dtype)
+                rounded = convert(wide, run[0].dtype)  # once for the run, to nearest even
                 start = 0
                 for g in run:
                     g[...] = rounded[start : start + g.size].reshape(g.shape)

@@ -41,7 +41,7 @@ import numpy as np
 from ..backend import device as _device
 from ..backend import dtypes as _dtypes
 from ..backend import fused_optim, kernels, memory
-from ..backend.cast import convert, float32_from_float16
+from ..backend.cast import convert
 from ..backend.cast_counter import count_cast
 from ..backend.dtypes import float16
 
@@ -267,10 +267,10 @@ class Bucket:
         if not self._scratch:
             self._twin_buffers()  # a kernel bucket that met grads the kernel cannot read
         out = self._scratch[name]
-        if self.dense and arrays[0].dtype == float16:  # NumPy widens float16 slowly
+        if self.dense and arrays[0].dtype == float16:  # NumPy widens subnormals slowly
             raw = self._scratch[name + "16"]
             np.concatenate(arrays, axis=None, out=raw)
-            float32_from_float16(raw, out=out)
+            out[...] = convert(raw, self.wide)
         elif self.dense:
             np.concatenate(arrays, axis=None, out=out, casting="same_kind")
         else:
