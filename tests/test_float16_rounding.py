@@ -93,7 +93,7 @@ def test_convert_takes_the_whole_array_path_only_for_mostly_subnormal_values(
     for name in ("float16_from_float32", "float32_from_float16"):
         real = getattr(cast, name)
         monkeypatch.setattr(cast, name, lambda x, *a, real=real: calls.append(1) or real(x, *a))
-    x = (np.random.default_rng(2).standard_normal(5000) * scale).astype(source)
+    x = (np.random.default_rng(2).standard_normal(20000) * scale).astype(source)
     out = convert(x, target)
     assert len(calls) == whole_array
     with np.errstate(over="ignore"):

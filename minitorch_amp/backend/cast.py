@@ -171,7 +171,7 @@ def convert(x, dtype):
     return x.astype(dtype, order="C")
 
 
-_SAMPLE_FROM = 2048  # below this the sample (~7 us) costs more than it can save
+_SAMPLE_FROM = 8192  # below this the sample (~5 us) costs about what it can save
 
 
 def _mostly_slow(x: np.ndarray) -> bool:
@@ -179,10 +179,11 @@ def _mostly_slow(x: np.ndarray) -> bool:
     NumPy: float16 subnormals (float16 in), or float32 magnitudes in (0, 2**-14) (out)."""
     flat = x.reshape(-1)
     sample = flat[:: max(1, flat.size // 64)]
-    if x.dtype == float16:
-        bits = sample.view(np.uint16)
-        slow = ((bits & np.uint16(0x7C00)) == 0) & ((bits & np.uint16(0x03FF)) != 0)
-    else:  # magnitude - 1 wraps 0 to the top of the range: only nonzero tiny ones count
+    # magnitude - 1 wraps 0 to the top of the range: only nonzero ones below the bound count
+    if x.dtype == float16:  # a float16 subnormal: magnitude below 0x0400
+        magnitude = (sample.view(np.uint16) & np.uint16(0x7FFF)) - np.uint16(1)
+        slow = magnitude < np.uint16(0x03FF)
+    else:  # a float32 that rounds into float16's subnormals: magnitude below 2**-14
         magnitude = (sample.view(np.uint32) & np.uint32(0x7FFFFFFF)) - np.uint32(1)
         slow = magnitude < np.uint32(0x387FFFFF)
     return 10 * int(np.count_nonzero(slow)) >= sample.size
