@@ -23,22 +23,8 @@
 
 #include "cuda_emulator.h"
 
-#include <pmmintrin.h>  // _MM_SET_DENORMALS_ZERO_MODE
-#include <xmmintrin.h>  // _MM_SET_FLUSH_ZERO_MODE
 
-// Reinterpretations, as the device intrinsics do them.
-inline unsigned int __float_as_uint(float x)
-{
-    unsigned int u;
-    std::memcpy(&u, &x, sizeof u);
-    return u;
-}
-inline long long __double_as_longlong(double x)
-{
-    long long u;
-    std::memcpy(&u, &x, sizeof u);
-    return u;
-}
+// (__float_as_uint and __double_as_longlong: cuda_emulator.h)
 inline float __uint_as_float(unsigned int u)
 {
     float x;
@@ -97,11 +83,5 @@ extern "C" int launch(const char* name, int grid, int block, void** args)
         emu::error = "unknown kernel name";
         return 1;
     }
-    // -ftz=true, as CuPy compiles it: the fibers (made in run_grid) inherit this MXCSR.
-    const unsigned int before = _mm_getcsr();
-    _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
-    _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
-    const int status = emu::run_grid(body, grid, block);
-    _mm_setcsr(before);
-    return status;
+    return emu::run_grid_ftz(body, grid, block);  // -ftz=true, as CuPy compiles it
 }

@@ -1,7 +1,7 @@
 // cuda_emulator.h: CUDA's "hardware layer" on a CPU, for running a kernel file unchanged.
 //
-// Included by tests/optim_emulator.cpp (cuda/optim.cu) and tests/amp_emulator.cpp
-// (cuda/amp.cu), which the tests build with g++ as shared libraries and feed the launches the
+// Included by tests/optim_emulator.cpp (cuda/optim.cu), tests/amp_emulator.cpp (cuda/amp.cu)
+// and tests/primitives_emulator.cpp (cuda/elementwise.cu, cuda/reduction.cu), which the tests build with g++ as shared libraries and feed the launches the
 // Python launchers would send to a GPU. Modelled here:
 //   * every block's threads run as fibers (ucontext) that meet at __syncthreads (and
 //     __syncthreads_or); a thread that finishes while others wait at a barrier is reported
@@ -16,8 +16,10 @@
 #pragma once
 
 #include <cuda_fp16.h>
+#include <pmmintrin.h>  // _MM_SET_DENORMALS_ZERO_MODE
 #include <ucontext.h>
 #include <vector_types.h>
+#include <xmmintrin.h>  // _MM_SET_FLUSH_ZERO_MODE
 
 #include <cmath>
 #include <cstdio>
@@ -103,7 +105,33 @@ int run_grid(std::function<void()> kernel_body, int grid, int block)
     return error == nullptr ? 0 : 2;
 }
 
+// run_grid under -ftz=true, as CuPy compiles every kernel: float32 subnormals flushed, in
+// the results and in the operands (the fibers made in run_grid inherit this MXCSR).
+int run_grid_ftz(std::function<void()> kernel_body, int grid, int block)
+{
+    const unsigned int before = _mm_getcsr();
+    _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
+    _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
+    const int status = run_grid(kernel_body, grid, block);
+    _mm_setcsr(before);
+    return status;
+}
+
 }  // namespace emu
+
+// Reinterpretations, as the device intrinsics do them.
+inline unsigned int __float_as_uint(float x)
+{
+    unsigned int u;
+    std::memcpy(&u, &x, sizeof u);
+    return u;
+}
+inline long long __double_as_longlong(double x)
+{
+    long long u;
+    std::memcpy(&u, &x, sizeof u);
+    return u;
+}
 
 void __syncthreads() { emu::yield_to_scheduler(); }
 

@@ -24,24 +24,10 @@
 #include "cuda_emulator.h"
 
 #include <cuda_bf16.h>
-#include <pmmintrin.h>  // _MM_SET_DENORMALS_ZERO_MODE
-#include <xmmintrin.h>  // _MM_SET_FLUSH_ZERO_MODE
 
 #include <map>
 
-// Reinterpretations, as the device intrinsics do them.
-inline unsigned int __float_as_uint(float x)
-{
-    unsigned int u;
-    std::memcpy(&u, &x, sizeof u);
-    return u;
-}
-inline long long __double_as_longlong(double x)
-{
-    long long u;
-    std::memcpy(&u, &x, sizeof u);
-    return u;
-}
+// (__float_as_uint and __double_as_longlong: cuda_emulator.h)
 // One IEEE operation each, rounded to nearest even (built with -ffp-contract=off: no fma).
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
@@ -110,11 +96,5 @@ extern "C" int launch(const char* name, int grid, int block, void** args)
         return 1;
     }
     const Body body = found->second(args);
-    // -ftz=true, as CuPy compiles it: the fibers (made in run_grid) inherit this MXCSR.
-    const unsigned int before = _mm_getcsr();
-    _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
-    _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
-    const int status = emu::run_grid(body, grid, block);
-    _mm_setcsr(before);
-    return status;
+    return emu::run_grid_ftz(body, grid, block);  // -ftz=true, as CuPy compiles it
 }
