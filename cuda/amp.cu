@@ -1,12 +1,14 @@
 // amp.cu: the kernels of dynamic loss scaling, so that GradScaler never waits for the host.
-// One step runs them in this order: inverse_scale, unscale_and_check (once per gradient
-// dtype), update_loss_scaling.
+// One step runs them in this order: inverse_scale_and_clear, unscale_and_check (once per
+// gradient dtype), update_loss_scaling.
 //
 // 1. inverse_scale: ONE thread writes inv_scale = float(1 / double(scale)): the quotient in
 //    double, rounded once to the nearest float, ties to even (exact for powers of two).
 //    Every float32 input gives the twin's bits: subnormal scales and quotients (1 / 3e38),
 //    0 (inf), inf (0), negative scales and NaN (see "float32 under -ftz" below).
 //    Launch: grid (1,), block (1,). Args: scale float32 [1], inv_scale float32 [1] (written).
+//    inverse_scale_and_clear does the same and also sets found_inf (bool [1]) to false:
+//    GradScaler.unscale_ starts each step with it, one launch instead of a fill and this.
 //    It stays a launch of its own (about 15 us of host time per unscale_): GradScaler
 //    writes the scale from the host too (set_init_loss_scaling, load_state_dict, and a
 //    static scale is never updated), so an inverse kept by update_loss_scaling could be
@@ -197,6 +199,15 @@ extern "C" __global__ void inverse_scale(const float* __restrict__ scale,
 {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     *inv_scale = nearest_float(1.0 / exact_double(*scale));  // IEEE double division
+}
+
+extern "C" __global__ void inverse_scale_and_clear(const float* __restrict__ scale,
+                                                   float* __restrict__ inv_scale,
+                                                   bool* __restrict__ found_inf)
+{
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    *inv_scale = nearest_float(1.0 / exact_double(*scale));
+    *found_inf = false;  // the step's unscale_and_check launches OR into it after this
 }
 
 extern "C" __global__ void update_loss_scaling(const bool* __restrict__ found_inf,

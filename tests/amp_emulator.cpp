@@ -60,6 +60,13 @@ std::function<void()> inverse(void** a)
     return [=] { inverse_scale(arg<const float*>(a, 0), arg<float*>(a, 1)); };
 }
 
+std::function<void()> inverse_and_clear(void** a)
+{
+    return [=] {
+        inverse_scale_and_clear(arg<const float*>(a, 0), arg<float*>(a, 1), arg<bool*>(a, 2));
+    };
+}
+
 std::function<void()> update(void** a)
 {
     return [=] {
@@ -78,6 +85,7 @@ extern "C" int launch(const char* name, int grid, int block, void** args)
     if (full == "unscale_and_check<float>") body = unscale<float>(args);
     if (full == "unscale_and_check<double>") body = unscale<double>(args);
     if (full == "inverse_scale") body = inverse(args);
+    if (full == "inverse_scale_and_clear") body = inverse_and_clear(args);
     if (full == "update_loss_scaling") body = update(args);
     if (!body) {
         emu::error = "unknown kernel name";

@@ -170,6 +170,19 @@ def test_the_inverse_of_every_kind_of_scale_has_the_twins_bits(one_thread):
     assert np.signbit(twin[scales == -np.inf]).all() and np.isinf(twin[scales == 0]).all()
 
 
+@pytest.mark.parametrize("was", [True, False])
+def test_the_step_s_first_launch_inverts_the_scale_and_clears_found_inf(was, one_thread):
+    """GradScaler.unscale_ starts each step with one launch, not a fill and an inverse."""
+    for scale in (1024.0, 3e38, 0.0):
+        twin, twin_flag = np.zeros(1, np.float32), np.array([was])
+        inverse_scale(np.float32([scale]), twin, clear=twin_flag)
+        kernel, flag = on_device(np.zeros(1, np.float32)), on_device(np.array([was]))
+        inverse_scale(on_device(np.float32([scale])), kernel, clear=flag)
+        assert_same_bits(kernel, twin, "1 / scale")
+        assert not bool(flag[0]) and not bool(twin_flag[0])
+    assert one_thread == [("inverse_scale_and_clear", (1,))] * 3
+
+
 @pytest.mark.parametrize("walk", UPDATE_WALKS)
 def test_the_update_walks_like_the_twin_under_ftz(walk, one_thread):
     longest_at_floor = update_walk(on_device, walk)

@@ -81,7 +81,9 @@ def test_amp_cu_compiles_with_nvrtc_and_unscales_with_16_byte_global_accesses(
 _BITS_ONLY = re.compile(r"(ld|st)(\.\w+)*\.f32|selp\.f32|mov\.f32|cvt\.|setp\.(nan|num)\.")
 
 
-@pytest.mark.parametrize("name", ["inverse_scale", "update_loss_scaling"])
+@pytest.mark.parametrize(
+    "name", ["inverse_scale", "inverse_scale_and_clear", "update_loss_scaling"]
+)
 def test_the_one_thread_kernels_do_no_float32_arithmetic_under_ftz(name, nvrtc_available):
     """CuPy adds -ftz=true, which flushes subnormal inputs and results of every float32
     multiply, max/min and ordered comparison: these kernels multiply and compare in double

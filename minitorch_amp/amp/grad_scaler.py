@@ -193,12 +193,12 @@ class AmpScaler(ScalerSettings):
         if entry["state"] is OptimizerState.STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
         buckets = _by_dtype([g._data for g in map(_GRAD, params) if g is not None])
-        inverse_scale(self._scale._data, self._inv_scale)  # 1/S, on the device
         found_inf = self._found_infs.get(id(optimizer))
         if found_inf is None:
             xp = _device.get_array_module(self._scale._data)
             found_inf = self._found_infs[id(optimizer)] = xp.zeros(1, dtype=bool)
-        found_inf.fill(False)
+        # 1/S and found_inf = False, on the device, in one launch
+        inverse_scale(self._scale._data, self._inv_scale, clear=found_inf)
         for grads in buckets.values():
             unscale_and_check(grads, self._inv_scale, found_inf)
             for count in hooks.counters:  # operator statistics, when collected

@@ -50,8 +50,12 @@ _UNSCALE_KERNELS = {
     float64: "unscale_and_check<double>",
 }
 AMP = kernels.register(
-    "amp.cu", names=("inverse_scale", *_UNSCALE_KERNELS.values(), "update_loss_scaling")
-)
+    "amp.cu",
+    names=(
+        "inverse_scale", "inverse_scale_and_clear", *_UNSCALE_KERNELS.values(),
+        "update_loss_scaling",
+    ),
+)  # fmt: skip
 _CHUNK = 65536  # elements per block: kChunk in cuda/amp.cu
 _UNSCALE_THREADS = 512  # kThreads in cuda/amp.cu
 
@@ -64,8 +68,9 @@ def _check_flag(array, name: str, dtype) -> None:
         )
 
 
-def inverse_scale(scale, out) -> None:
-    """``out = float32(1 / float64(scale))`` in place, as PyTorch computes it.
+def inverse_scale(scale, out, clear=None) -> None:
+    """``out = float32(1 / float64(scale))`` in place, as PyTorch computes it; ``clear``
+    (a found_inf flag) is set to False in the same launch.
 
     The quotient is taken in float64 and rounded once to the nearest float32, ties to even:
     exact for powers of two, subnormal for scales above 2**126 (1 / 3e38), inf for 0 and for
@@ -75,25 +80,30 @@ def inverse_scale(scale, out) -> None:
     Args:
         scale: float32 [1], the loss scale.
         out: float32 [1], written.
+        clear: None, or a bool [1] flag to clear (GradScaler's found_inf, at the start of
+            each unscale): one launch, not a fill and this.
 
     Example:
         >>> import numpy as np
-        >>> out = np.zeros(1, "float32")
-        >>> inverse_scale(np.array([1024.0], "float32"), out)
-        >>> out
-        array([0.00097656], dtype=float32)
+        >>> out, found_inf = np.zeros(1, "float32"), np.ones(1, bool)
+        >>> inverse_scale(np.array([1024.0], "float32"), out, clear=found_inf)
+        >>> out, found_inf
+        (array([0.00097656], dtype=float32), array([False]))
     """
     xp = get_array_module(scale)
-    if (
-        xp is not np
-        and kernels.enabled()
-        and _fits_one_thread_kernel(((scale, float32), (out, float32)))
-    ):
+    arrays = [(scale, float32), (out, float32)] + ([(clear, bool_)] if clear is not None else [])
+    if xp is not np and kernels.enabled() and _fits_one_thread_kernel(arrays):
         with scale.device:
-            kernels.launch("amp.cu", "inverse_scale", (1,), (1,), (scale, out))
+            if clear is None:
+                kernels.launch("amp.cu", "inverse_scale", (1,), (1,), (scale, out))
+            else:
+                args = (scale, out, clear)
+                kernels.launch("amp.cu", "inverse_scale_and_clear", (1,), (1,), args)
         return
     with np.errstate(divide="ignore", over="ignore"):  # 1 / 0 and 1 / 2**-149 are inf
         xp.copyto(out, 1.0 / scale.astype(float64), casting="unsafe")
+    if clear is not None:
+        clear[...] = False
 
 
 def _fits_one_thread_kernel(arrays) -> bool:
