@@ -194,11 +194,18 @@ __global__ void __launch_bounds__(kThreads)
     if (__syncthreads_or(bad) && threadIdx.x == 0) *found_inf = true;
 }
 
+// float(1 / double(scale)), rounded once (IEEE double division), exact under -ftz.
+__device__ __forceinline__ void invert(const float* __restrict__ scale,
+                                       float* __restrict__ inv_scale)
+{
+    *inv_scale = nearest_float(1.0 / exact_double(*scale));
+}
+
 extern "C" __global__ void inverse_scale(const float* __restrict__ scale,
                                          float* __restrict__ inv_scale)
 {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    *inv_scale = nearest_float(1.0 / exact_double(*scale));  // IEEE double division
+    invert(scale, inv_scale);
 }
 
 extern "C" __global__ void inverse_scale_and_clear(const float* __restrict__ scale,
@@ -206,7 +213,7 @@ extern "C" __global__ void inverse_scale_and_clear(const float* __restrict__ sca
                                                    bool* __restrict__ found_inf)
 {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    *inv_scale = nearest_float(1.0 / exact_double(*scale));
+    invert(scale, inv_scale);
     *found_inf = false;  // the step's unscale_and_check launches OR into it after this
 }
 
