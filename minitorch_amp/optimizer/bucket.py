@@ -105,7 +105,7 @@ class Bucket:
         self.scalars = opt._kernel_scalars(group) if self.kernel else ()  # kernel arguments
         self.runs = self._static_runs()
         self._scratch: dict = {}  # 'grad' / 'param' -> the flat buffer the twin gathers into
-        self._casts: list = []  # [(param, its segment of the updated values)]: the write-back
+        self._casts: list = []  # [(param, start, stop)] in the flat values: the write-back
         if self.kernel is None:  # allocated now, so that a step cannot fail half-way
             self._twin_buffers()
         self._table = None  # (grad arrays, device words) of the last launch
