@@ -19,6 +19,7 @@ from __future__ import annotations
 import warnings
 from collections import OrderedDict
 
+import ml_dtypes
 import numpy as np
 
 from ...autograd.tensor import Tensor
@@ -60,8 +61,10 @@ def load_state_dict(layer, state_dict: dict, use_structured_name: bool = True):
 
     Values may be Tensors or arrays (NumPy or CuPy) of numbers, on any device; each is cast to
     the target's dtype (floats round to nearest even) and moved to its device. An integer or
-    bool target takes only values it holds exactly. Keys are structured names (``fc.weight``)
-    or, with ``use_structured_name=False``, the tensors' unique names (``linear_0.w_0``).
+    bool target takes only values it holds exactly; a float target refuses finite values that
+    would become inf in its dtype (1e5 into float16), but an inf or NaN in the source loads.
+    Keys are structured names (``fc.weight``) or, with ``use_structured_name=False``, the
+    tensors' unique names (``linear_0.w_0``).
     All values are loaded, or none.
 
     Returns:
@@ -70,7 +73,8 @@ def load_state_dict(layer, state_dict: dict, use_structured_name: bool = True):
 
     Raises:
         ValueError: a value has the wrong shape, is not numbers (``None``, strings, objects)
-            or holds numbers its integer target cannot; nothing was loaded.
+            holds numbers its integer target cannot, or finite numbers beyond its float
+            target's range; nothing was loaded.
         OutOfMemoryError, MemoryError: no room to stage the values, even on the host;
             nothing was loaded.
 
@@ -175,6 +179,7 @@ def _stage(name: str, array, target: Tensor, place, owners: set):
         with np.errstate(over="ignore", invalid="ignore"):  # checked below where it matters
             staged = cast(moved, target.dtype)  # bfloat16: rounded once (backend.cast)
         _check_exact(name, moved, staged, target)
+        _check_in_range(name, moved, staged, target)
     elif moved is array and id(_owner(array)) in owners:
         staged = moved.copy()
     else:
@@ -196,6 +201,29 @@ def _check_exact(name: str, source, staged, target: Tensor) -> None:
             f"set_state_dict: {name!r} holds values a {target.dtype} tensor cannot hold "
             "exactly (fractions, NaN, inf or out of range); nothing was loaded"
         )
+
+
+def _check_in_range(name: str, source, staged, target: Tensor) -> None:
+    """A float target refuses finite values that became inf in its dtype (1e5 in float16).
+
+    An inf or NaN already in the source loads as it is: the checkpoint held it.
+    """
+    if not _dtypes.is_floating(target.dtype):
+        return
+    xp = _device.get_array_module(staged)
+    if bool(xp.isfinite(staged).all()):  # the common case: one pass, nothing overflowed
+        return
+    overflowed = xp.isinf(staged) & xp.isfinite(source)
+    if not bool(overflowed.any()):
+        return
+    largest = float(xp.abs(source[overflowed].astype("float64")).max())
+    limit = float(ml_dtypes.finfo(target.dtype).max)
+    raise ValueError(
+        f"set_state_dict: {name!r} holds {largest:.6g}, beyond the largest {target.dtype} "
+        f"({limit:.6g}): it would load as inf; nothing was loaded. Load the checkpoint into a "
+        "float32 model (and keep the layers holding such values in float32 when converting), "
+        "or rescale those values to fit"
+    )
 
 
 def _write(data, staged) -> None:
