@@ -14,13 +14,18 @@ captured and replayed as a graph.
 * ``"warn"`` (1): a ``SyncWarning`` naming the call site;
 * ``"error"`` (2): a :class:`SyncError` naming the call site; nothing has been read yet.
 
+The mode belongs to the thread (and asyncio task) that sets it, as ``auto_cast`` does: a
+thread checking its training step in ``"error"`` does not fail another thread's reads, and a
+new thread starts in ``"default"``. PyTorch's mode is one process-wide setting.
+
 The library calls :func:`host_read` before each of its host reads of device data and
 :func:`upload` before each upload of host-built data inside an op. On the NumPy backend the
 same calls are made at the same places, although a NumPy "device" array is already on the
 host: that is what lets the CPU test suite prove that a training step, after its first
 iteration, neither synchronises nor transfers on a GPU. On the GPU in ``"error"`` mode,
 CuPy's own detector is also switched on for the calling thread, as a second net for a read
-the library forgot to declare.
+the library forgot to declare (it is per thread, not per task: asyncio tasks sharing a thread
+share it).
 
 Deferred checks. Some ops must validate data that lives on the device (a label outside
 ``[0, classes)``). Checking it on the host would be a synchronisation in every step, so on
@@ -44,6 +49,8 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import numbers
 import os
 import sys
 import warnings
@@ -67,7 +74,11 @@ __all__ = [
 ]
 
 _MODES = {"default": 0, "warn": 1, "error": 2}
-_mode = 0
+# The mode of this thread or asyncio task: a thread starts with 0 ("default").
+# NOTE: one module global (PyTorch's way) lets a thread checking its step in "error" fail every
+# other thread's reads, and two overlapping `with` blocks in two threads leave the process in
+# whichever mode the first one saw on entry. A ContextVar is per thread and per task.
+_mode = contextvars.ContextVar("minitorch_amp_sync_debug_mode", default=0)
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -82,34 +93,40 @@ class SyncWarning(UserWarning):
 def set_sync_debug_mode(debug_mode) -> None:
     """Report host reads of device data and uploads inside ops: PyTorch's function.
 
+    Sets the mode of the calling thread (or asyncio task) only; other threads keep theirs,
+    and a new thread starts in ``"default"``. (PyTorch's mode is process-wide.)
+
     Args:
         debug_mode: ``"default"`` or 0 (silent), ``"warn"`` or 1, ``"error"`` or 2.
 
     Raises:
-        ValueError: any other value.
+        ValueError: any other value (also ``2.0`` or ``True``); the mode is kept.
     """
-    global _mode
     if isinstance(debug_mode, str) and debug_mode in _MODES:
         mode = _MODES[debug_mode]
-    elif not isinstance(debug_mode, bool) and debug_mode in (0, 1, 2):
-        mode = int(debug_mode)
+    elif isinstance(debug_mode, numbers.Integral) and not isinstance(debug_mode, bool):
+        mode = int(debug_mode) if debug_mode in (0, 1, 2) else None
     else:
+        mode = None
+    if mode is None:
         raise ValueError(
-            f"sync debug mode must be 'default', 'warn' or 'error' (or 0, 1, 2), got {debug_mode!r}"
+            "sync debug mode must be 'default', 'warn' or 'error' (or the ints 0, 1, 2), "
+            f"got {debug_mode!r}"
         )
-    _mode = mode
+    _mode.set(mode)
     _cupy_detector(mode == 2)
 
 
 def get_sync_debug_mode() -> int:
-    """The current mode as PyTorch returns it: 0 default, 1 warn, 2 error."""
-    return _mode
+    """The calling thread's mode as PyTorch returns it: 0 default, 1 warn, 2 error."""
+    return _mode.get()
 
 
 @contextlib.contextmanager
 def sync_debug_mode(debug_mode):
-    """:func:`set_sync_debug_mode` for a ``with`` block; the previous mode comes back after."""
-    previous = _mode
+    """:func:`set_sync_debug_mode` for a ``with`` block in this thread; the thread's previous
+    mode comes back after (also when blocks in other threads overlap it in time)."""
+    previous = _mode.get()
     set_sync_debug_mode(debug_mode)
     try:
         yield
@@ -138,7 +155,7 @@ def host_read(what: str) -> None:
     Raises:
         SyncError: in ``"error"`` mode (before anything is read).
     """
-    if _mode:
+    if _mode.get():
         _report(f"{what} synchronises: the host waits until the GPU has done its queued work")
     if _deferred:
         run_deferred()
@@ -150,7 +167,7 @@ def upload(what: str) -> None:
     Raises:
         SyncError: in ``"error"`` mode (before anything is uploaded).
     """
-    if _mode:
+    if _mode.get():
         _report(f"{what} uploads host data to the device, which a CUDA graph cannot record")
 
 
@@ -169,14 +186,15 @@ def to_device(value, like, what: str):
 
 
 def _report(message: str) -> None:
+    mode = _mode.get()
     frame = _user_frame()
     where = f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}"
     text = (
         f"{message} (at {where}); set_sync_debug_mode is "
-        f"{'error' if _mode == 2 else 'warn'}. Keep such reads out of the training step, "
+        f"{'error' if mode == 2 else 'warn'}. Keep such reads out of the training step, "
         "or set minitorch_amp.device.set_sync_debug_mode('default')."
     )
-    if _mode == 2:
+    if mode == 2:
         raise SyncError(text)
     warnings.warn_explicit(
         text,
