@@ -42,6 +42,24 @@ __all__ = [
 ]
 
 
+def is_integer(value) -> bool:
+    """An int or a NumPy integer, but not a bool (``True`` is an ``int`` to Python)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def positive_int(value, what: str, or_none: bool = False) -> int:
+    """``value`` as a Python int when it is an integer > 0 (NumPy integers too; not a bool).
+
+    Raises:
+        ValueError: ``value`` is a bool, not an integer, or not positive; ``what`` names it.
+    """
+    if is_integer(value) and value > 0:
+        return int(value)
+    shown = value.item() if isinstance(value, np.generic) else value
+    kind = "int or None" if or_none else "int"
+    raise ValueError(f"{what} must be a positive {kind}, got {shown!r} (for example 32)")
+
+
 class Dataset:
     """A map-style dataset: subclass it and implement ``__getitem__`` and ``__len__``."""
 
@@ -128,8 +146,8 @@ class RandomSampler(Sampler):
         super().__init__(data_source)
         if num_samples is not None and not replacement:
             raise ValueError("RandomSampler: num_samples is only allowed with replacement=True")
-        if num_samples is not None and (not isinstance(num_samples, int) or num_samples <= 0):
-            raise ValueError(f"RandomSampler: num_samples must be positive, got {num_samples}")
+        if num_samples is not None:
+            num_samples = positive_int(num_samples, "RandomSampler: num_samples")
         self.replacement, self._num_samples = bool(replacement), num_samples
 
     @property
@@ -161,8 +179,7 @@ class BatchSampler(Sampler):
     ):  # fmt: skip
         if (dataset is None) == (sampler is None):
             raise ValueError("BatchSampler takes either a dataset or a sampler, not both")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
-            raise ValueError(f"BatchSampler: batch_size must be a positive int, got {batch_size}")
+        batch_size = positive_int(batch_size, "BatchSampler: batch_size")
         if sampler is not None and shuffle:
             raise ValueError("BatchSampler: shuffle goes with a dataset; shuffle in the sampler")
         if isinstance(dataset, IterableDataset):
@@ -195,6 +212,12 @@ def default_collate_fn(batch):
     Tensors are stacked, NumPy arrays stacked into a Tensor, Python and NumPy numbers
     become a 1-D Tensor (``np.array``'s dtype: int64, float64, bool), strings stay a list;
     dicts are collated per key and lists/tuples per position (a list comes back).
+
+    Raises:
+        ValueError: the dicts of a batch have different keys (the error names them).
+        OverflowError: an integer that int64 cannot hold (NumPy would keep it as an object,
+            or round it to float64).
+        RuntimeError: the lists or tuples of a batch have different lengths.
     """
     sample = batch[0]
     if isinstance(sample, Tensor):
@@ -202,10 +225,11 @@ def default_collate_fn(batch):
     if isinstance(sample, np.ndarray):
         return to_tensor(np.stack(batch, axis=0))
     if isinstance(sample, (numbers.Number, np.bool_)):
-        return to_tensor(np.array(batch))
+        return to_tensor(_numbers_array(batch))
     if isinstance(sample, (str, bytes)):
         return list(batch)
     if isinstance(sample, Mapping):
+        _check_same_keys(batch)
         return {key: default_collate_fn([d[key] for d in batch]) for key in sample}
     if isinstance(sample, Sequence):
         if any(len(s) != len(sample) for s in batch):
@@ -215,6 +239,42 @@ def default_collate_fn(batch):
         "a batch can hold Tensors, NumPy arrays, numbers, strings, dicts and lists, got "
         f"{type(sample).__name__}; pass a collate_fn that handles it"
     )
+
+
+_INT64 = np.iinfo(np.int64)
+
+
+def _numbers_array(batch) -> np.ndarray:
+    """``np.array(batch)``, refusing integers int64 cannot hold (NumPy would make an object
+    array, or round them to float64 silently)."""
+    if all(is_integer(v) for v in batch):
+        for i, v in enumerate(batch):
+            if not _INT64.min <= v <= _INT64.max:
+                raise OverflowError(
+                    f"default_collate_fn: sample {i} is the integer {int(v)}, which int64 "
+                    f"cannot hold ({_INT64.min} .. {_INT64.max}); return it as a float or a "
+                    "string from the dataset, or pass a collate_fn that handles it"
+                )
+        return np.array([int(v) for v in batch], dtype=np.int64)
+    return np.array(batch)
+
+
+def _check_same_keys(batch) -> None:
+    """Every dict of a batch has the first one's keys, or an error names the difference."""
+    keys = list(batch[0])
+    for i, d in enumerate(batch[1:], start=1):
+        if not isinstance(d, Mapping) or d.keys() != batch[0].keys():
+            if not isinstance(d, Mapping):
+                found = f"is a {type(d).__name__}"
+            else:
+                missing = [k for k in keys if k not in d]
+                extra = [k for k in d if k not in batch[0]]
+                found = f"has keys {list(d)} (missing {missing}, extra {extra})"
+            raise ValueError(
+                f"default_collate_fn: sample 0 is a dict with keys {keys}, but sample {i} "
+                f"{found}; give every sample the same keys, or pass a collate_fn that merges "
+                "them"
+            )
 
 
 def _to_tensors(value):

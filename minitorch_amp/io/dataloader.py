@@ -11,13 +11,22 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import numbers
 from collections.abc import Mapping
 
 import numpy as np
 
 from ..autograd.creation import to_tensor
-from .data import BatchSampler, IterableDataset, TensorDataset, _to_tensors, default_collate_fn
+from .data import (
+    BatchSampler,
+    IterableDataset,
+    TensorDataset,
+    _to_tensors,
+    default_collate_fn,
+    is_integer,
+    positive_int,
+)
 
 __all__ = ["DataLoader"]
 
@@ -30,6 +39,11 @@ class DataLoader:
     number of batches. Samples are fetched in the calling process, on the current device; a
     :class:`TensorDataset` with the default ``collate_fn`` is batched by one gather per tensor
     (the same batch as stacking its samples).
+
+    A failed batch does not end the epoch: when a sample's ``__getitem__`` (or the
+    ``collate_fn``) raises, that ``next()`` raises (the dataset's exception type, its message
+    naming the sample's index, the original as ``__cause__``) and the following ``next()``
+    yields the next batch. Only an IterableDataset whose own ``__iter__`` raised may end there.
 
     Args:
         dataset: a :class:`Dataset` (``__getitem__`` + ``__len__``) or an
@@ -80,8 +94,9 @@ class DataLoader:
             )
         if return_list is not True:
             raise ValueError("DataLoader: only return_list=True (dygraph) is supported")
-        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
+        if not is_integer(num_workers) or num_workers < 0:
             raise ValueError(f"DataLoader: num_workers must be an int >= 0, got {num_workers!r}")
+        num_workers = int(num_workers)
         iterable = isinstance(dataset, IterableDataset)
         if batch_sampler is not None:
             if batch_size != 1 or shuffle or drop_last:
@@ -92,10 +107,7 @@ class DataLoader:
             if iterable:
                 raise ValueError("DataLoader: an IterableDataset takes no batch_sampler")
         elif batch_size is not None:
-            if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
-                raise ValueError(
-                    f"DataLoader: batch_size must be a positive int or None, got {batch_size!r}"
-                )
+            batch_size = positive_int(batch_size, "DataLoader: batch_size", or_none=True)
             if iterable and shuffle:
                 raise ValueError(
                     "DataLoader: an IterableDataset cannot be shuffled (it has no indices); "
@@ -121,34 +133,8 @@ class DataLoader:
             "persistent_workers": persistent_workers,
         }
 
-    def __iter__(self):
-        if self._iterable:
-            yield from self._iterate_stream()
-        elif self.batch_sampler is None:  # batch_size=None: the samples one by one
-            for index in range(len(self.dataset)):
-                yield _single(self.dataset[index])
-        else:
-            gather = type(self.dataset) is TensorDataset and self.collate_fn is default_collate_fn
-            for indices in self.batch_sampler:
-                if gather:  # the same batch as stacking the samples, in one gather per tensor
-                    rows = to_tensor(np.asarray(indices, dtype=np.int64))
-                    yield [t[rows] for t in self.dataset.tensors]
-                else:
-                    yield _to_tensors(self.collate_fn([self.dataset[i] for i in indices]))
-
-    def _iterate_stream(self):
-        if self.batch_size is None:
-            for sample in self.dataset:
-                yield _single(sample)
-            return
-        batch = []
-        for sample in self.dataset:
-            batch.append(sample)
-            if len(batch) == self.batch_size:
-                yield _to_tensors(self.collate_fn(batch))
-                batch = []
-        if batch and not self.drop_last:
-            yield _to_tensors(self.collate_fn(batch))
+    def __iter__(self) -> _Epoch:
+        return _Epoch(self)
 
     def __len__(self) -> int:
         if self._iterable:
@@ -156,6 +142,86 @@ class DataLoader:
         if self.batch_sampler is None:
             return len(self.dataset)
         return len(self.batch_sampler)
+
+
+class _Epoch:
+    """One epoch of a :class:`DataLoader`: ``next()`` fetches and collates the next batch.
+
+    A batch that fails (a sample's ``__getitem__`` or the ``collate_fn`` raises) raises from
+    its ``next()``, and the following ``next()`` goes on with the next batch: the position is
+    the sampler's iterator, which a failed batch has already moved past.
+
+    NOTE: this is a class, not a generator, because an exception that passes through a
+    generator ends it: the caller who caught it and called ``next()`` again got
+    ``StopIteration`` and silently lost the rest of the epoch. An IterableDataset's own
+    ``__iter__`` is the user's: if it is a generator that raised, its stream ends there.
+    """
+
+    def __init__(self, loader: DataLoader):
+        self._loader = loader
+        if loader._iterable:
+            self._source = iter(loader.dataset)  # samples
+        elif loader.batch_sampler is None:
+            self._source = iter(range(len(loader.dataset)))  # one index per step
+        else:
+            self._source = iter(loader.batch_sampler)  # lists of indices
+        self._gather = (
+            type(loader.dataset) is TensorDataset and loader.collate_fn is default_collate_fn
+        )
+
+    def __iter__(self) -> _Epoch:
+        return self
+
+    def __next__(self):
+        loader = self._loader
+        if loader._iterable:
+            return self._next_from_stream()
+        indices = next(self._source)
+        if loader.batch_sampler is None:  # batch_size=None: the samples one by one
+            return _single(_fetch(loader.dataset, indices))
+        if self._gather:  # the same batch as stacking the samples, in one gather per tensor
+            rows = to_tensor(np.asarray(indices, dtype=np.int64))
+            return [t[rows] for t in loader.dataset.tensors]
+        return _to_tensors(loader.collate_fn([_fetch(loader.dataset, i) for i in indices]))
+
+    def _next_from_stream(self):
+        loader = self._loader
+        if loader.batch_size is None:
+            return _single(next(self._source))
+        batch = list(itertools.islice(self._source, loader.batch_size))
+        if not batch or (loader.drop_last and len(batch) < loader.batch_size):
+            raise StopIteration
+        return _to_tensors(loader.collate_fn(batch))
+
+
+def _fetch(dataset, index):
+    """``dataset[index]``; an error names the index and keeps the dataset's as its cause."""
+    try:
+        return dataset[index]
+    except Exception as error:
+        raise _sample_error(error, index) from error
+
+
+def _sample_error(error: Exception, index) -> Exception:
+    """The dataset's exception type with a message that names the sample (PyTorch's way), or
+    a RuntimeError when that type cannot be built from one message.
+
+    NOTE: a StopIteration from ``__getitem__`` becomes a RuntimeError: raised from
+    ``__next__`` as itself it would end the epoch silently (PEP 479's reason).
+    """
+    message = (
+        f"DataLoader: dataset[{index!r}] raised {type(error).__name__}: {error}; the batch "
+        "holding it is lost, and the next next() goes on with the following batch (fix or "
+        "skip that sample in the dataset to keep it)"
+    )
+    if not isinstance(error, StopIteration):
+        try:
+            rebuilt = type(error)(message)
+            if isinstance(rebuilt, type(error)) and message in str(rebuilt):
+                return rebuilt
+        except Exception:  # a constructor that wants other arguments
+            pass
+    return RuntimeError(message)
 
 
 def _single(sample):
