@@ -1,5 +1,8 @@
 """2-D pooling: max_pool2d, avg_pool2d and adaptive_avg_pool2d (Paddle's signatures).
 
+An explicit padding may be at most ``kernel_size // 2`` on each side (PyTorch's rule; Paddle
+does not check it): wider, a window can hold nothing but padding (max: -inf, average: nan).
+
 All three run Paddle's ``pool2d`` op, which is on no AMP list: it follows its input's dtype.
 """
 
@@ -12,6 +15,29 @@ from ...autograd import ops as _ops
 from .conv import as_list, resolve_padding, same_padding
 
 
+def check_pool_padding(pads, kernel, padding, kernel_size, fn: str) -> None:
+    """Each side of each axis pads at most ``kernel // 2`` (PyTorch's rule), or raise.
+
+    ``pads`` is ``[top, bottom, left, right]`` and ``kernel`` ``[kh, kw]``, as resolved;
+    ``padding`` and ``kernel_size`` are what the caller passed, for the message.
+
+    NOTE: with more padding a window can cover nothing but padding: max pooling gives -inf
+    there and average pooling 0 / 0 = nan, silently. ``'same'`` never pads more than
+    ``kernel // 2`` on a side (its total is below the kernel), so only explicit paddings are
+    checked.
+    """
+    for i, axis in enumerate("HW"):
+        for side, pad in zip(("before", "after"), pads[2 * i : 2 * i + 2]):
+            if pad > kernel[i] // 2:
+                raise ValueError(
+                    f"{fn}: padding {padding!r} with kernel_size {kernel_size!r}: axis {axis} "
+                    f"pads {pad} {side}, more than {kernel[i]} // 2 = {kernel[i] // 2}; each "
+                    "side may pad at most kernel_size // 2 (as in PyTorch), or a window can "
+                    "hold nothing but padding and pool to -inf or nan. Use a smaller padding "
+                    "or a larger kernel"
+                )
+
+
 def _pool(x, pooling_type, kernel_size, stride, padding, ceil_mode, data_format, fn, **attrs):
     """Check the arguments, resolve Paddle's padding forms and run the op on NCHW data."""
     if data_format not in ("NCHW", "NHWC"):
@@ -22,6 +48,7 @@ def _pool(x, pooling_type, kernel_size, stride, padding, ceil_mode, data_format,
     stride = kernel if stride is None else as_list(stride, 2, "stride", fn)
     channel_last = data_format == "NHWC"
     pads, algorithm = resolve_padding(padding, 2, channel_last, fn)
+    check_pool_padding(pads, kernel, padding, kernel_size, fn)
     if algorithm != "EXPLICIT" and ceil_mode:
         raise ValueError(f'{fn}: with padding "{algorithm}", ceil_mode must be False')
     if channel_last:
@@ -52,7 +79,8 @@ def max_pool2d(
         x: ``[N, C, H, W]`` (``[N, H, W, C]`` for ``'NHWC'``).
         kernel_size, stride: an int or ``[h, w]``.
         padding: ``'same'``, ``'valid'``, an int, ``[h, w]``, ``[top, bottom, left, right]``
-            or four pairs, as for :func:`conv2d`.
+            or four pairs, as for :func:`conv2d`; each side at most ``kernel_size // 2``
+            (PyTorch's rule: a wider padding makes windows of padding alone).
         return_mask: must be False (the indices of the maxima are not returned yet).
         ceil_mode: round the output size up instead of down.
 
@@ -87,7 +115,8 @@ def avg_pool2d(
 ) -> Tensor:
     """The mean of each window. ``exclusive=True`` (Paddle's default) divides by the number of
     input elements in the window, leaving padding out; False divides by ``kh * kw``;
-    ``divisor_override`` by that number.
+    ``divisor_override`` by that number. ``padding`` takes :func:`max_pool2d`'s forms, each
+    side at most ``kernel_size // 2``.
 
     Example:
         >>> import minitorch_amp as mt

@@ -9,16 +9,18 @@ from __future__ import annotations
 from ...autograd.tensor import Tensor
 from .. import functional as F
 from ..functional.conv import as_list, resolve_padding
+from ..functional.pooling import check_pool_padding
 from .layers import Layer
 
 
 def _check(layer: str, kernel_size, stride, padding, ceil_mode, data_format) -> None:
     if data_format not in ("NCHW", "NHWC"):
         raise ValueError(f"{layer}: data_format must be 'NCHW' or 'NHWC', got {data_format!r}")
-    as_list(kernel_size, 2, "kernel_size", layer)
+    kernel = as_list(kernel_size, 2, "kernel_size", layer)
     if stride is not None:
         as_list(stride, 2, "stride", layer)
-    _, algorithm = resolve_padding(padding, 2, data_format == "NHWC", layer)
+    pads, algorithm = resolve_padding(padding, 2, data_format == "NHWC", layer)
+    check_pool_padding(pads, kernel, padding, kernel_size, layer)
     if algorithm != "EXPLICIT" and ceil_mode:
         raise ValueError(f'{layer}: with padding "{algorithm}", ceil_mode must be False')
 
@@ -27,7 +29,8 @@ class MaxPool2D(Layer):
     """The maximum over ``kernel_size`` windows, ``stride`` apart (default: ``kernel_size``).
 
     ``H_out = (H + pad_top + pad_bottom - kernel) // stride + 1`` (rounded up with
-    ``ceil_mode=True``); padding counts as -inf, so it never wins.
+    ``ceil_mode=True``); padding counts as -inf, so it never wins. Each side's padding is at
+    most ``kernel_size // 2`` (checked here, at construction).
 
     Example:
         >>> import minitorch_amp as mt
@@ -71,7 +74,8 @@ class AvgPool2D(Layer):
 
     ``exclusive=True`` (Paddle's default) divides each window's sum by the number of input
     elements in it, so padding does not dilute the edges; False divides by ``kh * kw``;
-    ``divisor_override`` divides by that number instead.
+    ``divisor_override`` divides by that number instead. Each side's padding is at most
+    ``kernel_size // 2``.
 
     Example:
         >>> import minitorch_amp as mt
