@@ -3,7 +3,8 @@
 Only the AMP namespace lives here: ``cuda.amp.autocast(enabled=True, dtype=float16,
 cache_enabled=True)``, PyTorch's CUDA-only form whose first argument is ``enabled``
 (:class:`~minitorch_amp.amp.torch_autocast.cuda_autocast`), and ``cuda.amp.GradScaler``
-(:class:`minitorch_amp.amp.GradScaler`, which takes PyTorch's argument forms). Devices are
+(:class:`minitorch_amp.amp.torch_grad_scaler.GradScaler`: Paddle's scaler, which takes
+PyTorch's argument forms, saving PyTorch's state dict keys). Devices are
 :mod:`minitorch_amp.device`.
 
 NOTE: a package directory ``minitorch_amp/cuda/`` would collide with the kernel sources,
@@ -17,8 +18,8 @@ from __future__ import annotations
 import sys
 import types
 
-from .amp import GradScaler
 from .amp.torch_autocast import cuda_autocast
+from .amp.torch_grad_scaler import GradScaler
 
 cuda = types.ModuleType("minitorch_amp.cuda", __doc__)
 amp = types.ModuleType("minitorch_amp.cuda.amp", "PyTorch's torch.cuda.amp: autocast, GradScaler.")

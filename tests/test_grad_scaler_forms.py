@@ -149,7 +149,8 @@ def test_pytorch_getters_and_setters_are_paddles_settings():
 
 
 def test_paths_to_the_same_class():
-    assert mt.device.amp.GradScaler is GradScaler and mt.cuda.amp.GradScaler is GradScaler
+    # PyTorch's spelling is a subclass that differs only in its state dict's keys
+    assert mt.device.amp.GradScaler is GradScaler and issubclass(mt.cuda.amp.GradScaler, GradScaler)
     s = mt.cuda.amp.GradScaler(backoff_factor=0.3, growth_interval=800)
     assert (s._decr_ratio, s._incr_every_n_steps) == (0.3, 800)
 

@@ -1,4 +1,5 @@
-"""The valid range of each ``GradScaler`` setting, checked once on the host.
+"""The valid range of each ``GradScaler`` setting, checked once on the host, and the two
+forms of its state dict (Paddle's keys and PyTorch's).
 
 The constructor, the setters and ``load_state_dict`` all go through :func:`check_attr`, so
 a bad value is refused with one message wherever it comes from, before any state changes.
@@ -33,7 +34,16 @@ import numbers
 
 import numpy as np
 
-__all__ = ["check_attr", "is_int"]
+__all__ = [
+    "PADDLE_KEYS",
+    "TORCH_KEYS",
+    "check_attr",
+    "check_count",
+    "check_flag",
+    "from_either_form",
+    "is_int",
+    "to_torch_keys",
+]
 
 
 def is_int(value) -> bool:
@@ -74,3 +84,75 @@ def check_attr(name: str, value):
     if not ok:
         raise ValueError(f"{name} must be {allowed}, got {value!r}")
     return int(value) if rule is _COUNT[0] else float(value)
+
+
+def check_count(value, limit: int) -> int:
+    """A step counter (``incr_count``, ``decr_count``): an integer in ``[0, limit)``."""
+    if not (is_int(value) and 0 <= value < limit):
+        raise ValueError(f"must be an integer in [0, {limit}), got {value!r}")
+    return int(value)
+
+
+def check_flag(value) -> bool:
+    """``use_dynamic_loss_scaling``: True or False (``1`` and ``"True"`` are not)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"must be True or False, got {value!r}")
+    return bool(value)
+
+
+# ---- the state dict's two forms -------------------------------------------------------------
+PADDLE_KEYS = (
+    "scale",  # a float32 array of shape [1]
+    "incr_ratio",
+    "decr_ratio",
+    "incr_every_n_steps",
+    "decr_every_n_nan_or_inf",
+    "incr_count",
+    "decr_count",
+    "use_dynamic_loss_scaling",
+)
+TORCH_KEYS = ("scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker")
+_FROM_TORCH = dict(zip(TORCH_KEYS, PADDLE_KEYS[:4] + ("incr_count",)))
+# Paddle's settings that PyTorch's scaler lacks, at the values its behaviour fixes: it backs
+# off on every overflow (so its count of overflows in a row is 0 after each update) and its
+# scale is always dynamic. PyTorch's form carries them, all three, only when one differs.
+_TORCH_FIXED = {"decr_every_n_nan_or_inf": 1, "decr_count": 0, "use_dynamic_loss_scaling": True}
+
+
+def to_torch_keys(state: dict) -> dict:
+    """A state dict under Paddle's keys in PyTorch's form (``scale`` a float, as PyTorch's).
+
+    PyTorch's ``load_state_dict`` reads its five keys and ignores the others, so the result
+    loads there too.
+    """
+    out = {key: state[paddle_key] for key, paddle_key in _FROM_TORCH.items()}
+    out["scale"] = float(state["scale"][0])
+    if any(state[key] != fixed for key, fixed in _TORCH_FIXED.items()):
+        out.update({key: state[key] for key in _TORCH_FIXED})
+    return out
+
+
+def from_either_form(state_dict: dict) -> tuple[dict, dict]:
+    """``(values, given_as)``: a state dict's values under Paddle's keys, unchecked, and the
+    key each was given under. PyTorch's form (any of its own keys present) gets the settings
+    it lacks at PyTorch's fixed values, unless it carries them.
+
+    Raises:
+        ValueError: a key missing, or one of neither form.
+    """
+    torch_form = any(key in state_dict for key in TORCH_KEYS[1:])
+    expected, optional = (TORCH_KEYS, _TORCH_FIXED) if torch_form else (PADDLE_KEYS, {})
+    missing = [key for key in expected if key not in state_dict]
+    unexpected = [key for key in state_dict if key not in expected and key not in optional]
+    if missing or unexpected:
+        raise ValueError(
+            f"GradScaler.load_state_dict: missing keys {missing}, unexpected keys "
+            f"{unexpected}; expected Paddle's keys {list(PADDLE_KEYS)} or PyTorch's "
+            f"{list(TORCH_KEYS)} (optionally with {list(_TORCH_FIXED)}), not a mix. "
+            "Nothing was loaded."
+        )
+    if not torch_form:
+        return dict(state_dict), {key: key for key in state_dict}
+    given_as = {_FROM_TORCH.get(key, key): key for key in state_dict}
+    values = {**_TORCH_FIXED, **{_FROM_TORCH.get(k, k): v for k, v in state_dict.items()}}
+    return values, given_as

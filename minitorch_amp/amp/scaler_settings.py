@@ -3,11 +3,21 @@ them, and ``state_dict`` / ``load_state_dict`` (all-or-nothing)."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
+from ..autograd.tensor import Tensor
 from ..backend import device as _device
+from ..backend import dtypes as _dtypes
 from ..backend import sync as _sync
-from .scaler_rules import check_attr, is_int
+from .scaler_rules import (
+    check_attr,
+    check_count,
+    check_flag,
+    from_either_form,
+    to_torch_keys,
+)
 
 
 class ScalerSettings:
@@ -85,13 +95,22 @@ class ScalerSettings:
         self._decr_every_n_nan_or_inf = n
 
     # ---- checkpoints --------------------------------------------------------------------
+    _state_dict_form = "paddle"  # "torch": cuda.amp.GradScaler, PyTorch's spelling
+
     def state_dict(self) -> dict:
-        """Paddle's keys; ``scale`` is a float32 NumPy array of shape [1]. ``{}`` if disabled."""
+        """The scaler's state; ``{}`` if disabled (as Paddle and PyTorch).
+
+        Paddle's keys (:data:`~.scaler_rules.PADDLE_KEYS`, ``scale`` a float32 NumPy array
+        of shape [1]); PyTorch's (``scale`` a float, ``growth_factor``, ``backoff_factor``,
+        ``growth_interval``, ``_growth_tracker``) for ``cuda.amp.GradScaler``, which also
+        saves ``decr_every_n_nan_or_inf``, ``decr_count`` and ``use_dynamic_loss_scaling``
+        when one of them differs from what PyTorch's scaler always does (1, 0, True).
+        """
         if not self._enable:
             return {}
         _sync.host_read("GradScaler.state_dict()")
         good, bad, _ = (int(c) for c in _device.asnumpy(self._counters))
-        return {
+        state = {
             "scale": _device.asnumpy(self._scale._data).copy(),
             "incr_ratio": self._incr_ratio,
             "decr_ratio": self._decr_ratio,
@@ -101,9 +120,16 @@ class ScalerSettings:
             "decr_count": bad,
             "use_dynamic_loss_scaling": self._use_dynamic_loss_scaling,
         }
+        return to_torch_keys(state) if self._state_dict_form == "torch" else state
 
     def load_state_dict(self, state_dict: dict) -> None:
-        """Restore :meth:`state_dict`'s output; all-or-nothing (checked before any change).
+        """Restore a state dict in either form (Paddle's keys or PyTorch's, whichever scaler
+        saved it); all-or-nothing: every value is checked before anything changes.
+
+        Each value meets the constructor's rules (``scale="1024"`` or ``True`` is refused, as
+        ``init_loss_scaling`` would be); ``scale`` may also be a one-element array or Tensor
+        of numbers. PyTorch's form sets the settings it lacks to what its scaler always does:
+        ``decr_every_n_nan_or_inf=1``, dynamic scaling.
 
         Raises:
             RuntimeError: the dict is empty (saved from a disabled scaler).
@@ -116,37 +142,47 @@ class ScalerSettings:
                 "The input state dict is empty, possibly because it was saved from a disabled "
                 "instance of GradScaler."
             )
-        sd, expected = dict(state_dict), list(self.state_dict())
-        missing = [k for k in expected if k not in sd]
-        unexpected = [k for k in sd if k not in expected]
-        if missing or unexpected:
-            raise ValueError(
-                f"GradScaler.load_state_dict: missing keys {missing}, unexpected keys "
-                f"{unexpected}; expected exactly {expected}. Nothing was loaded."
-            )
-        scale = np.asarray(sd["scale"], dtype=np.float64).reshape(-1)
-        if scale.size != 1:
-            raise ValueError(f"state dict 'scale' must hold one value, got shape {scale.shape}")
-        scale = self._checked_scale(float(scale[0]), "state dict 'scale'")
-        for key in ("incr_ratio", "decr_ratio", "incr_every_n_steps", "decr_every_n_nan_or_inf"):
-            sd[key] = check_attr(key, sd[key])
-        for key, limit in (
-            ("incr_count", "incr_every_n_steps"),
-            ("decr_count", "decr_every_n_nan_or_inf"),
-        ):
-            if not (is_int(sd[key]) and 0 <= sd[key] < sd[limit]):
+        values, given_as = from_either_form(state_dict)
+        new = {}
+        rules = {  # in this order: each count after its limit
+            "scale": self._loaded_scale,
+            "incr_ratio": functools.partial(check_attr, "incr_ratio"),
+            "decr_ratio": functools.partial(check_attr, "decr_ratio"),
+            "incr_every_n_steps": functools.partial(check_attr, "incr_every_n_steps"),
+            "decr_every_n_nan_or_inf": functools.partial(check_attr, "decr_every_n_nan_or_inf"),
+            "incr_count": lambda v: check_count(v, new["incr_every_n_steps"]),
+            "decr_count": lambda v: check_count(v, new["decr_every_n_nan_or_inf"]),
+            "use_dynamic_loss_scaling": check_flag,
+        }
+        for key, rule in rules.items():
+            try:
+                new[key] = rule(values[key])
+            except ValueError as exc:
                 raise ValueError(
-                    f"state dict {key!r} must be an integer in [0, {limit}), got {sd[key]!r}"
-                )
-        if not isinstance(sd["use_dynamic_loss_scaling"], (bool, np.bool_)):
-            raise ValueError("state dict 'use_dynamic_loss_scaling' must be a bool")
+                    f"GradScaler.load_state_dict: state dict {given_as.get(key, key)!r}: {exc}. "
+                    "Nothing was loaded."
+                ) from None
         # Everything checked: now change state.
-        self._init_loss_scaling = scale
-        self._scale._data[...] = scale
-        self._incr_ratio, self._decr_ratio = sd["incr_ratio"], sd["decr_ratio"]
-        self._incr_every_n_steps = sd["incr_every_n_steps"]
-        self._decr_every_n_nan_or_inf = sd["decr_every_n_nan_or_inf"]
+        self._init_loss_scaling = new["scale"]
+        self._scale._data[...] = new["scale"]
+        self._incr_ratio, self._decr_ratio = new["incr_ratio"], new["decr_ratio"]
+        self._incr_every_n_steps = new["incr_every_n_steps"]
+        self._decr_every_n_nan_or_inf = new["decr_every_n_nan_or_inf"]
         self._counters[...] = _device.to_place(
-            np.array([sd["incr_count"], sd["decr_count"], 0], "int32"), self._scale.place
+            np.array([new["incr_count"], new["decr_count"], 0], "int32"), self._scale.place
         )
-        self._use_dynamic_loss_scaling = bool(sd["use_dynamic_loss_scaling"])
+        self._use_dynamic_loss_scaling = new["use_dynamic_loss_scaling"]
+
+    def _loaded_scale(self, value) -> float:
+        """A loaded ``scale`` as a float, by ``init_loss_scaling``'s rules; Paddle saves it as
+        a float32 array of shape [1], PyTorch as a float."""
+        if isinstance(value, Tensor):
+            _sync.host_read("GradScaler.load_state_dict() of a Tensor scale")
+            value = value._data
+        if _device.is_array(value):
+            if value.size != 1:
+                raise ValueError(f"must hold one value, got shape {list(value.shape)}")
+            if _dtypes.is_floating(value.dtype) or value.dtype.kind in "iu":
+                number = _device.asnumpy(value).reshape(-1)[0]
+                value = int(number) if value.dtype.kind in "iu" else float(number)
+        return self._checked_scale(value, "scale")
