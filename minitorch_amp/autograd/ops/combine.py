@@ -1,17 +1,38 @@
 """Ops that join tensors or choose between them: concat, stack and where.
 
 Their backward passes only route the gradient: each input gets a slice of it (a view, which
-the engine copies before storing) or the gradient masked by the condition.
+the engine copies before storing) or the gradient masked by the condition. bfloat16 mixed
+with another dtype is first cast to the library's promotion (``dtypes.result_type``: with
+float16, float32), which NumPy's joining functions do not know.
 """
 
 from __future__ import annotations
 
 from ...backend import get_array_module, is_array, sync
+from ...backend.cast import cast
+from ...backend.dtypes import bfloat16, result_type
 from ..op import GRAY, Op
 
 
 def _shapes(arrays) -> str:
     return ", ".join(str(list(a.shape)) for a in arrays)
+
+
+def _one_dtype(arrays) -> list:
+    """The arrays in the one dtype of the library's rule (``result_type``) when bfloat16 is
+    mixed with another dtype; otherwise as they are.
+
+    NOTE: NumPy knows no common dtype of bfloat16 (an ``ml_dtypes`` dtype) and float16, so
+    ``concatenate``, ``stack`` and ``where`` raise ``DTypePromotionError`` where ``a + h``
+    (an ml_dtypes ufunc loop) gives float32. Integer inputs were already cast by
+    ``dispatch.promote``, so every cast here widens and is exact (bfloat16 and float16 both
+    fit in float32). Each input's gradient comes back in its own dtype (the engine casts it).
+    """
+    dtypes = {a.dtype for a in arrays}
+    if len(dtypes) < 2 or bfloat16 not in dtypes:
+        return list(arrays)
+    dtype = result_type(*dtypes)
+    return [a if a.dtype == dtype else cast(a, dtype) for a in arrays]
 
 
 def _join_axis(name: str, arrays, axis: int, extra: int) -> int:
@@ -46,7 +67,7 @@ class Concat(Op):
                     "other dimension"
                 )
         ctx.axis, ctx.sizes = axis, [x.shape[axis] for x in xs]
-        return get_array_module(*xs).concatenate(xs, axis=axis)
+        return get_array_module(*xs).concatenate(_one_dtype(xs), axis=axis)
 
     @staticmethod
     def backward(ctx, grad):
@@ -71,7 +92,7 @@ class Stack(Op):
         if any(x.shape != xs[0].shape for x in xs):
             raise ValueError(f"stack: every tensor must have the same shape, got {_shapes(xs)}")
         ctx.axis, ctx.count = axis, len(xs)
-        return get_array_module(*xs).stack(xs, axis=axis)
+        return get_array_module(*xs).stack(_one_dtype(xs), axis=axis)
 
     @staticmethod
     def backward(ctx, grad):
@@ -98,6 +119,8 @@ class Where(Op):
         if condition.dtype.kind != "b":
             condition = condition.astype(bool)
         ctx.condition = condition
+        if is_array(x) and is_array(y):
+            x, y = _one_dtype((x, y))
         try:
             return xp.where(condition, x, y)
         except ValueError:
