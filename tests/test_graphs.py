@@ -20,6 +20,7 @@ from minitorch_amp.device.cuda import graphs as cuda_graphs
 from minitorch_amp.device.cuda.graphs import (
     CUDAGraph,
     GraphError,
+    GraphWarning,
     graph,
     is_cuda_graph_supported,
     wrap_cuda_graph,
@@ -71,6 +72,28 @@ def test_wrapping_a_layer_wraps_its_forward():
     layer(mt.ones([1, 3]))  # the warm-up call runs eagerly
     with pytest.raises(GraphError):
         layer(mt.ones([1, 3]))
+
+
+@needs_cpu_backend
+@pytest.mark.parametrize("what", ["a layer", "a function"])
+def test_wrapping_twice_replaces_the_first_wrapping_with_a_warning_never_nests(what):
+    # Paddle's to_static warns "has already been decorated ... redecorated to replace
+    # previous one". Nested, the inner wrapper would capture inside the outer's warm-up.
+    calls = []
+    layer = nn.Linear(3, 2)
+    forward = layer.forward
+    layer.forward = lambda x: calls.append(1) or forward(x)
+    first = wrap_cuda_graph(layer if what == "a layer" else layer.forward, warmup=1)
+    with pytest.warns(GraphWarning, match=r"already wrapped.*replac"):
+        second = wrap_cuda_graph(first, warmup=3)
+    step = layer if what == "a layer" else second
+    assert second is first if what == "a layer" else second is not first
+    x = mt.ones([1, 3])
+    for _ in range(3):  # the second wrapping's three warm-up calls, each run once, eagerly
+        step(x)
+    assert len(calls) == 3
+    with pytest.raises(GraphError, match="is_cuda_graph_supported"):
+        step(x)
 
 
 @pytest.mark.parametrize(

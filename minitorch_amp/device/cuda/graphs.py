@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import warnings
 
 from ...autograd.tensor import Tensor
 from ...backend import device as _device
@@ -180,6 +181,8 @@ def wrap_cuda_graph(function, mode: str = "thread_local", memory_pool="default",
     at every call (put new data in them with ``Tensor.set_value``). A Layer (anything with a
     ``forward`` method) gets its ``forward`` wrapped and is returned. :func:`graphed` is the
     forgiving form: new tensors each call, a graph per shape, eager where it cannot capture.
+    Wrapping a wrapped function (or layer) again replaces the first wrapping, with a
+    :class:`GraphWarning`, as Paddle's ``to_static`` does; wrappers never nest.
 
     Args:
         function: the step to capture.
@@ -203,9 +206,27 @@ def wrap_cuda_graph(function, mode: str = "thread_local", memory_pool="default",
     pool_id = memory_pool if isinstance(memory_pool, int) else None
     forward = getattr(function, "forward", None)
     if callable(forward) and not isinstance(function, _GraphedCallable):
-        function.forward = _GraphedCallable(forward, mode, pool_id, warmup)
+        function.forward = _GraphedCallable(_unwrapped(forward), mode, pool_id, warmup)
         return function
-    return _GraphedCallable(function, mode, pool_id, warmup)
+    return _GraphedCallable(_unwrapped(function), mode, pool_id, warmup)
+
+
+def _unwrapped(function):
+    """The function a second ``wrap_cuda_graph`` wraps: the first one's, with a warning.
+
+    NOTE: wrapping the wrapper would nest them: the inner one captures during the outer's
+    warm-up. Paddle's ``to_static`` warns and "redecorates to replace the previous one".
+    """
+    if not isinstance(function, _GraphedCallable):
+        return function
+    warnings.warn(
+        "wrap_cuda_graph: this function (or layer's forward) is already wrapped; the new "
+        "wrapping replaces the previous one (its graph is dropped: warm-up and capture start "
+        "again). Wrap once, or keep the object the first call returned.",
+        GraphWarning,
+        stacklevel=3,
+    )
+    return function._function
 
 
 class _GraphedCallable:
