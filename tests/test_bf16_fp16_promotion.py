@@ -89,3 +89,19 @@ def test_where_with_python_numbers_keeps_the_tensors_dtype():
     assert mt.where(condition, tensor("bfloat16"), tensor("float16")).dtype == mt.float32
     assert mt.where(condition, tensor("float16"), 0.5).dtype == mt.float16
     assert mt.where(condition, 0.5, tensor("float32")).dtype == mt.float32
+
+
+@pytest.mark.parametrize("tensor_first", [True, False], ids=["tensor-first", "number-first"])
+def test_where_of_bfloat16_and_a_python_float_stays_bfloat16(tensor_first):
+    condition = mt.to_tensor(np.array([True, False, True]))
+    bf16 = tensor("bfloat16", stop_gradient=False)
+    number = 1 + 2**-8 + 2**-30  # rounds once to 1 + 2**-7 (through float32: 1.0, wrongly)
+    if tensor_first:
+        out = mt.where(condition, bf16, number)
+    else:
+        out = mt.where(mt.to_tensor(np.array([False, True, False])), number, bf16)
+    assert out.dtype == mt.bfloat16  # was float64: NumPy promotes the float with ml_dtypes'
+    np.testing.assert_array_equal(out.numpy().astype(np.float64), [1.0, 1 + 2**-7, 3.0])
+    out.sum().backward()
+    assert bf16.grad.dtype == mt.bfloat16 and bf16.grad.tolist() == [1.0, 0.0, 1.0]
+    assert mt.where(condition, bf16, 2).dtype == mt.bfloat16  # a Python int: already so

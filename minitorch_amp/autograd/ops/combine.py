@@ -8,9 +8,11 @@ float16, float32), which NumPy's joining functions do not know.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...backend import get_array_module, is_array, sync
 from ...backend.cast import cast
-from ...backend.dtypes import bfloat16, result_type
+from ...backend.dtypes import bfloat16, float64, result_type
 from ..op import GRAY, Op
 
 
@@ -33,6 +35,19 @@ def _one_dtype(arrays) -> list:
         return list(arrays)
     dtype = result_type(*dtypes)
     return [a if a.dtype == dtype else cast(a, dtype) for a in arrays]
+
+
+def _bfloat16_with_a_python_float(x, y) -> bool:
+    """One is a bfloat16 array, the other a Python float (a weak constant, as for float16).
+
+    NOTE: ``np.where(c, bf16_array, 0.5)`` is float64 (ml_dtypes promotes the float like a
+    float64), where ``np.where(c, f16_array, 0.5)`` stays float16; the float64 result holds
+    the bfloat16 values exactly, so rounding it to bfloat16 rounds only the constant.
+    """
+    for a, b in ((x, y), (y, x)):
+        if is_array(a) and a.dtype == bfloat16 and isinstance(b, float) and not is_array(b):
+            return not isinstance(b, np.generic)
+    return False
 
 
 def _join_axis(name: str, arrays, axis: int, extra: int) -> int:
@@ -122,13 +137,16 @@ class Where(Op):
         if is_array(x) and is_array(y):
             x, y = _one_dtype((x, y))
         try:
-            return xp.where(condition, x, y)
+            out = xp.where(condition, x, y)
         except ValueError:
             shapes = [list(getattr(v, "shape", ())) for v in (condition, x, y)]
             raise ValueError(
                 f"where: condition {shapes[0]}, x {shapes[1]} and y {shapes[2]} cannot be "
                 "broadcast together (trailing dimensions must be equal or 1)"
             ) from None
+        if out.dtype == float64 and _bfloat16_with_a_python_float(x, y):
+            out = cast(out, bfloat16)  # rounded once: the float's only rounding
+        return out
 
     @staticmethod
     def backward(ctx, grad):
