@@ -11,6 +11,8 @@ from .amp import (
 from .autograd import Tensor, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .autograd.creation import (
     arange,
+    empty,
+    empty_like,
     full,
     full_like,
     normal,
@@ -65,6 +67,20 @@ from .autograd.functions import (
     unsqueeze,
     where,
 )
+from .autograd.functions_index import (
+    chunk,
+    clone,
+    gather,
+    index_select,
+    masked_fill,
+    split,
+    take_along_axis,
+    tril,
+    triu,
+    unbind,
+)
+from .autograd.functions_math import bmm, cumsum, einsum, rsqrt
+from .autograd.functions_sort import argsort, multinomial, sort, topk
 from .autograd.gradients import grad
 from .backend import Place, get_device, is_compiled_with_cuda, set_device
 from .backend.device import CPUPlace, CUDAPlace

@@ -12,6 +12,9 @@ from .gradients import backward, grad
 from .op import OP_TABLE, Context, Op
 from .py_layer import PyLayer, PyLayerContext
 
+# (imported for their effect: Tensor.topk, .split, ... and their double backward)
+from . import higher_order_more, tensor_methods  # isort: skip
+
 __all__ = [
     "OP_TABLE",
     "Context",

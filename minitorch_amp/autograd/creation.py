@@ -63,6 +63,27 @@ def full(shape, fill_value, dtype=None, place=None) -> Tensor:
     return Tensor._wrap(_device.xp_for(p).full(_checked_shape(shape), fill_value, dtype=dt))
 
 
+def empty(shape, dtype=None) -> Tensor:
+    """A tensor of ``shape`` whose values are whatever the memory held (Paddle's
+    ``paddle.empty``; ``dtype`` defaults to the default float dtype). Write it before
+    reading it.
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> mt.empty([2, 3]).shape
+        [2, 3]
+    """
+    dt = _dtypes.default_float() if dtype is None else _dtypes.convert_dtype(dtype)
+    xp = _device.xp_for(_place())
+    return Tensor._wrap(xp.empty(_checked_shape(shape), dtype=dt))
+
+
+def empty_like(x: Tensor, dtype=None) -> Tensor:
+    """An uninitialised tensor of ``x``'s shape, dtype (or ``dtype``) and place."""
+    dt = x.dtype if dtype is None else _dtypes.convert_dtype(dtype)
+    return Tensor._wrap(_device.xp_for(x.place).empty(x._data.shape, dtype=dt))
+
+
 def zeros(shape, dtype=None, place=None) -> Tensor:
     return full(shape, 0.0, dtype or _dtypes.default_float(), place)
 

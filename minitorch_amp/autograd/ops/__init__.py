@@ -4,6 +4,7 @@ from .activation import Gelu, LogSoftmax, Relu, Softmax
 from .cast import Cast, CopyTo
 from .combine import Concat, Stack, Where
 from .conv import Conv2D, DepthwiseConv2D
+from .einsum import Einsum
 from .elementwise import (
     Abs,
     Add,
@@ -15,15 +16,19 @@ from .elementwise import (
     Multiply,
     Neg,
     Pow,
+    Rsqrt,
     Sigmoid,
     Sqrt,
     Square,
     Subtract,
     Tanh,
 )
-from .linalg import Linear, Matmul
+from .index import Assign, Gather, IndexSelect, Split, TakeAlongAxis, Unbind
+from .linalg import Bmm, Linear, Matmul
 from .loss import CrossEntropy, MseLoss
+from .masking import MaskedFill, Tril, Triu
 from .nn_ops import BatchNorm, Dropout, Embedding, LayerNorm
 from .pool import Pool2D
-from .reduce import ArgMax, Max, Mean, Sum
+from .reduce import ArgMax, Cumsum, Max, Mean, Sum
 from .shape import Expand, GetItem, Reshape, Transpose
+from .sort import ArgSort, Multinomial, TopK

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...backend import get_array_module, is_array
+from ...backend.dtypes import accumulation_dtype, is_floating
 from ..op import BLACK, NONE, Op
 
 
@@ -148,6 +149,31 @@ class Sqrt(Op):
     @staticmethod
     def backward(ctx, grad):
         return grad / (2 * ctx.out)
+
+
+class Rsqrt(Op):
+    """``1 / sqrt(x)``; 16-bit input is computed in float32 and rounded once.
+
+    d/dx = -y^3 / 2 for the result y (in float32 for 16-bit gradients).
+    """
+
+    name = "rsqrt"
+    amp = BLACK  # Paddle: rsqrt is on the float16 black list
+
+    @staticmethod
+    def forward(ctx, x):
+        if not is_floating(x.dtype):
+            raise TypeError(f"rsqrt needs a floating tensor, got {x.dtype}; cast it first")
+        xp = get_array_module(x)
+        acc = accumulation_dtype(x.dtype)
+        y = 1.0 / xp.sqrt(x.astype(acc, copy=False))
+        ctx.y = y  # in the accumulation dtype: backward reads it unrounded
+        return y.astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, grad):
+        y = ctx.y
+        return (grad.astype(y.dtype, copy=False) * (-0.5 * y * y * y)).astype(grad.dtype)
 
 
 class Exp(Op):

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ...backend.primitives import linear, matmul, reduce_sum
-from ..op import WHITE, Op
+from ..op import GRAY, WHITE, Op
 
 
 def _matmul_shapes_error(x, y, tx, ty):
@@ -84,6 +84,32 @@ class Matmul(Op):
         if gy is not None and len(y_shape) == 1:  # gy is [..., k, 1]
             gy = gy.reshape(gy.shape[:-1])
         return gx, gy
+
+
+class Bmm(Matmul):
+    """``x @ y`` for 3-D ``[b, n, k]`` and ``[b, k, m]`` (Paddle's ``bmm``: no broadcasting).
+
+    AMP: gray, unlike matmul. Paddle's lists name ``matmul_v2`` but not ``bmm``, so under
+    O1 a float32 bmm stays float32 (PyTorch's autocast runs bmm in float16).
+    """
+
+    name = "bmm"
+    amp = GRAY
+
+    @staticmethod
+    def forward(ctx, x, y):
+        if x.ndim != 3 or y.ndim != 3:
+            raise ValueError(
+                f"bmm needs two 3-D tensors [b, n, k] and [b, k, m], got shapes "
+                f"{list(x.shape)} and {list(y.shape)}; use matmul for other ranks"
+            )
+        if x.shape[0] != y.shape[0] or x.shape[2] != y.shape[1]:
+            raise ValueError(
+                f"bmm: shapes {list(x.shape)} and {list(y.shape)} do not match: the batch "
+                f"sizes ({x.shape[0]}, {y.shape[0]}) and the contracted dimensions "
+                f"({x.shape[2]}, {y.shape[1]}) must be equal"
+            )
+        return Matmul.forward(ctx, x, y)
 
 
 class Linear(Op):

@@ -1,4 +1,5 @@
-"""Reductions. float16 input is summed in float32 (see ``accumulation_dtype``)."""
+"""Reductions and the running sum. float16 input is summed in float32 (see
+``accumulation_dtype``)."""
 
 from __future__ import annotations
 
@@ -106,3 +107,40 @@ class ArgMax(Op):
     @staticmethod
     def backward(ctx, grad):  # pragma: no cover - integer results are never recorded
         return None
+
+
+def _running_sum(x, axis: int, reverse: bool):
+    """``cumsum`` along ``axis`` (from the end when ``reverse``), in the accumulation dtype
+    for floating input, rounded once; integer input keeps its dtype, bool becomes int64."""
+    xp = get_array_module(x)
+    if reverse:
+        x = xp.flip(x, axis)
+    dtype = accumulation_dtype(x.dtype) if is_floating(x.dtype) else x.dtype
+    out = xp.cumsum(x, axis=axis, dtype="int64" if x.dtype.kind == "b" else dtype)
+    if is_floating(x.dtype):
+        out = out.astype(x.dtype, copy=False)
+    return xp.flip(out, axis) if reverse else out
+
+
+class Cumsum(Op):
+    """Running sum along ``axis`` (``reverse``: from the end); ``out[i] = x[0] + ... + x[i]``.
+
+    d/dx[j] = sum of grad[i] for i >= j: the running sum of the gradient the other way.
+    """
+
+    name = "cumsum"
+    amp = BLACK  # Paddle: cumsum is on the float16 black list
+
+    @staticmethod
+    def forward(ctx, x, axis, reverse=False):
+        (axis,) = _normalise_axes(axis, x.ndim) or (0,)
+        ctx.axis, ctx.reverse = axis, reverse
+        if x.ndim == 0:
+            return x.copy()
+        return _running_sum(x, axis, reverse)
+
+    @staticmethod
+    def backward(ctx, grad):
+        if grad.ndim == 0:
+            return grad
+        return _running_sum(grad, ctx.axis, not ctx.reverse)
