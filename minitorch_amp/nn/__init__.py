@@ -49,6 +49,7 @@ from .layer import (
     Softmax,
     Tanh,
 )
+from .layer.attention import MultiHeadAttention
 from .param_attr import ParamAttr
 from .parameter import Parameter
 
@@ -79,6 +80,7 @@ __all__ = [
     "LogSoftmax",
     "MSELoss",
     "MaxPool2D",
+    "MultiHeadAttention",
     "ParamAttr",
     "Parameter",
     "ReLU",

@@ -11,6 +11,7 @@ Example:
 """
 
 from .activation import gelu, log_softmax, relu, sigmoid, softmax, tanh
+from .attention import scaled_dot_product_attention
 from .common import dropout, embedding, linear
 from .conv import conv1d, conv2d
 from .loss import cross_entropy, l1_loss, mse_loss
@@ -34,6 +35,7 @@ __all__ = [
     "max_pool2d",
     "mse_loss",
     "relu",
+    "scaled_dot_product_attention",
     "sigmoid",
     "softmax",
     "tanh",
