@@ -80,6 +80,8 @@ from op_cases_conv import (
     ref_conv,
     ref_pool,
 )
+from op_cases_tensor import ENTRIES as TENSOR_ENTRIES
+from op_cases_tensor import NOT_DIFFERENTIABLE as TENSOR_NOT_DIFFERENTIABLE
 
 import minitorch_amp as mt
 import minitorch_amp.nn.functional as F
@@ -392,3 +394,7 @@ CATALOGUE: list[Entry] = [
         differentiable=False,
     ),
 ]
+
+# Indexing, sorting, triangles, einsum and the running sum (issue 26): tests/op_cases_tensor.py.
+CATALOGUE += [Entry(**{**kw, "tol": {**TOL, **kw.get("tol", {})}}) for kw in TENSOR_ENTRIES]
+NOT_DIFFERENTIABLE.update(TENSOR_NOT_DIFFERENTIABLE)

@@ -50,6 +50,13 @@ from .layer import (
     Tanh,
 )
 from .layer.attention import MultiHeadAttention
+from .layer.transformer import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 from .param_attr import ParamAttr
 from .parameter import Parameter
 
@@ -88,6 +95,11 @@ __all__ = [
     "Sigmoid",
     "Softmax",
     "Tanh",
+    "Transformer",
+    "TransformerDecoder",
+    "TransformerDecoderLayer",
+    "TransformerEncoder",
+    "TransformerEncoderLayer",
     "functional",
     "initializer",
     "utils",
