@@ -113,8 +113,10 @@ def _checked_index(name: str, index, x, axis: int, ranks: tuple[int, ...]):
 
 
 class IndexSelect(Op):
-    """The entries of ``x`` at the 1-D integer ``index`` along ``axis`` (repeats allowed):
-    ``out[..., i, ...] = x[..., index[i], ...]``. Backward adds the gradient back at ``index``."""
+    """The slices of ``x`` at the 1-D integer ``index`` along ``axis`` (repeats allowed).
+
+    ``out[..., i, ...] = x[..., index[i], ...]``; backward adds the gradient back at ``index``.
+    """
 
     name = "index_select"
     amp = GRAY  # Paddle: index_select is on no AMP list
@@ -139,8 +141,11 @@ class IndexSelect(Op):
 
 
 class Gather(IndexSelect):
-    """Paddle's ``gather``: :class:`IndexSelect` that also takes a 0-D ``index`` (which drops
-    ``axis``). Not PyTorch's ``gather``: that one is :class:`TakeAlongAxis`."""
+    """Paddle's ``gather``: :class:`IndexSelect` that also takes a 0-D ``index``.
+
+    A 0-D ``index`` drops ``axis``. Not PyTorch's ``gather``: that one is
+    :class:`TakeAlongAxis`.
+    """
 
     name = "gather"
     ranks = (0, 1)

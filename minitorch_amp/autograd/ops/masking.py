@@ -19,8 +19,10 @@ def _check_matrix(name: str, x) -> None:
 
 
 class Tril(Op):
-    """The lower triangle of the last two axes: ``x[..., i, j]`` where ``j - i <= diagonal``,
-    else 0 (``diagonal`` > 0 keeps diagonals above the main one). Backward: tril of grad."""
+    """The lower triangle of the last two axes (``j - i <= diagonal``); the rest is 0.
+
+    ``diagonal`` > 0 keeps diagonals above the main one. Backward: tril of grad.
+    """
 
     name = "tril"
     amp = GRAY  # Paddle: tril is on no AMP list
@@ -37,8 +39,10 @@ class Tril(Op):
 
 
 class Triu(Op):
-    """The upper triangle of the last two axes: ``x[..., i, j]`` where ``j - i >= diagonal``,
-    else 0. Backward: triu of grad."""
+    """The upper triangle of the last two axes (``j - i >= diagonal``); the rest is 0.
+
+    Backward: triu of grad.
+    """
 
     name = "triu"
     amp = GRAY  # Paddle: triu is on no AMP list

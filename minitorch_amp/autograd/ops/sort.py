@@ -48,8 +48,10 @@ class ArgSort(Op):
 
 
 class TopK(Op):
-    """Positions of the ``k`` largest (``largest=False``: smallest) entries along ``axis``,
-    best first (int64); of equal values the first comes first."""
+    """Positions (int64) of the ``k`` largest or smallest entries along ``axis``, best first.
+
+    Of equal values the first comes first.
+    """
 
     name = "topk"
     amp = NONE
@@ -75,8 +77,10 @@ class TopK(Op):
 
 
 class Multinomial(Op):
-    """``num_samples`` category draws per row of the (unnormalised) probabilities ``x``
-    (``[C]`` or ``[B, C]``), from the seeded generator of ``backend.random`` (int64).
+    """Category draws (int64) from each row of the probabilities ``x`` (``[C]`` or ``[B, C]``).
+
+    ``num_samples`` per row; ``x`` need not be normalised. The numbers come from the seeded
+    generator of ``backend.random``.
 
     With replacement each draw inverts the row's cumulative sum at a uniform number; without,
     the categories are ranked by exponential races ``E / p`` (``E`` ~ Exp(1)): the first
