@@ -83,6 +83,17 @@ def test_topk_gradient_reaches_only_the_picked_entries():
     np.testing.assert_array_equal(x.grad.numpy(), [[0, 2, 3], [1, 0, 0]])
 
 
+def test_repeated_indices_add_their_gradients():
+    x = _leaf([[1.0, 2.0, 3.0]])
+    picks = [
+        mt.index_select(x, mt.to_tensor([2, 0, 2]), axis=1),
+        mt.gather(x, mt.to_tensor([0, 0]), axis=0),
+        mt.take_along_axis(x, mt.to_tensor([[1, 1, 1]]), axis=1),
+    ]
+    sum(p.sum() for p in picks).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[1 + 2, 2 + 3, 2 + 2]])
+
+
 def test_split_takes_one_minus_one_section_for_the_rest():
     a, b, c = mt.split(mt.ones([2, 7]), [2, -1, 1], axis=-1)
     assert (a.shape, b.shape, c.shape) == ([2, 2], [2, 4], [2, 1])
