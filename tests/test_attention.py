@@ -229,6 +229,19 @@ def test_mha_cache_decoding_step_by_step_equals_causal_attention_over_the_sequen
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full.numpy(), atol=1e-12)
 
 
+def test_mha_leaves_the_cache_it_was_given_as_it_was_so_decoding_can_branch():
+    layer = mha64(8, 2).eval()
+    x = t64(RNG.normal(size=(1, 3, 8)))
+    _, cache = layer(x[:, :2], cache=layer.gen_cache(x))
+    before = cache.k.numpy().copy(), cache.v.numpy().copy()
+    _, longer = layer(x[:, 2:], cache=cache)
+    _, other = layer(x[:, 2:] * 2.0, cache=cache)  # a second branch from the same cache
+    assert cache.k.shape == [1, 2, 2, 4] and longer.k.shape == other.k.shape == [1, 2, 3, 4]
+    np.testing.assert_array_equal(cache.k.numpy(), before[0])
+    np.testing.assert_array_equal(cache.v.numpy(), before[1])
+    np.testing.assert_array_equal(other.k.numpy()[:, :, :2], before[0])
+
+
 def test_mha_static_cache_holds_projected_keys_and_values_and_comes_back_unchanged():
     layer = mha64(8, 2, kdim=6, vdim=6)
     x, memory = t64(RNG.normal(size=(2, 3, 8))), t64(RNG.normal(size=(2, 7, 6)))
