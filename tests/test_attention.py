@@ -6,6 +6,8 @@ from __future__ import annotations
 import attention_reference as ref
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from numeric_grad import numeric_grad
 
 import minitorch_amp as mt
@@ -90,6 +92,48 @@ def test_sdpa_gradients_match_float64_finite_differences(mask):
     expected = numeric_grad(lambda *a: float(loss(*map(t64, a)).numpy()), inputs)
     for t, g in zip(tensors, expected, strict=True):
         np.testing.assert_allclose(t.grad.numpy(), g, rtol=1e-6, atol=1e-8)
+
+
+def test_sdpa_second_derivatives_match_finite_differences_of_its_gradient():
+    q, k, v = qkv(b=1, lq=3, lk=3, h=2, d=3, dv=2)
+    weight, direction = RNG.normal(size=(1, 3, 2, 2)), RNG.normal(size=q.shape)
+    keep = mt.to_tensor(np.tril(np.ones((3, 3), bool)))
+
+    def gradient_along_direction(q_array):
+        qt = t64(q_array, grad=True)
+        out = F.scaled_dot_product_attention(qt, t64(k), t64(v), attn_mask=keep)
+        (g,) = mt.grad((out * t64(weight)).sum(), qt, create_graph=True)
+        return (g * t64(direction)).sum(), qt
+
+    value, qt = gradient_along_direction(q)
+    value.backward()  # Hessian-vector product
+    (want,) = numeric_grad(lambda a: float(gradient_along_direction(a)[0].numpy()), [q])
+    np.testing.assert_allclose(qt.grad.numpy(), want, rtol=1e-6, atol=1e-8)
+
+
+@given(
+    b=st.integers(1, 2),
+    lq=st.integers(1, 4),
+    lk=st.integers(1, 4),
+    h=st.integers(1, 3),
+    d=st.integers(1, 4),
+    mask_axes=st.lists(st.booleans(), min_size=4, max_size=4),
+    seed=st.integers(0, 2**16),
+)
+def test_sdpa_matches_the_reference_for_any_shapes_and_mask_broadcasts(
+    b, lq, lk, h, d, mask_axes, seed
+):
+    rng = np.random.default_rng(seed)
+    q, k, v = (
+        rng.normal(size=(b, lq, h, d)),
+        rng.normal(size=(b, lk, h, d)),
+        rng.normal(size=(b, lk, h, 2)),
+    )
+    full = (b, h, lq, lk)  # a mask keeps or drops each axis of [batch, heads, q_len, k_len]
+    keep = rng.random([n if kept else 1 for n, kept in zip(full, mask_axes)]) < 0.7
+    keep[..., 0] = True
+    out = sdpa(q, k, v, attn_mask=mt.to_tensor(keep))
+    np.testing.assert_allclose(out, ref.sdpa(q, k, v, ref.bias_of(keep))[0], atol=1e-12)
 
 
 def test_sdpa_dropout_acts_only_while_training():
