@@ -173,8 +173,8 @@ def test_sampler_and_dataset_base_classes_say_what_to_implement():
         Dataset()[0]
     with pytest.raises(ValueError, match="either a dataset or a sampler"):
         BatchSampler()
-    with pytest.raises(ValueError, match="num_samples is only allowed with replacement"):
-        RandomSampler(range(3), num_samples=2)
+    with pytest.raises(ValueError, match="lower num_samples or pass replacement=True"):
+        RandomSampler(range(3), num_samples=4)
 
 
 def test_io_still_exports_the_checkpoint_functions():

@@ -139,26 +139,45 @@ class SequenceSampler(Sampler):
 
 
 class RandomSampler(Sampler):
-    """A random permutation of the indices (or ``num_samples`` draws with ``replacement``),
-    from the library's seeded generator, drawn anew at every ``iter()``."""
+    """Indices in a random order, from the library's seeded generator, drawn anew at every
+    ``iter()``: a permutation of all of them; with ``num_samples`` and no ``replacement`` the
+    first ``num_samples`` of a permutation (distinct indices, Paddle's
+    ``np.random.choice(n, k, replace=False)``); with ``replacement`` ``num_samples`` (default
+    ``len(data_source)``) independent draws.
+
+    Raises:
+        TypeError: ``replacement`` is not a bool (Paddle's check).
+        ValueError: ``num_samples`` is not a positive int, or exceeds ``len(data_source)``
+            without ``replacement`` (also at ``iter()``, when the dataset has shrunk since).
+    """
 
     def __init__(self, data_source, replacement: bool = False, num_samples: int | None = None):
-        super().__init__(data_source)
-        if num_samples is not None and not replacement:
-            raise ValueError("RandomSampler: num_samples is only allowed with replacement=True")
+        if not isinstance(replacement, (bool, np.bool_)):
+            raise TypeError(f"RandomSampler: replacement must be a bool, got {replacement!r:.60}")
         if num_samples is not None:
             num_samples = positive_int(num_samples, "RandomSampler: num_samples")
+        super().__init__(data_source)
         self.replacement, self._num_samples = bool(replacement), num_samples
+        self._check_size(len(data_source))
 
     @property
     def num_samples(self) -> int:
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
+    def _check_size(self, n: int) -> None:
+        if not self.replacement and self.num_samples > n:
+            raise ValueError(
+                f"RandomSampler: num_samples ({self.num_samples}) is more than the "
+                f"{n} samples of data_source, and without replacement each index comes at "
+                "most once; lower num_samples or pass replacement=True"
+            )
+
     def __iter__(self):
         rng, n = generator(np), len(self.data_source)
         if self.replacement:
             return iter(rng.integers(0, n, size=self.num_samples).tolist())
-        return iter(rng.permutation(n).tolist())
+        self._check_size(n)
+        return iter(rng.permutation(n)[: self.num_samples].tolist())
 
     def __len__(self) -> int:
         return self.num_samples
@@ -168,15 +187,44 @@ class BatchSampler(Sampler):
     """Groups the indices of ``sampler`` (or of ``dataset``, in order or shuffled) into lists
     of ``batch_size``; the last, shorter batch is kept unless ``drop_last``.
 
+    Paddle's order is ``(dataset, sampler, shuffle, batch_size, drop_last)``; PyTorch's
+    positional ``BatchSampler(sampler, batch_size, drop_last)`` works too (Paddle accepts it
+    as well): an integer in the second place is the batch size. A :class:`Sampler` given
+    first, with the rest as keywords, is used as the sampler (Paddle would batch
+    ``range(len(sampler))``, losing the sampler's order).
+
     Example:
         >>> list(BatchSampler(dataset=range(5), batch_size=2))
         [[0, 1], [2, 3], [4]]
+        >>> list(BatchSampler(SequenceSampler(range(5)), 2, True))
+        [[0, 1], [2, 3]]
+
+    Raises:
+        ValueError: neither or both of a dataset and a sampler; ``shuffle`` with a sampler;
+            a bad ``batch_size``; the batch size given twice; a Dataset where PyTorch's
+            order puts the sampler; an IterableDataset.
     """
 
     def __init__(
         self, dataset=None, sampler=None, shuffle: bool = False, batch_size: int = 1,
         drop_last: bool = False,
     ):  # fmt: skip
+        if is_integer(sampler):  # PyTorch's order: BatchSampler(sampler, batch_size, drop_last)
+            if batch_size != 1:
+                raise ValueError(
+                    f"BatchSampler: got the batch size twice ({sampler} in PyTorch's "
+                    f"positional place, batch_size={batch_size!r}); give it once"
+                )
+            if isinstance(dataset, Dataset):
+                raise ValueError(
+                    "BatchSampler(sampler, batch_size, drop_last) is PyTorch's order and takes "
+                    f"a sampler first, got the dataset {type(dataset).__name__}; write "
+                    "BatchSampler(dataset=data, batch_size=32) to batch a dataset"
+                )
+            dataset, sampler, batch_size = None, dataset, sampler
+            shuffle, drop_last = False, bool(shuffle) or bool(drop_last)
+        elif isinstance(dataset, Sampler) and sampler is None:  # BatchSampler(s, batch_size=8)
+            dataset, sampler = None, dataset
         if (dataset is None) == (sampler is None):
             raise ValueError("BatchSampler takes either a dataset or a sampler, not both")
         batch_size = positive_int(batch_size, "BatchSampler: batch_size")
