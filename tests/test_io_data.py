@@ -154,7 +154,7 @@ def test_samplers():
     "kwargs, message",
     [
         ({"batch_size": 0}, "batch_size must be a positive int or None"),
-        ({"places": "gpu"}, "static-graph"),
+        ({"feed_list": [mt.zeros([1])]}, "static-graph"),
         ({"return_list": False}, "return_list=True"),
         ({"num_workers": -1}, "num_workers must be an int >= 0"),
         (

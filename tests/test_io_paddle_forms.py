@@ -4,7 +4,9 @@
   subset in a random order (Paddle's ``np.random.choice(n, k, replace=False)``);
   ``k > len(data)`` raises ValueError, a non-bool ``replacement`` TypeError;
 * ``BatchSampler(sampler, 32, False)``: PyTorch's positional order (sampler, batch_size,
-  drop_last), which Paddle accepts besides its own (dataset, sampler, shuffle, batch_size, ...).
+  drop_last), which Paddle accepts besides its own (dataset, sampler, shuffle, batch_size, ...);
+* ``loader()`` is ``iter(loader)`` (Paddle's examples write ``for batch in loader():``);
+* ``places=`` is accepted and ignored: batches land on the current device.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ import pytest
 import minitorch_amp as mt
 from minitorch_amp.io import (
     BatchSampler,
+    DataLoader,
     Dataset,
     RandomSampler,
     SequenceSampler,
+    TensorDataset,
 )
 
 
@@ -121,3 +125,33 @@ def test_batch_sampler_positional_batch_size_given_twice_is_refused():
 def test_batch_sampler_positional_form_refuses_a_dataset_where_the_sampler_goes():
     with pytest.raises(ValueError, match=r"BatchSampler\(dataset=data, batch_size=32\)"):
         BatchSampler(Numbers(10), 32)
+
+
+# ---- DataLoader: callable, and places= ---------------------------------------------------------
+def test_calling_a_dataloader_starts_an_epoch_as_iter_does():
+    loader = DataLoader(TensorDataset([mt.arange(5)]), batch_size=2)
+    epoch = loader()
+    assert [b.tolist() for (b,) in epoch] == [[0, 1], [2, 3], [4]]
+    assert [b.tolist() for (b,) in loader()] == [[0, 1], [2, 3], [4]]  # a fresh epoch each call
+
+
+@pytest.mark.parametrize(
+    "places",
+    ["cpu", "gpu:0", "gpu_pinned", mt.CPUPlace(), mt.CUDAPlace(0), ["cpu"], (mt.CPUPlace(),)],
+)
+def test_places_is_accepted_and_ignored_batches_land_on_the_current_device(places):
+    loader = DataLoader(Numbers(3), places=places, batch_size=2)
+    batches = [b.tolist() for b in loader]
+    assert batches == [[[0], [1]], [[2]]]
+    assert all(str(b.place) == mt.get_device() for b in loader)
+
+
+@pytest.mark.parametrize("places", [3, ["cpu", 0], {"cpu": 0}])
+def test_places_that_names_no_device_is_refused(places):
+    with pytest.raises(TypeError, match="places must be a Place, a device string"):
+        DataLoader(Numbers(3), places=places)
+
+
+def test_feed_list_is_still_refused_as_a_static_graph_argument():
+    with pytest.raises(ValueError, match="feed_list is a static-graph argument"):
+        DataLoader(Numbers(3), feed_list=[mt.zeros([1])])

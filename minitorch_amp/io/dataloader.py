@@ -18,6 +18,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..autograd.creation import to_tensor
+from ..backend.device import Place
 from .data import (
     BatchSampler,
     IterableDataset,
@@ -48,7 +49,10 @@ class DataLoader:
     Args:
         dataset: a :class:`Dataset` (``__getitem__`` + ``__len__``) or an
             :class:`IterableDataset`.
-        feed_list, places: static-graph arguments; must be None.
+        feed_list: a static-graph argument; must be None.
+        places: accepted and ignored (Paddle's places to put batches on): batches land on
+            the current device (see ``set_device``). A Place, a device string such as
+            ``'gpu:0'``, or a list of them.
         return_list: must be True (batches come as lists, or whatever ``collate_fn`` returns).
         batch_sampler: a sampler yielding lists of indices; then ``batch_size``, ``shuffle``
             and ``drop_last`` must keep their defaults.
@@ -62,8 +66,12 @@ class DataLoader:
             always happens in the calling process here, so they change nothing (no worker
             process, so ``worker_init_fn`` is never called); ``num_workers`` must be >= 0.
 
+    Calling the loader starts an epoch too: ``loader()`` is ``iter(loader)`` (Paddle's
+    examples write ``for x, y in loader():``).
+
     Raises:
-        ValueError: a static-graph argument, ``return_list=False``, ``batch_sampler`` together
+        TypeError: ``places`` is not a Place, a device string or a list of them.
+        ValueError: ``feed_list``, ``return_list=False``, ``batch_sampler`` together
             with ``batch_size``/``shuffle``/``drop_last``, a bad ``batch_size``, or ``shuffle``
             with an IterableDataset.
     """
@@ -87,11 +95,12 @@ class DataLoader:
         worker_init_fn=None,
         persistent_workers: bool = False,
     ):
-        if feed_list is not None or places is not None:
+        if feed_list is not None:
             raise ValueError(
-                "DataLoader: feed_list and places are static-graph arguments; leave them None "
-                "(batches land on the current device: see set_device)"
+                "DataLoader: feed_list is a static-graph argument; leave it None (batches come "
+                "as lists of Tensors)"
             )
+        _check_places(places)
         if return_list is not True:
             raise ValueError("DataLoader: only return_list=True (dygraph) is supported")
         if not is_integer(num_workers) or num_workers < 0:
@@ -135,6 +144,10 @@ class DataLoader:
 
     def __iter__(self) -> _Epoch:
         return _Epoch(self)
+
+    def __call__(self) -> _Epoch:
+        """A new epoch, as ``iter(loader)`` (Paddle's ``DataLoader.__call__``)."""
+        return self.__iter__()
 
     def __len__(self) -> int:
         if self._iterable:
@@ -192,6 +205,18 @@ class _Epoch:
         if not batch or (loader.drop_last and len(batch) < loader.batch_size):
             raise StopIteration
         return _to_tensors(loader.collate_fn(batch))
+
+
+def _check_places(places) -> None:
+    """``places`` is None, a Place, a device string, or a non-empty list/tuple of them."""
+    items = places if isinstance(places, (list, tuple)) else [places]
+    if places is None or (items and all(isinstance(p, (Place, str)) for p in items)):
+        return
+    raise TypeError(
+        "DataLoader: places must be a Place, a device string such as 'gpu:0', or a list of "
+        f"them, got {places!r:.60}; it is ignored here (batches land on the current device, "
+        "see set_device), so it can also be left out"
+    )
 
 
 def _fetch(dataset, index):
