@@ -1,0 +1,40 @@
+"""The mutants ``tools/mutants.py`` plants: one module per area, each with a ``MUTANTS`` list.
+
+A mutant is one search/replace in one file, a bug a reviewer would plant to see whether the
+tests can fail. ``all_mutants()`` gathers every module's list in the order below.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+# module names under tools/mutant_sets, in listing order
+SETS = (
+    "core",
+    "data_and_pooling",
+    "state_and_scaler",
+)
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    path: str  # relative to the repository root
+    search: str  # must occur exactly once in the file
+    replace: str
+    tests: tuple[str, ...]  # pytest node ids or files that must fail
+    bug: str  # what the mutant does, in one line
+
+
+def lines(*text: str) -> str:
+    """Source lines, each ending in a newline (keeps long search texts readable)."""
+    return "".join(f"{line}\n" for line in text)
+
+
+def all_mutants() -> list[Mutant]:
+    """Every set's mutants, in the order of ``SETS``."""
+    found: list[Mutant] = []
+    for name in SETS:
+        found += importlib.import_module(f"mutant_sets.{name}").MUTANTS
+    return found
