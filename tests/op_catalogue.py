@@ -80,6 +80,26 @@ from op_cases_conv import (
     ref_conv,
     ref_pool,
 )
+from op_cases_nn import (
+    LEAKY_SLOPE,
+    P_NORM_SPEC,
+    RMS_NORM_SPEC,
+    call_p_norm,
+    call_pad,
+    call_pad3d,
+    call_rms_norm,
+    make_p_norm,
+    make_pad,
+    make_pad3d,
+    make_rms_norm,
+    pad3d_spec,
+    ref_leaky_relu,
+    ref_p_norm,
+    ref_pad,
+    ref_pad3d,
+    ref_rms_norm,
+    ref_silu,
+)
 from op_cases_tensor import ENTRIES as TENSOR_ENTRIES
 from op_cases_tensor import NOT_DIFFERENTIABLE as TENSOR_NOT_DIFFERENTIABLE
 
@@ -379,6 +399,21 @@ CATALOGUE: list[Entry] = [
         LOOSE16,
     ),
     Entry("mse_loss", ("mse_loss",), F.mse_loss, ref_mse, st.tuples(shape()), make_mse),
+    # padding, norms and two activations (op_cases_nn.py)
+    unary("leaky_relu", lambda x: F.leaky_relu(x, LEAKY_SLOPE), ref_leaky_relu, away_from(0.0)),
+    unary("silu", F.silu, ref_silu, uniform(-4.0, 4.0)),
+    Entry("pad", ("pad",), call_pad, ref_pad, ANY, make_pad),
+    Entry("pad3d", ("pad3d",), call_pad3d, ref_pad3d, pad3d_spec(), make_pad3d),
+    Entry("p_norm", ("p_norm",), call_p_norm, ref_p_norm, P_NORM_SPEC, make_p_norm),
+    Entry(
+        "rms_norm",
+        ("rms_norm",),
+        call_rms_norm,
+        ref_rms_norm,
+        RMS_NORM_SPEC,
+        make_rms_norm,
+        LOOSE16,
+    ),
     # forward-only
     *[_compare_entry(name) for name in RELATIONS],
     Entry(

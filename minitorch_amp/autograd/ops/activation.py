@@ -11,8 +11,7 @@ import math
 
 from ...backend import get_array_module
 from ...backend.dtypes import accumulation_dtype
-from ...backend.primitives import relu_backward
-from ...backend.special import erf
+from ...backend.primitives import erf, relu_backward
 from ..op import BLACK, GRAY, Op
 
 _SQRT_HALF = math.sqrt(0.5)
@@ -76,11 +75,8 @@ class Gelu(Op):
             ctx.t = xp.tanh(_SQRT_2_OVER_PI * (xa + _GELU_CUBIC * xa * xa * xa))
             out = 0.5 * xa * (1.0 + ctx.t)
         else:
-            cdf = erf(xa * _SQRT_HALF)  # a new array: updated in place
-            cdf += 1.0
-            cdf *= 0.5
-            ctx.cdf = cdf
-            out = xa * cdf
+            ctx.cdf = 0.5 * (1.0 + erf(xa * _SQRT_HALF))
+            out = xa * ctx.cdf
         return out.astype(x.dtype, copy=False)
 
     @staticmethod
@@ -91,15 +87,9 @@ class Gelu(Op):
             t = ctx.t
             du = _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_CUBIC * x * x)
             slope = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du
-        else:  # in x's dtype (float32 for 16-bit x), in place
-            slope = xp.multiply(x, x, out=xp.empty_like(x))  # an array even when 0-d
-            slope *= -0.5
-            xp.exp(slope, out=slope)
-            slope *= _INV_SQRT_2PI
-            slope *= x
-            slope += ctx.cdf
-        slope *= grad
-        return slope.astype(grad.dtype, copy=False)
+        else:
+            slope = ctx.cdf + x * _INV_SQRT_2PI * xp.exp(-0.5 * x * x)
+        return (grad * slope).astype(grad.dtype, copy=False)
 
 
 class Softmax(Op):
@@ -153,4 +143,41 @@ class LogSoftmax(Op):
         return gx.astype(grad.dtype, copy=False)
 
 
-__all__ = ["Gelu", "LogSoftmax", "Relu", "Softmax"]
+class LeakyRelu(Op):
+    """``x`` where ``x > 0``, else ``negative_slope * x``; the slope is taken at 0 (Paddle)."""
+
+    name = "leaky_relu"
+    amp = GRAY
+
+    @staticmethod
+    def forward(ctx, x, negative_slope=0.01):
+        ctx.slope = get_array_module(x).where(x > 0, 1.0, negative_slope).astype(_widen(x).dtype)
+        return (_widen(x) * ctx.slope).astype(x.dtype, copy=False)  # one rounding
+
+    @staticmethod
+    def backward(ctx, grad):
+        return (_widen(grad) * ctx.slope).astype(grad.dtype, copy=False)
+
+
+class Silu(Op):
+    """``x * sigmoid(x)`` (swish); d/dx = ``s * (1 + x * (1 - s))`` with ``s = sigmoid(x)``.
+
+    ``sigmoid(x) = (1 + tanh(x / 2)) / 2``, which never overflows.
+    """
+
+    name = "silu"
+    amp = GRAY
+
+    @staticmethod
+    def forward(ctx, x):
+        xa = _widen(x)
+        ctx.x, ctx.s = xa, 0.5 * (get_array_module(x).tanh(0.5 * xa) + 1.0)
+        return (xa * ctx.s).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, grad):
+        s = ctx.s
+        return (_widen(grad) * (s * (1.0 + ctx.x * (1.0 - s)))).astype(grad.dtype, copy=False)
+
+
+__all__ = ["Gelu", "LeakyRelu", "LogSoftmax", "Relu", "Silu", "Softmax"]

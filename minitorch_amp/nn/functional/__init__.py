@@ -10,12 +10,12 @@ Example:
     array([0., 2.], dtype=float32)
 """
 
-from .activation import gelu, log_softmax, relu, sigmoid, softmax, tanh
+from .activation import gelu, leaky_relu, log_softmax, relu, sigmoid, silu, softmax, tanh
 from .attention import scaled_dot_product_attention
-from .common import dropout, embedding, linear
+from .common import dropout, embedding, linear, pad
 from .conv import conv1d, conv2d
 from .loss import cross_entropy, l1_loss, mse_loss
-from .norm import batch_norm, layer_norm
+from .norm import batch_norm, layer_norm, normalize, rms_norm
 from .pooling import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 
 __all__ = [
@@ -30,13 +30,18 @@ __all__ = [
     "gelu",
     "l1_loss",
     "layer_norm",
+    "leaky_relu",
     "linear",
     "log_softmax",
     "max_pool2d",
     "mse_loss",
+    "normalize",
+    "pad",
     "relu",
+    "rms_norm",
     "scaled_dot_product_attention",
     "sigmoid",
+    "silu",
     "softmax",
     "tanh",
 ]

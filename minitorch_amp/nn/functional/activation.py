@@ -1,4 +1,4 @@
-"""Activation functions: relu, gelu, sigmoid, tanh, softmax, log_softmax."""
+"""Activation functions: relu, leaky_relu, gelu, silu, sigmoid, tanh, softmax, log_softmax."""
 
 from __future__ import annotations
 
@@ -32,6 +32,32 @@ def gelu(x: Tensor, approximate: bool = False) -> Tensor:
         array([-0.15865526,  0.        ,  0.8413447 ], dtype=float32)
     """
     return apply(_ops.Gelu, x, approximate=bool(approximate))
+
+
+def leaky_relu(x: Tensor, negative_slope: float = 0.01, name=None) -> Tensor:
+    """``x`` where ``x > 0``, else ``negative_slope * x``.
+
+    The gradient is 1 where ``x > 0`` and ``negative_slope`` elsewhere (at 0 too, as Paddle).
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> import minitorch_amp.nn.functional as F
+        >>> F.leaky_relu(mt.to_tensor([-2.0, 0.0, 3.0]), negative_slope=0.1).numpy()
+        array([-0.2,  0. ,  3. ], dtype=float32)
+    """
+    return apply(_ops.LeakyRelu, x, negative_slope=float(negative_slope))
+
+
+def silu(x: Tensor, name=None) -> Tensor:
+    """Sigmoid linear unit (swish), ``x * sigmoid(x) = x / (1 + exp(-x))``.
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> import minitorch_amp.nn.functional as F
+        >>> F.silu(mt.to_tensor([-1.0, 0.0, 1.0])).numpy()
+        array([-0.2689414,  0.       ,  0.7310586], dtype=float32)
+    """
+    return apply(_ops.Silu, x)
 
 
 sigmoid = _functions.sigmoid

@@ -1,12 +1,15 @@
-"""Common layers as functions: linear, dropout and embedding."""
+"""Common layers as functions: linear, dropout, embedding and pad."""
 
 from __future__ import annotations
+
+import numbers
 
 import numpy as np
 
 from ...autograd import Tensor, apply
 from ...autograd import ops as _ops
 from ...autograd.dispatch import autocast_state
+from ...autograd.ops.padding import PAD_MODES
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -85,3 +88,107 @@ def embedding(x: Tensor, weight: Tensor, padding_idx: int | None = None, sparse:
                 [1., 2.]]], dtype=float32)
     """
     return apply(_ops.Embedding, x, weight, padding_idx=padding_idx)
+
+
+_FORMATS = {3: ("NCL", "NLC"), 4: ("NCHW", "NHWC"), 5: ("NCDHW", "NDHWC")}
+_SPATIAL_NAMES = ("pad_left, pad_right", "pad_top, pad_bottom", "pad_front, pad_back")
+
+
+def pad(
+    x: Tensor,
+    pad,
+    mode: str = "constant",
+    value: float = 0.0,
+    data_format: str | None = None,
+    pad_from_left_axis: bool = True,
+    name=None,
+) -> Tensor:
+    """Pad ``x`` with a border of ``value`` (``mode='constant'``) or of its own elements.
+
+    ``pad`` lists border widths, two per padded axis (before, after), in Paddle's orders:
+
+    * the spatial form, for every mode: ``x`` is 3-D, 4-D or 5-D (``data_format`` says where
+      the channels are; by default ``NCL``/``NCHW``/``NCDHW``) and ``pad`` has two widths per
+      spatial axis, the last axis first: ``[left, right]``, ``[left, right, top, bottom]``,
+      ``[left, right, top, bottom, front, back]``;
+    * otherwise, for ``'constant'`` only: up to two widths per axis of ``x``, the last axis
+      first, missing ones 0 (an odd count gets a 0 after it). With exactly two per axis and
+      ``pad_from_left_axis=True`` (the default) the first axis comes first instead.
+
+    Modes: ``'constant'``; ``'reflect'`` mirrors ``x`` about its edge elements (each width
+    must be smaller than its axis); ``'replicate'`` repeats the edge elements; ``'circular'``
+    wraps around. ``pad`` may be a Tensor of ints (read as the spatial form).
+
+    NOTE: PyTorch's ``F.pad`` always starts from the last axis; pass
+    ``pad_from_left_axis=False`` when ``pad`` has two widths for every axis.
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> import minitorch_amp.nn.functional as F
+        >>> x = mt.to_tensor([[[1.0, 2.0, 3.0]]])
+        >>> F.pad(x, [2, 1], mode="reflect").numpy()
+        array([[[3., 2., 1., 2., 3., 2.]]], dtype=float32)
+        >>> F.pad(x, [0, 1, 0, 0, 1, 0], value=9.0).shape  # two per axis, first axis first
+        [2, 1, 4]
+    """
+    if mode not in PAD_MODES:
+        raise ValueError(f"pad: mode must be one of {PAD_MODES}, got {mode!r}")
+    spatial = isinstance(pad, Tensor)
+    widths = _widths(pad)
+    ndim = len(x.shape)
+    if mode == "constant" and not spatial and len(widths) != 2 * (ndim - 2):
+        if len(widths) > 2 * ndim:
+            raise ValueError(
+                f"pad: {len(widths)} widths for a {ndim}-D input; give at most two per axis "
+                f"({2 * ndim})"
+            )
+        widths += [0] * (2 * ndim - len(widths))
+        if not (len(pad) == 2 * ndim and pad_from_left_axis):
+            widths = _last_axis_first(widths, range(ndim), ndim)
+        return apply(_ops.Pad, x, paddings=tuple(widths), value=float(value))
+    fmt = _check_format(x.shape, data_format, mode)
+    if len(widths) != 2 * (ndim - 2):
+        names = ", ".join(_SPATIAL_NAMES[: ndim - 2])
+        raise ValueError(
+            f"pad: mode {mode!r} on a {ndim}-D input takes {2 * (ndim - 2)} widths "
+            f"[{names}], got {len(widths)}"
+        )
+    axes = range(2, ndim) if fmt[1] == "C" else range(1, ndim - 1)
+    widths = _last_axis_first(widths, axes, ndim)
+    return apply(_ops.Pad3D, x, paddings=tuple(widths), mode=mode, value=float(value))
+
+
+def _widths(pad) -> list[int]:
+    if isinstance(pad, Tensor):
+        pad = pad.numpy().reshape(-1).tolist()
+    if not isinstance(pad, list | tuple) or not all(
+        isinstance(w, numbers.Integral) and not isinstance(w, bool) for w in pad
+    ):
+        raise TypeError(f"pad: pad must be a list, tuple or Tensor of ints, got {pad!r}")
+    return [int(w) for w in pad]
+
+
+def _last_axis_first(widths: list[int], axes, ndim: int) -> list[int]:
+    """Widths given pair by pair from the last of ``axes`` backwards, as two per axis of an
+    ``ndim``-D input in axis order (0 for the axes not in ``axes``)."""
+    out = [0] * (2 * ndim)
+    for k, axis in enumerate(reversed(axes)):
+        out[2 * axis : 2 * axis + 2] = widths[2 * k : 2 * k + 2]
+    return out
+
+
+def _check_format(shape, data_format: str | None, mode: str) -> str:
+    ndim = len(shape)
+    if ndim not in _FORMATS:
+        raise ValueError(
+            f"pad: mode {mode!r} pads the spatial axes of a 3-D, 4-D or 5-D input (batch, "
+            f"channels, then 1 to 3 spatial axes), got a {ndim}-D input of shape {list(shape)}; "
+            "reshape it to that layout first"
+        )
+    fmt = _FORMATS[ndim][0] if data_format is None else str(data_format).upper()
+    if fmt not in _FORMATS[ndim]:
+        raise ValueError(
+            f"pad: data_format for a {ndim}-D input must be one of {_FORMATS[ndim]}, "
+            f"got {data_format!r}"
+        )
+    return fmt

@@ -1,4 +1,4 @@
-"""Normalisation functions: layer_norm and batch_norm."""
+"""Normalisation functions: layer_norm, rms_norm, batch_norm and normalize."""
 
 from __future__ import annotations
 
@@ -44,6 +44,62 @@ def layer_norm(
         normalized_shape=tuple(int(n) for n in normalized_shape),
         epsilon=float(epsilon),
     )
+
+
+def rms_norm(
+    x: Tensor,
+    normalized_shape,
+    weight: Tensor | None = None,
+    epsilon: float = 1e-05,
+    name=None,
+    *,
+    eps: float | None = None,
+) -> Tensor:
+    """Divide by the root mean square over the trailing ``normalized_shape`` dims, then scale.
+
+    ``y = x / sqrt(mean(x^2) + epsilon) * weight``: layer norm without subtracting the mean
+    and without a shift. float16 and bfloat16 input has its statistics computed in float32;
+    under ``auto_cast`` O1 it runs in float32, like ``layer_norm``.
+
+    Args:
+        x: the input, whose shape ends with ``normalized_shape``.
+        normalized_shape: an int or a list of ints.
+        weight: optional scale, of shape ``normalized_shape`` or its flattened size.
+        epsilon: added to the mean square (``eps=`` is accepted too).
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> import minitorch_amp.nn.functional as F
+        >>> F.rms_norm(mt.to_tensor([[3.0, 4.0]]), 2, epsilon=0.0).numpy()
+        array([[0.84852815, 1.1313709 ]], dtype=float32)
+    """
+    if isinstance(normalized_shape, int):
+        normalized_shape = [normalized_shape]
+    return apply(
+        _ops.RmsNorm,
+        x,
+        weight,
+        normalized_shape=tuple(int(n) for n in normalized_shape),
+        epsilon=float(epsilon if eps is None else eps),
+    )
+
+
+def normalize(x: Tensor, p: float = 2, axis: int = 1, epsilon: float = 1e-12, name=None):
+    """Divide by the ``p``-norm along ``axis``: ``y = x / max(||x||_p, epsilon)``.
+
+    ``||x||_p = (sum |x_i|^p)^(1/p)`` over ``axis``, kept as a size-1 axis so it broadcasts.
+    As in Paddle, the norm (the ``p_norm`` op) follows its input's dtype under ``auto_cast``,
+    and ``epsilon`` is taken in ``x``'s dtype (1e-12 is 0 in float16: a zero vector gives NaN).
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> import minitorch_amp.nn.functional as F
+        >>> F.normalize(mt.to_tensor([[3.0, 4.0], [0.0, 0.0]])).numpy()
+        array([[0.6, 0.8],
+               [0. , 0. ]], dtype=float32)
+    """
+    norm = apply(_ops.PNorm, x, porder=float(p), axis=int(axis), keepdim=True)
+    return x / norm.clip(min=float(epsilon))  # Paddle: x / maximum(norm, epsilon)
 
 
 def batch_norm(

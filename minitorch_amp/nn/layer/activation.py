@@ -34,6 +34,21 @@ class ReLU(Layer):
         return _name_suffix(self._name)
 
 
+class LeakyReLU(Layer):
+    """``x`` where ``x > 0``, else ``negative_slope * x``."""
+
+    def __init__(self, negative_slope: float = 0.01, name=None):
+        super().__init__()
+        self._negative_slope, self._name = float(negative_slope), name
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.leaky_relu(x, self._negative_slope)
+
+    def extra_repr(self) -> str:
+        name = f", name={self._name}" if self._name else ""
+        return f"negative_slope={self._negative_slope}{name}"
+
+
 class GELU(Layer):
     """``x * Phi(x)`` (Phi: the standard normal CDF); ``approximate=True`` uses the tanh form
     ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``."""
@@ -47,6 +62,20 @@ class GELU(Layer):
 
     def extra_repr(self) -> str:
         return f"approximate={self._approximate}" + (f", name={self._name}" if self._name else "")
+
+
+class SiLU(Layer):
+    """``x * sigmoid(x)`` (also called swish)."""
+
+    def __init__(self, name=None):
+        super().__init__()
+        self._name = name
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.silu(x)
+
+    def extra_repr(self) -> str:
+        return _name_suffix(self._name)
 
 
 class Sigmoid(Layer):
