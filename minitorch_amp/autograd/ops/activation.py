@@ -11,7 +11,8 @@ import math
 
 from ...backend import get_array_module
 from ...backend.dtypes import accumulation_dtype
-from ...backend.primitives import erf, relu_backward
+from ...backend.primitives import relu_backward
+from ...backend.special import erf
 from ..op import BLACK, GRAY, Op
 
 _SQRT_HALF = math.sqrt(0.5)
@@ -75,8 +76,11 @@ class Gelu(Op):
             ctx.t = xp.tanh(_SQRT_2_OVER_PI * (xa + _GELU_CUBIC * xa * xa * xa))
             out = 0.5 * xa * (1.0 + ctx.t)
         else:
-            ctx.cdf = 0.5 * (1.0 + erf(xa * _SQRT_HALF))
-            out = xa * ctx.cdf
+            cdf = erf(xa * _SQRT_HALF)  # a new array: updated in place
+            cdf += 1.0
+            cdf *= 0.5
+            ctx.cdf = cdf
+            out = xa * cdf
         return out.astype(x.dtype, copy=False)
 
     @staticmethod
@@ -87,9 +91,15 @@ class Gelu(Op):
             t = ctx.t
             du = _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_CUBIC * x * x)
             slope = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du
-        else:
-            slope = ctx.cdf + x * _INV_SQRT_2PI * xp.exp(-0.5 * x * x)
-        return (grad * slope).astype(grad.dtype, copy=False)
+        else:  # in x's dtype (float32 for 16-bit x), in place
+            slope = xp.multiply(x, x, out=xp.empty_like(x))  # an array even when 0-d
+            slope *= -0.5
+            xp.exp(slope, out=slope)
+            slope *= _INV_SQRT_2PI
+            slope *= x
+            slope += ctx.cdf
+        slope *= grad
+        return slope.astype(grad.dtype, copy=False)
 
 
 class Softmax(Op):
