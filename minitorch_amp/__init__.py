@@ -97,6 +97,7 @@ from .backend.dtypes import (
 )
 from .cuda_namespace import cuda  # PyTorch's torch.cuda.amp (autocast, GradScaler)
 from .distributed import DataParallel
+from .hapi import summary
 from .io import load, save
 from .nn import ParamAttr
 
