@@ -129,3 +129,142 @@ def test_verbose_prints_each_new_rate(capsys):
         "Epoch 0: ExponentialDecay set learning rate to 1.0.",
         "Epoch 1: ExponentialDecay set learning rate to 0.5.",
     ]
+
+
+# ---- LambdaDecay -------------------------------------------------------------------------------
+def test_lambda_decay_multiplies_the_base_rate_by_the_functions_factor():
+    got = sequence(lr.LambdaDecay(0.5, lr_lambda=lambda epoch: 0.9**epoch), 4)
+    assert got == pytest.approx([0.5, 0.45, 0.405, 0.3645], rel=1e-15)
+
+
+def test_lambda_decay_step_to_an_epoch_calls_the_function_with_it():
+    seen = []
+    sched = lr.LambdaDecay(2.0, lr_lambda=lambda epoch: seen.append(epoch) or 1.0 / (epoch + 1))
+    sched.step(7)
+    assert seen == [0, 7] and sched() == 0.25 and sched.last_epoch == 7
+
+
+def test_lambda_decay_whose_function_fails_keeps_its_epoch():
+    sched = lr.LambdaDecay(1.0, lr_lambda=lambda epoch: [1.0, 0.5][epoch])
+    sched.step()
+    with pytest.raises(IndexError):
+        sched.step()
+    assert sched.last_epoch == 1 and sched() == 0.5
+    with pytest.raises(TypeError, match=r"lr_lambda\(0\) returned 'fast'"):
+        lr.LambdaDecay(1.0, lr_lambda=lambda epoch: "fast")
+
+
+# ---- OneCycleLR --------------------------------------------------------------------------------
+def paddle_one_cycle(max_lr, total, divide, end_lr, pct, strategy, three_phase, steps):
+    """Paddle's OneCycleLR tables and get_lr, line by line (python/paddle/optimizer/lr.py)."""
+    initial = max_lr / float(divide)
+    if three_phase:
+        config = [0, pct * total - 1, 2 * pct * total - 2, total - 1, total - 1]
+        sizes = [config[1] - config[0], config[2] - config[1], config[3] - config[2]]
+        sizes.append(config[3] - config[2])
+        lrs = [initial, max_lr, initial, end_lr]
+    else:
+        config = [0, pct * total - 1, total - 1, total - 1]
+        sizes = [config[1] - config[0], config[2] - config[1], config[2] - config[1]]
+        lrs = [initial, max_lr, end_lr]
+
+    def anneal(start, stop, p):
+        if strategy == "cos":
+            return stop + (start - stop) / 2.0 * (math.cos(math.pi * p) + 1)
+        return (stop - start) * p + start
+
+    values = []
+    for step in range(steps):
+        for i, (end_step, size) in enumerate(zip(config[1:], sizes)):
+            if step <= end_step or i == len(lrs) - 2:
+                values.append(anneal(lrs[i], lrs[i + 1], (step - config[i]) / size))
+                break
+    return values
+
+
+def test_one_cycle_by_hand():
+    sched = lr.OneCycleLR(max_learning_rate=1.0, total_steps=10)
+    got = sequence(sched, 10) + [sched()]
+    # initial 1/25; p = 0.3 * 10: up over steps 0..2, down over 2..9; step 10 overshoots 9
+    expected = [0.04, 0.52, 1.0]
+    expected += [1e-4 + (1.0 - 1e-4) / 2 * (1 + math.cos(math.pi * k / 7)) for k in range(1, 9)]
+    assert got == pytest.approx(expected, rel=1e-14)
+    assert got[9] == pytest.approx(1e-4) and got[10] > got[9]
+
+
+def test_one_cycle_three_phases_by_hand():
+    sched = lr.OneCycleLR(2.0, 10, divide_factor=4, phase_pct=0.2, anneal_strategy="linear",
+                          three_phase=True, end_learning_rate=0.0)  # fmt: skip
+    got = sequence(sched, 10)
+    assert got == pytest.approx([0.5, 2.0, 0.5] + [0.5 * (1 - k / 7) for k in range(1, 8)])
+
+
+@pytest.mark.parametrize("strategy", ["cos", "linear"])
+@pytest.mark.parametrize("three_phase", [False, True])
+@pytest.mark.parametrize("total, pct", [(100, 0.3), (37, 0.25), (7, 0.45), (1, 0.3), (5, 0.0)])
+def test_one_cycle_equals_paddles_formulas(strategy, three_phase, total, pct):
+    kwargs = dict(divide_factor=10.0, end_learning_rate=1e-3, phase_pct=pct)
+    sched = lr.OneCycleLR(0.5, total, anneal_strategy=strategy, three_phase=three_phase, **kwargs)
+    expected = paddle_one_cycle(0.5, total, 10.0, 1e-3, pct, strategy, three_phase, total + 1)
+    got = sequence(sched, total) + [sched()]  # steps 0 .. total_steps (Paddle's last)
+    assert got == expected  # bit for bit: the same float operations
+
+
+def test_one_cycle_refuses_to_step_past_total_steps_and_keeps_its_state():
+    sched = lr.OneCycleLR(1.0, total_steps=4)
+    sequence(sched, 4)
+    assert sched.last_epoch == 4
+    last = sched()
+    with pytest.raises(ValueError, match="past total_steps=4"):
+        sched.step()
+    with pytest.raises(ValueError, match="past total_steps=4"):
+        sched.step(9)
+    assert sched.last_epoch == 4 and sched() == last
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(max_learning_rate="1"), TypeError, "max_learning_rate"),
+        (dict(max_learning_rate=-1.0), ValueError, "max_learning_rate"),
+        (dict(total_steps=0), ValueError, "total_steps"),
+        (dict(total_steps=10.0), TypeError, "total_steps"),
+        (dict(divide_factor=0), ValueError, "divide_factor"),
+        (dict(end_learning_rate=-0.1), ValueError, "end_learning_rate"),
+        (dict(phase_pct=1), TypeError, "phase_pct"),
+        (dict(phase_pct=1.5), ValueError, "phase_pct"),
+        (dict(phase_pct=0.5, three_phase=True), ValueError, "below 0.5"),
+        (dict(anneal_strategy="exp"), ValueError, "'cos' or 'linear'"),
+        (dict(phase_pct=0.1), ValueError, "no length"),  # 0.1 * 10 = 1: Paddle divides by 0
+    ],
+)
+def test_one_cycle_bad_arguments_raise_clear_errors(kwargs, error, match):
+    args = dict(max_learning_rate=1.0, total_steps=10) | kwargs
+    with pytest.raises(error, match=match):
+        lr.OneCycleLR(**args)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: lr.LambdaDecay(0.3, lambda epoch: 1.0 / (1 + epoch)),
+        lambda: lr.OneCycleLR(0.3, total_steps=12, three_phase=True),
+    ],
+)
+def test_new_schedules_resume_from_their_state_dict(make):
+    test_state_round_trip_resumes_the_sequence(make)
+
+
+def test_an_optimizer_follows_one_cycle():
+    import numpy as np
+
+    from minitorch_amp.nn.parameter import Parameter
+    from minitorch_amp.optimizer import SGD
+
+    sched = lr.OneCycleLR(1.0, total_steps=5, anneal_strategy="linear")
+    opt = SGD(learning_rate=sched, parameters=[Parameter(np.zeros(1, dtype="float32"))])
+    seen = []
+    for _ in range(5):
+        seen.append(opt.get_lr())
+        sched.step()
+    assert seen == sequence(lr.OneCycleLR(1.0, total_steps=5, anneal_strategy="linear"), 5)

@@ -1,0 +1,137 @@
+"""The scheduler base class, :class:`LRScheduler`, and the argument checks the schedules share.
+
+A scheduler is a function of the epoch counter ``last_epoch``. The optimizer reads the current
+value with ``scheduler()``; the user advances it with ``scheduler.step()`` (per batch or per
+epoch, their choice). Construction already takes one step, so ``last_epoch`` starts at 0 and
+``last_lr`` holds the value for epoch 0.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+
+def _check_number(value, what: str, owner: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{owner}: '{what}' must be a float or int, got {type(value).__name__}")
+    return float(value)
+
+
+def _check_positive_int(value, what: str, owner: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{owner}: '{what}' must be a positive integer, got {value!r}")
+    return value
+
+
+def _check_decay_gamma(gamma, owner: str) -> float:
+    gamma = _check_number(gamma, "gamma", owner)
+    if not 0.0 < gamma < 1.0:
+        raise ValueError(
+            f"{owner}: 'gamma' must be in (0.0, 1.0) so that the learning rate decays, got {gamma}"
+        )
+    return gamma
+
+
+class LRScheduler:
+    """Base class: subclasses implement :meth:`get_lr` as a function of ``self.last_epoch``.
+
+    Args:
+        learning_rate: the initial learning rate, ``base_lr``.
+        last_epoch: the epoch to resume after; -1 starts from scratch.
+        verbose: print the new learning rate on every step.
+
+    Attributes:
+        base_lr: the initial learning rate.
+        last_epoch: the current epoch counter (0 after construction from scratch).
+        last_lr: the learning rate for ``last_epoch``; what ``scheduler()`` returns.
+    """
+
+    def __init__(self, learning_rate: float = 0.1, last_epoch: int = -1, verbose: bool = False):
+        owner = type(self).__name__
+        self.base_lr = _check_number(learning_rate, "learning_rate", owner)
+        if isinstance(last_epoch, bool) or not isinstance(last_epoch, int) or last_epoch < -1:
+            raise ValueError(f"{owner}: 'last_epoch' must be an int >= -1, got {last_epoch!r}")
+        self.last_lr = self.base_lr
+        self.last_epoch = last_epoch
+        self.verbose = verbose
+        self.step()
+
+    def __call__(self) -> float:
+        """The current learning rate (``last_lr``)."""
+        return self.last_lr
+
+    def step(self, epoch: int | None = None) -> None:
+        """Advance to ``epoch`` (default: the next one) and recompute ``last_lr``.
+
+        A schedule that refuses the new epoch (``OneCycleLR`` past ``total_steps``, a
+        ``LambdaDecay`` whose function fails) raises and leaves ``last_epoch`` where it was.
+        """
+        previous = self.last_epoch
+        if epoch is None:
+            self.last_epoch += 1
+            compute = self.get_lr
+        else:
+            if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+                raise ValueError(f"step(epoch=...) needs a non-negative int, got {epoch!r}")
+            self.last_epoch = epoch
+            compute = self._get_closed_form_lr
+        try:
+            self.last_lr = compute()
+        except BaseException:
+            self.last_epoch = previous
+            raise
+        if self.verbose:
+            print(
+                f"Epoch {self.last_epoch}: {type(self).__name__} set learning rate to "
+                f"{self.last_lr}."
+            )
+
+    def get_lr(self) -> float:
+        """The learning rate for ``self.last_epoch``; subclasses override this."""
+        raise NotImplementedError(f"{type(self).__name__} must implement get_lr()")
+
+    def _get_closed_form_lr(self) -> float:
+        """The learning rate for an arbitrary ``last_epoch`` (used by ``step(epoch)``)."""
+        return self.get_lr()
+
+    # ---- checkpointing ----------------------------------------------------------------------
+    _state_keys = ("last_epoch", "last_lr")
+
+    def state_dict(self) -> dict:
+        """``{'last_epoch': int, 'last_lr': float}`` (subclasses may add entries)."""
+        return {key: getattr(self, key) for key in self._state_keys}
+
+    def set_state_dict(self, state_dict: dict) -> None:
+        """Restore what :meth:`state_dict` returned; checks every key before changing anything.
+
+        Raises:
+            RuntimeError: a required key is missing.
+        """
+        self._check_state(state_dict)
+        self._load_state(state_dict)
+
+    def _check_state(self, state_dict) -> None:
+        name = type(self).__name__
+        if not isinstance(state_dict, dict):
+            raise TypeError(f"{name}.set_state_dict needs a dict, got {type(state_dict).__name__}")
+        missing = [key for key in self._state_keys if key not in state_dict]
+        if missing:
+            raise RuntimeError(
+                f"{name}.set_state_dict: the state dict has no {missing}; "
+                "pass what scheduler.state_dict() returned"
+            )
+        unused = set(state_dict) - set(self._state_keys) - set(self._nested_keys)
+        if unused:
+            warnings.warn(
+                f"{name}.set_state_dict ignores unknown keys {sorted(unused)}; "
+                "was the state saved from a different scheduler?",
+                stacklevel=3,
+            )
+
+    def _load_state(self, state_dict) -> None:
+        self.last_epoch = int(state_dict["last_epoch"])
+        self.last_lr = float(state_dict["last_lr"])
+
+    _nested_keys: tuple[str, ...] = ()
+
+    set_dict = set_state_dict  # Paddle's older name
