@@ -163,3 +163,75 @@ MUTANTS += [
         "where(c, bf16, 0.5) is float64: a Python float is not weak next to bfloat16",
     ),
 ]
+
+# Issue 26: the io forms Paddle's own tests use
+IO_PADDLE_FORMS = "tests/test_io_paddle_forms.py"
+
+MUTANTS += [
+    Mutant(
+        "random-sampler-ignores-num-samples",
+        IO_DATA,
+        "return iter(rng.permutation(n)[: self.num_samples].tolist())",
+        "return iter(rng.permutation(n).tolist())",
+        (
+            f"{IO_PADDLE_FORMS}::"
+            "test_num_samples_without_replacement_draws_that_many_distinct_indices",
+        ),
+        "RandomSampler(num_samples=k, replacement=False) yields all n indices while len() says k",
+    ),
+    Mutant(
+        "random-sampler-no-size-check",
+        IO_DATA,
+        "if not self.replacement and self.num_samples > n:",
+        "if False:",
+        (
+            f"{IO_PADDLE_FORMS}::"
+            "test_num_samples_above_the_length_without_replacement_is_refused_with_both_numbers",
+        ),
+        "RandomSampler(num_samples > len, replacement=False) is accepted, yields fewer than len()",
+    ),
+    Mutant(
+        "batch-sampler-no-pytorch-positional-order",
+        IO_DATA,
+        "if is_integer(sampler):  # PyTorch's order: BatchSampler(sampler, batch_size, drop_last)",
+        "if False:",
+        (
+            f"{IO_PADDLE_FORMS}::"
+            "test_batch_sampler_takes_pytorchs_positional_sampler_batch_size_drop_last",
+        ),
+        "BatchSampler(sampler, 32, False) (Paddle's TorchPositionalArg test) raises",
+    ),
+    Mutant(
+        "batch-sampler-batches-a-sampler-as-a-dataset",
+        IO_DATA,
+        "elif isinstance(dataset, Sampler) and sampler is None:",
+        "elif False:",
+        (
+            f"{IO_PADDLE_FORMS}::"
+            "test_a_sampler_given_first_with_keywords_is_used_as_the_sampler_not_as_a_dataset",
+        ),
+        "BatchSampler(sampler, batch_size=8) batches range(len(sampler)), losing its order",
+    ),
+    Mutant(
+        "dataloader-not-callable",
+        IO_LOADER,
+        "    def __call__(self) -> _Epoch:",
+        "    def _call(self) -> _Epoch:",
+        (f"{IO_PADDLE_FORMS}::test_calling_a_dataloader_starts_an_epoch_as_iter_does",),
+        "loader() raises TypeError instead of starting an epoch (Paddle's examples call it)",
+    ),
+    Mutant(
+        "dataloader-refuses-places",
+        IO_LOADER,
+        "        _check_places(places)\n",
+        lines(
+            "        if places is not None:",
+            '            raise ValueError("DataLoader: places is a static-graph argument")',
+        ),
+        (
+            f"{IO_PADDLE_FORMS}::"
+            "test_places_is_accepted_and_ignored_batches_land_on_the_current_device",
+        ),
+        "DataLoader(..., places=CUDAPlace(0)) from a Paddle script raises instead of ignoring it",
+    ),
+]
