@@ -56,7 +56,9 @@ def _run_scaling_case(run, unskipped: int, skipped: int, atol: float = 0.0, n_mo
         def sgd(models):
             return [optimizer.SGD(learning_rate=0.5, parameters=m.parameters()) for m in models]
 
-        scaler = GradScaler(
+        # PyTorch's recipes, with PyTorch's spelling of the scaler: disabled, its get_scale()
+        # is 1.0 (Paddle's is 0.0), which the scaled-threshold clipping multiplies by.
+        scaler = mt.cuda.amp.GradScaler(
             enable=enabled, init_loss_scaling=128.0, incr_ratio=2.0, incr_every_n_steps=1
         )
         run(data, controls, sgd(controls), scaler, use_scaler=False)

@@ -82,8 +82,23 @@ def test_paddle_and_pytorch_forms(args, kwargs, expected):
 def test_disabled_pytorch_forms(args, kwargs):
     scaler = GradScaler(*args, **kwargs)
     assert not scaler.is_enabled() and scaler._init_loss_scaling == 1.0
-    # PyTorch's 1.0 (its recipe clips at max_norm * get_scale()); Paddle 3.x returns 0.0
-    assert scaler.get_scale() == 1.0
+    assert scaler.get_scale() == 0.0  # Paddle 3.x (its test_grad_scaler_out.py)
+
+
+def test_disabled_scaler_getters_answer_as_paddle_and_the_torch_spelling_as_pytorch():
+    # Paddle 3.x: get_scale() of a disabled paddle.amp.GradScaler is 0.0, its
+    # get_init_loss_scaling() 1.0 (the scale it multiplies by: none).
+    paddle_spelled = [GradScaler(enabled=False), GradScaler(False), AmpScaler(enable=False)]
+    for scaler in paddle_spelled:
+        assert (scaler.get_scale(), scaler.get_init_loss_scaling()) == (0.0, 1.0)
+        assert scaler.get_loss_scaling() == 1.0  # what scale() multiplies by
+    # torch.cuda.amp.GradScaler(enabled=False).get_scale() is 1.0 in PyTorch: its recipe
+    # clip_grad_norm_(params, max_norm * scaler.get_scale()) must not clip to zero.
+    torch_spelled = mt.cuda.amp.GradScaler(enabled=False)
+    assert (torch_spelled.get_scale(), torch_spelled.get_init_loss_scaling()) == (1.0, 1.0)
+    # enabled, both answer the current scale
+    assert GradScaler(init_scale=512.0).get_scale() == 512.0
+    assert mt.cuda.amp.GradScaler(init_scale=512.0).get_scale() == 512.0
 
 
 @pytest.mark.parametrize(

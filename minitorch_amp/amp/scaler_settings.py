@@ -39,7 +39,16 @@ class ScalerSettings:
         _sync.host_read("GradScaler.get_loss_scaling()")
         return float(_device.asnumpy(self._scale._data)[0])
 
-    get_scale = get_loss_scaling  # PyTorch's name; 1.0 when disabled (Paddle 3.x: 0.0)
+    # What a disabled scaler's get_scale() answers: Paddle 3.x's 0.0; PyTorch's 1.0 for
+    # cuda.amp.GradScaler, PyTorch's spelling (its recipes multiply by get_scale()).
+    _disabled_scale = 0.0
+
+    def get_scale(self) -> float:
+        """PyTorch's name for the current scale (a host read). Disabled: Paddle's 0.0, or
+        PyTorch's 1.0 for ``cuda.amp.GradScaler``; :meth:`get_loss_scaling` says 1.0."""
+        if not self._enable:
+            return self._disabled_scale
+        return self.get_loss_scaling()
 
     def get_init_loss_scaling(self) -> float:
         return self._init_loss_scaling
