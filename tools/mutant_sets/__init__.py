@@ -14,6 +14,7 @@ SETS = (
     "core",
     "data_and_pooling",
     "state_and_scaler",
+    "nn_functions",
 )
 
 
