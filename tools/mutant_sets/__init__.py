@@ -15,6 +15,7 @@ SETS = (
     "data_and_pooling",
     "state_and_scaler",
     "nn_functions",
+    "attention",
 )
 
 
