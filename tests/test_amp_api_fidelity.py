@@ -224,6 +224,25 @@ def test_autocast_refuses_arguments_in_the_wrong_slot():
         amp.autocast("cuda", cache_enabled="no")
 
 
+def test_autocast_takes_any_floating_dtype_when_disabled_and_turns_a_cpu_float32_region_off():
+    # PyTorch: a disabled region accepts any dtype (torch.autocast("cpu", dtype=torch.float32,
+    # enabled=False), a common way to write "no autocast here"); an enabled CPU region whose
+    # dtype is not float16/bfloat16 warns and runs without autocast.
+    a = mt.randn([2, 3])
+    with amp.autocast("cuda"):
+        for device, dtype in (("cpu", mt.float32), ("cuda", "float32"), ("cpu", "float64")):
+            with amp.autocast(device, dtype=dtype, enabled=False):
+                assert mt.matmul(a, a.T).dtype == F32 and not mt.is_autocast_enabled()
+            assert mt.is_autocast_enabled()  # the outer region is back
+        with mt.cuda.amp.autocast(enabled=False, dtype=mt.float32):
+            assert amp.amp_state() is None
+    unsupported = "In CPU autocast, but the target dtype is not supported"
+    with pytest.warns(UserWarning, match=unsupported), amp.autocast("cpu", dtype=mt.float32):
+        assert mt.matmul(a, a.T).dtype == F32 and not mt.is_autocast_enabled()
+    with pytest.raises(ValueError, match="float16 or bfloat16"):
+        amp.autocast("cpu", dtype="int8", enabled=False)  # no floating dtype at all
+
+
 def test_cache_enabled_false_casts_each_use():
     model = nn.Linear(4, 4, bias_attr=False)
     x = mt.randn([2, 4])

@@ -16,6 +16,7 @@ the CPU backend is the GPU's float16 arithmetic, emulated (see docs/porting.md).
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 
@@ -40,19 +41,35 @@ def check_device(device, what: str) -> None:
         )
 
 
-def _amp_dtype(dtype) -> str:
-    """``'float16'`` or ``'bfloat16'`` from PyTorch's ``dtype`` (None: float16)."""
+def _amp_dtype(dtype, device_type: str, enabled: bool) -> tuple[str, bool]:
+    """``(dtype name, enabled)`` of the region PyTorch's ``dtype`` asks for (None: float16).
+
+    As PyTorch: a disabled region takes any floating dtype (``autocast('cpu',
+    dtype=torch.float32, enabled=False)``), and an enabled CPU region whose dtype is not
+    float16 or bfloat16 warns and runs without autocast. A float32 CUDA region (PyTorch runs
+    its listed ops in float32 then) is not offered: there is no such region here.
+    """
     if dtype is None:
-        return "float16"
+        return "float16", enabled
     name = dtype if isinstance(dtype, str) else getattr(dtype, "name", None)
     if isinstance(dtype, np.dtype):
         name = dtype.name
-    if name not in ("float16", "bfloat16"):
-        raise ValueError(
-            f"autocast: dtype must be float16 or bfloat16 (the low-precision dtype the region "
-            f"casts to), got {dtype!r}"
+    if name in ("float16", "bfloat16"):
+        return name, enabled
+    if name in ("float32", "float64") and not enabled:
+        return "float16", False
+    if name in ("float32", "float64") and device_type == "cpu":
+        warnings.warn(  # PyTorch's words
+            "In CPU autocast, but the target dtype is not supported. Disabling autocast.\n"
+            "CPU Autocast only supports dtypes of torch.bfloat16, torch.float16 currently.",
+            UserWarning,
+            stacklevel=3,  # the autocast(...) call
         )
-    return name
+        return "float16", False
+    raise ValueError(
+        f"autocast: dtype must be float16 or bfloat16 (the low-precision dtype the region "
+        f"casts to), or a floating dtype with enabled=False, got {dtype!r}"
+    )
 
 
 def _check_flag(name: str, value) -> None:
@@ -68,13 +85,16 @@ class autocast(auto_cast):  # noqa: N801 - PyTorch's name; a context and a decor
 
     Args:
         device_type: ``'cuda'``, ``'gpu'`` or ``'cpu'`` (checked; the region covers every op).
-        dtype: ``float16`` (the default, also for ``'cpu'``) or ``bfloat16``.
+        dtype: ``float16`` (the default, also for ``'cpu'``) or ``bfloat16``; with
+            ``enabled=False`` any floating dtype (``float32``) is accepted, and on ``'cpu'``
+            an enabled float32 region warns and runs without AMP (both as PyTorch).
         enabled: False turns AMP off inside, also inside an enabled region.
         cache_enabled: False casts each float32 parameter anew at every use instead of once
             per region (None or True: cached).
 
     Raises:
-        ValueError: an unknown device_type or a dtype that is not float16/bfloat16.
+        ValueError: an unknown device_type, a dtype that is no floating dtype, or an enabled
+            float32 region on ``'cuda'``/``'gpu'``.
         TypeError: ``enabled`` or ``cache_enabled`` that is not a bool, e.g. a device string
             passed in the ``enabled`` slot.
 
@@ -94,8 +114,9 @@ class autocast(auto_cast):  # noqa: N801 - PyTorch's name; a context and a decor
         _check_flag("enabled", enabled)
         if cache_enabled is not None:
             _check_flag("cache_enabled", cache_enabled)
-        super().__init__(enable=enabled, level="O1", dtype=_amp_dtype(dtype))
         self.device_type = device_type.lower()
+        name, enabled = _amp_dtype(dtype, self.device_type, enabled)
+        super().__init__(enable=enabled, level="O1", dtype=name)
         self._cache_casts = cache_enabled is not False
 
 
