@@ -31,40 +31,52 @@ decorate_module = importlib.import_module("minitorch_amp.amp.decorate")
 
 
 # ---- the op lists -------------------------------------------------------------------------
-def test_bf16_white_list_is_paddles_matmul_conv2d_and_linear_at_every_level():
-    assert {"conv2d", "einsum", "matmul_v2"} == op_lists.PADDLE_BF16_WHITE
+# Current Paddle: BF16_WHITE_LIST = WHITE_LIST (FP16_WHITE_LIST without the fp16-only fused
+# and fake-quantize ops), BF16_BLACK_LIST = FP16_BLACK_LIST. (Before Paddle 2.6 bfloat16 had
+# {conv2d, einsum, matmul_v2} and nothing black; this project followed that until issue 26.)
+def test_bf16_white_list_is_paddles_white_list_without_the_fp16_only_ops():
+    assert {"conv2d", "einsum", "matmul_v2", "flash_attn"} <= op_lists.PADDLE_BF16_WHITE
+    fp16_only = {
+        "fake_quantize_dequantize_abs_max",
+        "fake_quantize_dequantize_moving_average_abs_max",
+        "fused_attention",
+        "fused_feedforward",
+    }
+    bf16_white = op_lists.PADDLE_BF16_WHITE
+    assert bf16_white == op_lists.PADDLE_FP16_WHITE - fp16_only
     for level in ("OD", "O1", "O2"):
-        assert white_ops(level, "bfloat16") == {"matmul", "conv2d", "linear"}
+        assert white_ops(level, "bfloat16") == {"matmul", "conv2d", "linear", "einsum"}
+        assert white_ops(level, "bfloat16") == white_ops(level, "float16")
+        assert white_list()["bfloat16"][level] >= op_lists.PADDLE_BF16_WHITE | {"linear"}
     assert white_ops("O0", "bfloat16") == set()
     with pytest.raises(ValueError, match="'float16' and 'bfloat16'"):
         white_ops("O1", "float32")
 
 
-def test_bf16_black_list_is_only_the_extra_black_ops():
-    assert black_ops("O1", "bfloat16") == {"embedding"} == black_ops("O2", "bfloat16")
+def test_bf16_black_list_is_float16s_at_o1_and_the_extra_black_ops_at_o2():
+    o1 = black_ops("O1", "bfloat16")
+    assert {"exp", "log", "softmax", "layer_norm", "sum", "mean", "cross_entropy"} <= o1
+    assert o1 == black_ops("O1", "float16")
+    assert black_ops("O2", "bfloat16") == {"embedding"} == black_ops("O2", "float16")
     assert black_ops("OD", "bfloat16") == set()
-    # float16 keeps exp, log, softmax, sum, the losses ... in float32 at O1; bfloat16 does not
-    assert {"exp", "log", "softmax", "sum", "mean", "cross_entropy"} <= black_list()["float16"][
-        "O1"
-    ]
-    assert white_list()["float16"]["O1"] >= white_ops("O1", "bfloat16")
-    # Paddle's own lists (its names) for bfloat16: embedding (lookup_table_v2) is extra-black
-    assert (
-        "lookup_table_v2" in black_list()["bfloat16"]["O1"] and not black_list()["bfloat16"]["OD"]
-    )
+    # Paddle's own names: its FP16_BLACK_LIST and the extra-black lookup_table_v2
+    for level in ("O1", "O2", "OD"):
+        assert black_list()["bfloat16"][level] == black_list()["float16"][level]
+    assert {"softmax", "reduce_sum", "lookup_table_v2"} <= black_list()["bfloat16"]["O1"]
 
 
-def test_o1_white_ops_run_in_bf16_and_gray_ops_follow_their_inputs():
+def test_o1_runs_white_ops_in_bf16_and_black_ops_in_float32():
     x, w = mt.randn([2, 3]), mt.randn([3, 4])
     with amp.auto_cast(dtype="bfloat16"):
         y = mt.matmul(x, w)  # white
-        s = y.sum()  # black in float16, gray in bfloat16: follows y
-        e = x.exp()  # gray, float32 input: stays float32
+        s = y.sum()  # black, as in float16
+        p = nn.functional.softmax(y)  # black
+        g = y * 2.0  # gray: follows its bfloat16 input
         emb = nn.functional.embedding(mt.to_tensor([0, 1]), w.astype("bfloat16"))  # extra-black
-    assert y.dtype == mt.bfloat16 and s.dtype == mt.bfloat16
-    assert e.dtype == mt.float32 and emb.dtype == mt.float32
-    with amp.auto_cast(dtype="float16"):  # the float16 lists for contrast
-        assert mt.matmul(x, w).sum().dtype == mt.float32
+    assert y.dtype == mt.bfloat16 and g.dtype == mt.bfloat16
+    assert s.dtype == p.dtype == emb.dtype == mt.float32
+    with amp.auto_cast(level="O2", dtype="bfloat16"):  # O2: only the extra-black ops
+        assert mt.matmul(x, w).sum().dtype == mt.bfloat16
 
 
 def test_od_runs_only_white_ops_in_bf16():

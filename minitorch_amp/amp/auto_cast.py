@@ -108,10 +108,10 @@ class auto_cast(ReentrantContext):  # noqa: N801 - Paddle's name; a context and 
         custom_black_list: a list or set of op names to run in float32.
         level: ``'O1'`` (mixed, the default), ``'O2'`` (pure fp16 with
             :func:`~minitorch_amp.amp.decorate`), ``'OD'`` (only white ops in fp16), ``'O0'`` (off).
-        dtype: ``'float16'`` or ``'bfloat16'`` (Paddle's bfloat16 op lists: only matmul,
-            conv2d and linear are white and nothing is black at O1 but the extra-black ops;
-            see :mod:`~minitorch_amp.amp.op_lists`). On a GPU that cannot run bfloat16 (compute
-            capability below 8.0) AMP is turned off inside, with a warning, as in Paddle.
+        dtype: ``'float16'`` or ``'bfloat16'`` (current Paddle's bfloat16 op lists, which are
+            float16's for the ops here; see :mod:`~minitorch_amp.amp.op_lists`). On a GPU
+            that cannot run bfloat16 (compute capability below 8.0) AMP is turned off
+            inside, with a warning, as in Paddle.
         use_promote: at O2, False runs every non-black op in float16 (Paddle < 2.5's O2).
 
     One object may be entered by several threads or asyncio tasks at once, nested inside

@@ -15,12 +15,13 @@ O1     white ops                  black + extra-black ops; gray ops promote
 O2     white ops                  extra-black ops only; gray (and black) ops promote
 =====  =========================  ================================================
 
-bfloat16 uses Paddle's much shorter lists (``BF16_WHITE_LIST = {conv2d, einsum, matmul_v2}``,
-``BF16_BLACK_LIST = set()``) at the same levels: at O1 the ops float16 keeps in float32 for
-their *range* (exp, log, softmax, sum, mean, the losses...) are gray, since bfloat16 has
-float32's exponent range; only the extra-black ops (embedding: its backward is slow in 16
-bits) stay float32. Of the white ops, ours are ``matmul``, ``conv2d`` and ``linear`` (Paddle's
-dygraph ``F.linear`` is ``matmul_v2`` followed by an add: its product is white in bfloat16 too).
+bfloat16 uses current Paddle's lists at the same levels: ``BF16_WHITE_LIST = WHITE_LIST``
+(float16's white list without the fused-attention and fake-quantize ops that have no
+bfloat16 kernel) and ``BF16_BLACK_LIST = FP16_BLACK_LIST``: softmax, layer_norm, exp, the
+reductions and the losses stay float32 at O1, as in float16. (Paddle 2.5 had
+``{conv2d, einsum, matmul_v2}`` and an empty black list.) For the ops here the two dtypes'
+lists are the same: ``matmul``, ``conv2d``, ``einsum`` and ``linear`` (Paddle's dygraph
+``F.linear`` is ``matmul_v2`` followed by an add) are white in both.
 """
 
 from __future__ import annotations
@@ -62,27 +63,33 @@ PADDLE_NAMES = {
 # Paddle's default lists (python/paddle/amp/amp_lists.py), in its op names: what
 # white_list() and black_list() report besides our own ops. A name here that is no op of
 # ours is accepted in custom lists and changes nothing (no such op ever runs).
-PADDLE_FP16_WHITE = frozenset({
+# WHITE_LIST: white in float16 and bfloat16; ONLY_FP16_WHITE_LIST: no bfloat16 kernel.
+PADDLE_WHITE = frozenset({
     "conv2d", "einsum", "matmul", "matmul_v2", "max_pool2d_with_index", "mul",
-    "fake_quantize_dequantize_abs_max", "fake_quantize_dequantize_moving_average_abs_max",
-    "fused_gemm_epilogue", "fused_attention", "fused_feedforward",
+    "fused_gemm_epilogue", "fused_rotary_position_embedding", "flash_attn",
 })  # fmt: skip
+PADDLE_ONLY_FP16_WHITE = frozenset({
+    "fake_quantize_dequantize_abs_max", "fake_quantize_dequantize_moving_average_abs_max",
+    "fused_attention", "fused_feedforward",
+})  # fmt: skip
+PADDLE_FP16_WHITE = PADDLE_WHITE | PADDLE_ONLY_FP16_WHITE
 PADDLE_FP16_BLACK = frozenset({
-    "tan", "acos", "asin", "sinh", "cosh", "atanh", "tanh_shrink", "cos_sim", "erfinv", "exp",
+    "tan", "acos", "asin", "sinh", "cosh", "atanh", "tanh_shrink", "erfinv", "exp",
     "expm1", "log", "log10", "log2", "reciprocal", "rsqrt", "pow", "square", "reduce_sum",
     "mean", "reduce_mean", "reduce_prod", "cumprod", "cumsum", "dist", "pnorm",
     "frobenius_norm", "renorm", "group_norm", "layer_norm", "softmax", "softmin", "softplus",
     "log_softmax", "softmax_with_cross_entropy", "sigmoid_cross_entropy_with_logits",
-    "c_softmax_with_cross_entropy", "cross_entropy", "cross_entropy2", "nll_loss",
-    "huber_loss", "triplet_margin_loss", "log_loss", "hsigmoid_loss", "margin_cross_entropy",
+    "c_softmax_with_cross_entropy", "c_softmax_with_multi_label_cross_entropy",
+    "cross_entropy", "cross_entropy2", "nll_loss", "huber_loss", "triplet_margin_loss",
+    "log_loss", "hsigmoid_loss", "margin_cross_entropy",
 })  # fmt: skip
 # "FP16/BF16 performance of grad op is worse than that of FP32": float32 at O1 and O2.
 PADDLE_EXTRA_BLACK = frozenset({
     "linear_interp_v2", "nearest_interp_v2", "bilinear_interp_v2", "bicubic_interp_v2",
     "trilinear_interp_v2", "lookup_table", "lookup_table_v2", "scatter",
 })  # fmt: skip
-PADDLE_BF16_WHITE = frozenset({"conv2d", "einsum", "matmul_v2"})
-PADDLE_BF16_BLACK: frozenset[str] = frozenset()
+PADDLE_BF16_WHITE = PADDLE_WHITE
+PADDLE_BF16_BLACK = PADDLE_FP16_BLACK
 # Paddle's listed names that are not spellings of our ops.
 PADDLE_ONLY = (PADDLE_FP16_WHITE | PADDLE_FP16_BLACK | PADDLE_EXTRA_BLACK) - set(PADDLE_NAMES)
 
@@ -96,9 +103,6 @@ def _ours(paddle_names: frozenset[str]) -> frozenset[str]:
     return frozenset(PADDLE_NAMES.get(n, n) for n in paddle_names) & set(OP_TABLE)
 
 
-# Our bfloat16 lists: Paddle's, in our names, plus linear (matmul_v2 + add in Paddle's F.linear).
-_BF16_WHITE = _ours(PADDLE_BF16_WHITE) | ({"linear"} & set(OP_TABLE))
-_BF16_BLACK = _ours(PADDLE_BF16_BLACK)
 _DTYPES = ("float16", "bfloat16")
 
 
@@ -109,21 +113,21 @@ def _check_dtype(dtype: str) -> None:
 
 def white_ops(level: str = "O1", dtype: str = "float16") -> frozenset[str]:
     """Our ops that run in ``dtype`` at ``level`` (empty at O0): what ``auto_cast`` starts
-    from. float16: the white ops of the op table; bfloat16: Paddle's bfloat16 list."""
+    from. The white ops of the op table; for bfloat16 without Paddle's fp16-only ones."""
     _check_dtype(dtype)
     if level == "O0":
         return frozenset()
-    return _ops_in(WHITE) if dtype == "float16" else _BF16_WHITE
+    white = _ops_in(WHITE)
+    return white if dtype == "float16" else white - _ours(PADDLE_ONLY_FP16_WHITE)
 
 
 def black_ops(level: str = "O1", dtype: str = "float16") -> frozenset[str]:
     """Our ops that run in float32 at ``level`` under ``dtype``: O1 black + extra-black, O2
-    extra-black, OD none (OD runs every non-white op in float32 without a list). The black
-    ops are the op table's for float16, Paddle's (empty) bfloat16 list for bfloat16."""
+    extra-black, OD none (OD runs every non-white op in float32 without a list). Paddle's
+    bfloat16 black list is float16's, so ``dtype`` only has to be one of the two."""
     _check_dtype(dtype)
     if level == "O1":
-        black = _ops_in(BLACK) if dtype == "float16" else _BF16_BLACK
-        return black | _ops_in(EXTRA_BLACK)
+        return _ops_in(BLACK) | _ops_in(EXTRA_BLACK)
     if level == "O2":
         return _ops_in(EXTRA_BLACK)
     return frozenset()
@@ -137,22 +141,25 @@ def gray_list() -> frozenset[str]:
 def white_list() -> dict[str, dict[str, set[str]]]:
     """Paddle's ``paddle.amp.white_list()``: ``{dtype: {level: op names}}``, levels OD, O1, O2.
 
-    float16: Paddle's default white list (its names: ``matmul_v2``, ``conv2d``, ...) and our
-    white ops (``matmul``, ``linear``); bfloat16: Paddle's bfloat16 list. Fresh sets each call.
+    Paddle's default white list for the dtype (its names: ``matmul_v2``, ``conv2d``, ...)
+    and our white ops (``matmul``, ``linear``). Fresh sets each call.
 
     Example:
         >>> from minitorch_amp import amp
         >>> "matmul_v2" in amp.white_list()["float16"]["O1"]
         True
     """
-    lists = {"float16": PADDLE_FP16_WHITE | _ops_in(WHITE), "bfloat16": PADDLE_BF16_WHITE}
+    lists = {
+        "float16": PADDLE_FP16_WHITE | white_ops("O1", "float16"),
+        "bfloat16": PADDLE_BF16_WHITE | white_ops("O1", "bfloat16"),
+    }
     return {dtype: {lv: set(ops) for lv in ("OD", "O1", "O2")} for dtype, ops in lists.items()}
 
 
 def black_list() -> dict[str, dict[str, set[str]]]:
     """Paddle's ``paddle.amp.black_list()``: ``{dtype: {level: op names}}``. OD is empty, O1
     holds the black and the extra-black list, O2 only the extra-black one (Paddle's names,
-    with the interpolation ops, and ours).
+    with the interpolation ops, and ours); bfloat16's are float16's, as in Paddle.
 
     Example:
         >>> from minitorch_amp import amp
@@ -160,7 +167,7 @@ def black_list() -> dict[str, dict[str, set[str]]]:
         ['bicubic_interp_v2', 'bilinear_interp_v2', 'embedding']
     """
     black, extra = PADDLE_FP16_BLACK | _ops_in(BLACK), PADDLE_EXTRA_BLACK | _ops_in(EXTRA_BLACK)
-    lists = {"float16": (black, extra), "bfloat16": (PADDLE_BF16_BLACK, PADDLE_EXTRA_BLACK)}
+    lists = {"float16": (black, extra), "bfloat16": (PADDLE_BF16_BLACK | _ops_in(BLACK), extra)}
     return {d: {"OD": set(), "O1": set(b | e), "O2": set(e)} for d, (b, e) in lists.items()}
 
 
