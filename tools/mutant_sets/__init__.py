@@ -16,6 +16,7 @@ SETS = (
     "state_and_scaler",
     "nn_functions",
     "attention",
+    "tensor_ops",
 )
 
 
