@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from mutant_sets import Mutant
 
-TENSOR_OPS = [
+MUTANTS: list[Mutant] = [
     Mutant(
         "cumsum-gradient-runs-forward",
         "minitorch_amp/autograd/ops/reduce.py",
