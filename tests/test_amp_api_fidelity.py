@@ -50,6 +50,32 @@ def test_lists_agree_with_the_op_table_on_every_paddle_name_we_map():
             assert (paddle_name in black) == (ours in black), paddle_name
 
 
+def test_amp_state_reports_paddles_full_lists_with_the_custom_names_moved():
+    # Paddle's test_imperative_auto_mixed_precision (custom_op_list): inside amp_guard,
+    # tracer._get_amp_op_list() is white_list()/black_list() with the custom names moved.
+    base_white = amp.white_list()["float16"]["O1"]
+    base_black = amp.black_list()["float16"]["O1"]
+    x = mt.rand([2, 2])
+    with amp.auto_cast(custom_white_list=["log"], custom_black_list=["conv2d"]):
+        state = amp.amp_state()
+        assert set(state.white) == (base_white | {"log"}) - {"conv2d"}
+        assert set(state.black) == (base_black - {"log"}) | {"conv2d"}
+        assert mt.log(x).dtype == F16  # and the ops here follow them
+    # names Paddle lists that are no op here are reported too, and custom names as given
+    with amp.auto_cast(level="O2", custom_white_list=["elementwise_add"]):
+        state = amp.amp_state()
+        assert set(state.black) == amp.black_list()["float16"]["O2"]
+        assert {"bilinear_interp_v2", "lookup_table_v2", "scatter"} <= state.black
+        assert "elementwise_add" in state.white and "add" not in state.white
+        assert (x + x).dtype == F16  # elementwise_add is our add
+    with amp.auto_cast(dtype="bfloat16"):
+        state = amp.amp_state()
+        assert set(state.white) == amp.white_list()["bfloat16"]["O1"]
+        assert set(state.black) == amp.black_list()["bfloat16"]["O1"]
+    with amp.auto_cast(level="OD"):
+        assert amp.amp_state().black == frozenset()
+
+
 def test_custom_white_elementwise_add_as_in_paddles_test():
     with amp.auto_cast(custom_white_list={"elementwise_add"}):
         out1 = mt.rand([2, 3]) + mt.rand([2, 3])

@@ -29,20 +29,27 @@ from ..autograd.ops import Cast
 from ..backend.cast_counter import count_cast
 from ..backend.dtypes import bfloat16, float16, float32
 from .bf16 import bfloat16_unsupported_reason
-from .op_lists import LEVELS, resolve_lists
+from .op_lists import LEVELS, reported_lists, resolve_lists
 
 LOW_PRECISION = (float16, bfloat16, float32)  # the dtypes AMP casts between (Paddle's NeedCast)
 
 
 @dataclass(frozen=True)
 class AmpState:
-    """Everything ``apply`` needs to decide an op's dtype inside an ``auto_cast`` region."""
+    """Everything ``apply`` needs to decide an op's dtype inside an ``auto_cast`` region.
+
+    ``white_ops``/``black_ops`` decide, in our op names; ``white``/``black`` are what Paddle's
+    tracer reports (``_get_amp_op_list()``): its full lists and ours, the custom names moved
+    as given (:func:`~minitorch_amp.amp.op_lists.reported_lists`).
+    """
 
     level: str
     dtype: object
-    white: frozenset
-    black: frozenset
+    white_ops: frozenset
+    black_ops: frozenset
     use_promote: bool
+    white: frozenset = frozenset()
+    black: frozenset = frozenset()
     # op names -> 'white', 'black' or 'gray': the lists read once per op, not per call
     lists: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
@@ -50,9 +57,9 @@ class AmpState:
         """Which list decides ``names`` (an op's name and the names it also answers to)."""
         kind = self.lists.get(names)
         if kind is None:
-            if any(n in self.black for n in names):
+            if any(n in self.black_ops for n in names):
                 kind = "black"
-            elif any(n in self.white for n in names):
+            elif any(n in self.white_ops for n in names):
                 kind = "white"
             else:
                 kind = "gray"
@@ -144,7 +151,8 @@ class auto_cast(ReentrantContext):  # noqa: N801 - Paddle's name; a context and 
         level = _validate(level, dtype, use_promote)
         self._dtype_name = dtype.lower()
         bf16 = self._dtype_name == "bfloat16"
-        white, black = resolve_lists(level, custom_white_list, custom_black_list, self._dtype_name)
+        lists = (level, custom_white_list, custom_black_list, self._dtype_name)
+        white, black = resolve_lists(*lists)
         if bf16 and enable and level != "O0":
             reason = bfloat16_unsupported_reason()
             if reason is not None:  # Paddle: warn, and run the region without AMP
@@ -156,7 +164,8 @@ class auto_cast(ReentrantContext):  # noqa: N801 - Paddle's name; a context and 
             self._state = None
         else:
             promote = use_promote if level == "O2" else True
-            self._state = _amp_state(level, bfloat16 if bf16 else float16, white, black, promote)
+            dt = bfloat16 if bf16 else float16
+            self._state = _amp_state(level, dt, white, black, promote, *reported_lists(*lists))
 
     _cache_casts = True  # PyTorch's autocast(cache_enabled=False) turns it off
 

@@ -223,6 +223,38 @@ def resolve_lists(
     return frozenset(white), frozenset(black)
 
 
+def reported_lists(
+    level: str, custom_white_list=None, custom_black_list=None, dtype: str = "float16"
+) -> tuple[frozenset, frozenset]:
+    """Paddle's ``tracer._get_amp_op_list()`` in a region: :func:`white_list` and
+    :func:`black_list` for ``level`` and ``dtype`` (Paddle's names and ours) with the custom
+    names moved *as given* (Paddle's ``_update_list``); empty at O0. What
+    ``amp_state().white``/``.black`` report; the lists were checked by :func:`resolve_lists`.
+
+    NOTE: a report, not the decision: ops here are decided by :func:`resolve_lists`, in our
+    names. ``custom_white_list=['reduce_sum']`` makes our ``sum`` white; the report moves
+    ``reduce_sum`` and leaves our name ``sum`` in black (the names differ, as in Paddle).
+    """
+    if custom_white_list is None and custom_black_list is None:
+        return _default_reported(level, dtype)
+    white, black = (set(s) for s in _default_reported(level, dtype))
+    if level != "O0":
+        for name in custom_white_list or ():
+            black.discard(name)
+            white.add(name)
+        for name in custom_black_list or ():
+            white.discard(name)
+            black.add(name)
+    return frozenset(white), frozenset(black)
+
+
+@functools.cache
+def _default_reported(level: str, dtype: str) -> tuple[frozenset, frozenset]:
+    if level == "O0":
+        return frozenset(), frozenset()
+    return frozenset(white_list()[dtype][level]), frozenset(black_list()[dtype][level])
+
+
 @functools.cache
 def _default_lists(level: str, dtype: str) -> tuple[frozenset, frozenset]:
     """The level's own lists, built once (an unknown level or dtype raises, uncached)."""
