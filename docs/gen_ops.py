@@ -60,6 +60,7 @@ def _names(ops) -> str:
 def render_amp_lists() -> str:
     """The per-level lists, as a Markdown table, from op_lists.white_ops/black_ops."""
     never = sorted(n for n, op in OP_TABLE.items() if op.amp == "none")
+    no_kernel = op_lists.no_kernel_ops("float16")
     lines = [
         BEGIN,
         "| level | float16 (white) | float32 (black) | follow the inputs (promote) |",
@@ -72,12 +73,15 @@ def render_amp_lists() -> str:
         else:
             black_text, gray = (
                 _names(black),
-                _names(set(OP_TABLE) - white - black - set(never)),
+                _names(set(OP_TABLE) - white - black - set(never) - no_kernel),
             )
         lines.append(f"| {level} | {_names(white)} | {black_text} | {gray} |")
     lines += [
         "",
         f"Never cast (casts, comparisons, integer results): {_names(never)}.",
+        "",
+        "No float16 kernel in Paddle, so float32 at every level, even when listed "
+        f"white: {_names(no_kernel)}.",
         END,
     ]
     return "\n".join(lines)
@@ -90,6 +94,7 @@ def render_bf16_lists() -> str:
     """The per-level lists of auto_cast(dtype='bfloat16'), from op_lists.white_ops
     and op_lists.black_ops."""
     never = {n for n, op in OP_TABLE.items() if op.amp == "none"}
+    no_kernel = op_lists.no_kernel_ops("bfloat16")
     lines = [
         BF16_BEGIN,
         "| level | bfloat16 (white) | float32 (black) | follow the inputs (promote) |",
@@ -102,9 +107,14 @@ def render_bf16_lists() -> str:
             black_text, gray = "every other op", "(none)"
         else:
             black_text = _names(black)
-            gray = _names(set(OP_TABLE) - white - black - never)
+            gray = _names(set(OP_TABLE) - white - black - never - no_kernel)
         lines.append(f"| {level} | {_names(white)} | {black_text} | {gray} |")
-    lines.append(BF16_END)
+    lines += [
+        "",
+        "No bfloat16 kernel in Paddle, so float32 at every level: "
+        f"{_names(no_kernel)}.",
+        BF16_END,
+    ]
     return "\n".join(lines)
 
 

@@ -327,6 +327,14 @@ CATALOGUE: list[Entry] = [
         st.tuples(shape()),
         make_expand,
     ),
+    Entry(
+        "expand_as",
+        ("expand_as",),
+        lambda x, shape: mt.expand_as(x, mt.zeros(shape)),
+        lambda x, shape: np.broadcast_to(x, shape),
+        st.tuples(shape()),
+        make_expand,
+    ),
     # convolution and pooling
     Entry("conv2d", ("conv2d",), call_conv, ref_conv, conv_spec(False), make_conv, LOOSE16),
     Entry(

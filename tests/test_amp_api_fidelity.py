@@ -76,6 +76,37 @@ def test_amp_state_reports_paddles_full_lists_with_the_custom_names_moved():
         assert amp.amp_state().black == frozenset()
 
 
+def test_an_op_without_a_float16_kernel_in_paddle_runs_in_float32_under_o1_and_o2():
+    # Paddle's test_imperative_auto_mixed_precision (amp_guard_upsupported_fp16_op):
+    # "expand_as_v2 has no fp16 kernel", so AMP runs it in float32 whatever the lists say.
+    conv = nn.Conv2D(3, 2, 3, bias_attr=False)
+    data = mt.rand([2, 3, 6, 6])
+    with amp.auto_cast(True):
+        out_fp16 = conv(data)
+        out_fp32 = mt.expand_as(out_fp16, out_fp16)
+    with amp.auto_cast(True, level="O2"):
+        out_purefp16_fp16 = conv(data)
+        out_purefp16_fp32 = mt.expand_as(out_purefp16_fp16, out_purefp16_fp16)
+    assert (out_fp16.dtype, out_fp32.dtype) == (F16, F32)
+    assert (out_purefp16_fp16.dtype, out_purefp16_fp32.dtype) == (F16, F32)
+    h = mt.ones([2, 1]).astype("float16")
+    for region in (
+        amp.auto_cast(level="O2", use_promote=False),  # every non-black op in float16 ...
+        amp.auto_cast(custom_white_list=["expand_as_v2"]),  # ... or listed white
+        amp.auto_cast(dtype="bfloat16"),  # no bfloat16 kernel either
+    ):
+        with region:
+            assert mt.expand_as(h, mt.zeros([2, 3])).dtype == F32
+            assert mt.expand(h, [2, 3]).dtype != F32  # expand_v2 has low-precision kernels
+    # the gradient comes back in the input's dtype, through the recorded cast
+    x = mt.ones([2, 1]).astype("float16")
+    x.stop_gradient = False
+    with amp.auto_cast():
+        y = mt.expand_as(x, mt.zeros([2, 3]))
+    y.sum().backward()
+    assert x.grad.dtype == F16 and x.grad.numpy().tolist() == [[3.0], [3.0]]
+
+
 def test_custom_white_elementwise_add_as_in_paddles_test():
     with amp.auto_cast(custom_white_list={"elementwise_add"}):
         out1 = mt.rand([2, 3]) + mt.rand([2, 3])

@@ -6,6 +6,7 @@ Inside ``with auto_cast():`` every op that goes through ``apply`` first passes i
 * white op (matmul, linear) -> float16;
 * black op (exp, log, softmax, cross_entropy, sum, mean, ...) -> float32;
 * gray op (add, relu, reshape, ...) -> float32 if any floating input is float32, else float16;
+* an op Paddle has no float16 kernel for (expand_as) -> float32, whatever the lists say;
 * OD: only white ops run in float16; O2 with ``use_promote=False``: everything but black.
 
 The casts are recorded ops, so gradients come back in each input's own dtype: an fp32
@@ -29,7 +30,7 @@ from ..autograd.ops import Cast
 from ..backend.cast_counter import count_cast
 from ..backend.dtypes import bfloat16, float16, float32
 from .bf16 import bfloat16_unsupported_reason
-from .op_lists import LEVELS, reported_lists, resolve_lists
+from .op_lists import LEVELS, no_kernel_ops, reported_lists, resolve_lists
 
 LOW_PRECISION = (float16, bfloat16, float32)  # the dtypes AMP casts between (Paddle's NeedCast)
 
@@ -57,7 +58,9 @@ class AmpState:
         """Which list decides ``names`` (an op's name and the names it also answers to)."""
         kind = self.lists.get(names)
         if kind is None:
-            if any(n in self.black_ops for n in names):
+            if any(n in no_kernel_ops(self.dtype.name) for n in names):
+                kind = "no_kernel"  # Paddle has no low-precision kernel: float32 always
+            elif any(n in self.black_ops for n in names):
                 kind = "black"
             elif any(n in self.white_ops for n in names):
                 kind = "white"
@@ -189,6 +192,8 @@ def _compute_dtype(names, dtypes, state: AmpState):
     """Paddle's ``GetAmpDestDtype``: the dtype an op runs in, given its considered inputs'
     dtypes. ``names``: the op's name and the names whose list entries also decide it."""
     kind = state.kind(names)
+    if kind == "no_kernel":
+        return float32
     if not state.use_promote:  # O2 with use_promote=False
         return float32 if kind == "black" else state.dtype
     if kind == "white":

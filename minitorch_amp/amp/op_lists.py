@@ -56,7 +56,7 @@ PADDLE_NAMES = {
     "transfer_dtype": "cast",
     "slice": "getitem",
     "expand_v2": "expand",
-    "expand_as_v2": "expand",
+    "expand_as_v2": "expand_as",
 }
 
 
@@ -90,6 +90,14 @@ PADDLE_EXTRA_BLACK = frozenset({
 })  # fmt: skip
 PADDLE_BF16_WHITE = PADDLE_WHITE
 PADDLE_BF16_BLACK = PADDLE_FP16_BLACK
+# Ops with no float16 or bfloat16 kernel in Paddle: its "unsupported" set, built from the
+# kernel registry (AmpOperators in amp_auto_cast.cc), not a list in amp_lists.py. Where AMP
+# would run one in low precision it runs in float32, whatever the lists say. Only those that
+# are ops here are named.
+PADDLE_NO_LOW_PRECISION_KERNEL = {
+    "float16": frozenset({"expand_as_v2"}),
+    "bfloat16": frozenset({"expand_as_v2"}),
+}
 # Paddle's listed names that are not spellings of our ops.
 PADDLE_ONLY = (PADDLE_FP16_WHITE | PADDLE_FP16_BLACK | PADDLE_EXTRA_BLACK) - set(PADDLE_NAMES)
 
@@ -131,6 +139,14 @@ def black_ops(level: str = "O1", dtype: str = "float16") -> frozenset[str]:
     if level == "O2":
         return _ops_in(EXTRA_BLACK)
     return frozenset()
+
+
+@functools.cache
+def no_kernel_ops(dtype: str = "float16") -> frozenset[str]:
+    """Our ops that Paddle has no ``dtype`` kernel for: float32 at every level, even when a
+    custom list names them white (Paddle's ``GetAmpDestDtype``)."""
+    _check_dtype(dtype)
+    return _ours(PADDLE_NO_LOW_PRECISION_KERNEL[dtype])
 
 
 def gray_list() -> frozenset[str]:

@@ -247,7 +247,8 @@ def expand_as(x, y) -> Tensor:
         >>> mt.expand_as(mt.to_tensor([[1.0], [2.0]]), mt.zeros([2, 3])).shape
         [2, 3]
     """
-    return apply(_ops.Expand, _tensor(x, "expand_as"), shape=tuple(_tensor(y, "expand_as").shape))
+    shape = tuple(_tensor(y, "expand_as").shape)
+    return apply(_ops.ExpandAs, _tensor(x, "expand_as"), shape=shape)
 
 
 __all__ = [

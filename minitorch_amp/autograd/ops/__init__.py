@@ -32,5 +32,5 @@ from .norm import PNorm, RmsNorm
 from .padding import Pad, Pad3D
 from .pool import Pool2D
 from .reduce import ArgMax, Cumsum, Max, Mean, Sum
-from .shape import Expand, GetItem, Reshape, Transpose
+from .shape import Expand, ExpandAs, GetItem, Reshape, Transpose
 from .sort import ArgSort, Multinomial, TopK

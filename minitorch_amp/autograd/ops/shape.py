@@ -126,3 +126,11 @@ class Expand(Op):
     @staticmethod
     def backward(ctx, grad):
         return unbroadcast(grad, ctx.shape) if tuple(grad.shape) != ctx.shape else grad
+
+
+class ExpandAs(Expand):
+    """Broadcast ``x`` to another tensor's ``shape``: :class:`Expand` under Paddle's name
+    ``expand_as_v2``, an op of its own because AMP treats it apart (Paddle has no float16
+    or bfloat16 kernel for it, so it runs in float32; see ``amp/op_lists.py``)."""
+
+    name = "expand_as"
