@@ -6,10 +6,11 @@ precision of the input:
 * **float64**: W. J. Cody's rational approximations (Math. Comp. 23, 1969, his CALERF
   routine), accurate to a few units in the last place of float64, which the
   finite-difference gradient checks need.
-* **float32** (and float16 / bfloat16, computed in float32 and rounded once): two
-  polynomials, one per half of the domain, each run only on its own elements. Within
-  1 ULP of the float64 value everywhere (0.81 ULP measured; ``tests/test_erf.py``), about
-  ten times faster than widening to float64.
+* **float32** (and float16 / bfloat16, computed in float32, then rounded to their dtype): two
+  polynomials, one per part of the domain, each run only on its own elements. Within
+  1 ULP of the exact value: at most 0.89 ULP over every float32 in [0.25, 4.25] and blocks
+  covering a sixteenth of those below, 97% correctly rounded (``tests/test_erf.py`` holds
+  the bound); about ten times faster than widening to float64.
 
 The float32 split, with ``a = |x|``:
 
@@ -158,14 +159,16 @@ def _erf_float32(x):
         y += flat
     if tail.size:
         xt = flat[tail].astype(np.float64)
-        a = np.minimum(np.abs(xt), _ERF_ONE_AT)
+        a = np.abs(xt)
+        np.minimum(a, _ERF_ONE_AT, out=a)
         q = a * _TAIL[-1]
         for c in _TAIL[-2:0:-1]:
             q += c
             q *= a
         q += _TAIL[0]
-        erfc = np.exp(q, out=q)
-        y[tail] = np.copysign(np.subtract(1.0, erfc, out=erfc), xt, out=erfc)  # one rounding
+        erf_tail = np.subtract(1.0, np.exp(q, out=q), out=q)
+        np.copysign(erf_tail, xt, out=erf_tail)
+        y[tail] = erf_tail.astype(np.float32)  # the one rounding (a float32 scatter is faster)
     return y.reshape(x.shape)
 
 
