@@ -13,6 +13,7 @@ import pytest
 import minitorch_amp as mt
 from minitorch_amp import amp, nn, optimizer
 from minitorch_amp.amp import debugging
+from minitorch_amp.autograd import engine
 
 F16, F32 = np.dtype("float16"), np.dtype("float32")
 
@@ -115,6 +116,68 @@ def test_custom_white_elementwise_add_as_in_paddles_test():
     assert (out1.dtype, out2.dtype, out3.dtype) == (F16, F32, F32)
     with amp.auto_cast(custom_black_list=["bilinear_interp_v2"]):  # a Paddle op we lack: no-op
         assert mt.matmul(mt.ones([2, 2]), mt.ones([2, 2])).dtype == F16
+
+
+# ---- operator statistics with master_grad (test_amp_master_grad.py) ---------------------
+class _SimpleNet(nn.Layer):
+    def __init__(self, input_size, output_size):
+        super().__init__()
+        self.linear = nn.Linear(input_size, output_size)
+
+    def forward(self, x):
+        return self.linear(x)
+
+
+@pytest.fixture()
+def own_backward_hooks(monkeypatch):
+    """master_grad registers a post-backward hook for good: give it a list of its own."""
+    monkeypatch.setattr(engine, "post_backward_hooks", list(engine.post_backward_hooks))
+
+
+def _run_master_grad(total_steps, accumulate_batches_num, model, opt):
+    model, opt = amp.decorate(model, optimizers=opt, level="O2", master_grad=True)
+    scaler = amp.GradScaler()
+    rng = np.random.default_rng(0)
+    debugging.enable_operator_stats_collection()
+    for i in range(total_steps):
+        x = rng.random((2, 2)).astype("float32")
+        label = rng.random((2, 4)).astype("float32")
+        with amp.auto_cast(level="O2"):
+            out = model(mt.to_tensor(x))
+            loss = nn.functional.l1_loss(out, mt.to_tensor(label))
+        scaled = scaler.scale(loss)
+        scaled.backward()
+        fp32_grads = [model.linear.weight.grad, model.linear.bias.grad]
+        if (i + 1) % accumulate_batches_num == 0:
+            scaler.step(opt)
+            scaler.update()
+            opt.clear_grad()
+    return fp32_grads, debugging.disable_operator_stats_collection()
+
+
+def test_master_grad_casts_count_as_in_paddles_operator_statistics(own_backward_hooks):
+    total_steps, accumulate_batches_num = 4, 2
+    model = _SimpleNet(2, 4)
+    opt = optimizer.Adam(parameters=model.parameters())
+    fp32_grads, op_list = _run_master_grad(total_steps, accumulate_batches_num, model, opt)
+    assert all(g.dtype == F32 for g in fp32_grads)
+    # Paddle's matmul_v2 row is our linear (one op, see porting.md)
+    assert op_list["linear"]["fp16"] == total_steps
+    assert op_list["adam_"]["fp16"] == 2 * (total_steps / accumulate_batches_num)
+    # "two additional casts are called when constructing master grad": casts count by their
+    # source dtype, so the float16 ones are: the output to float32 for l1_loss (one a step),
+    # the grads to float32 after the first backward of each accumulation (two parameters,
+    # twice), and the fp32 master weights made from the float16 parameters (two, once).
+    assert op_list["cast"]["fp16"] == total_steps * 2 + 2
+
+
+def test_master_grad_with_momentum_and_l1_decay_gives_fp32_grads(own_backward_hooks):
+    model = _SimpleNet(2, 4)
+    opt = optimizer.Momentum(
+        parameters=model.parameters(), weight_decay=mt.regularizer.L1Decay(0.0001)
+    )
+    fp32_grads, _ = _run_master_grad(4, 1, model, opt)
+    assert all(g.dtype == F32 for g in fp32_grads)
 
 
 # ---- operator statistics count the optimizer's update (test_amp_promote.py) --------------
@@ -341,7 +404,7 @@ def test_operator_stats_show_a_linear_as_one_row_in_its_output_dtype():
     # Paddle shows a matmul_v2 (fp16) row and an elementwise_add (fp32) row; ours is one op
     assert stats.counts["linear"] == {"fp16": 0, "bf16": 0, "fp32": 1, "other": 0}
     assert "matmul" not in stats.counts and "add" not in stats.counts
-    assert stats.counts["cast"]["fp16"] == 2  # x and the weight
+    assert stats.counts["cast"]["fp32"] == 2  # x and the weight, cast from float32
 
 
 def test_a_step_skipped_on_the_host_counts_no_update():

@@ -56,25 +56,39 @@ def test_fp32_computation_counts_fp32_and_comparison_counts_other(x):
     )
 
 
-def test_hand_cast_fp16_inputs_count_cast_and_matmul_as_fp16(x):
+def test_hand_cast_fp16_inputs_count_matmul_as_fp16_and_casts_by_their_source(x):
     with dbg.collect_operator_stats() as stats:
         h = x.astype("float16")
         _ = mt.matmul(h, h) < 2.0
         _ = x.astype("float64") * 2.0
+        _ = h.astype("float64")
     assert stats.counts == _counts(
-        _row("cast", fp16=1, other=1),  # float64 is 'other'
+        # Paddle's cast kernel is chosen by its input's dtype: two casts from float32, one
+        # from float16 (the float64 results do not matter)
+        _row("cast", fp16=1, fp32=2),
         _row("matmul", fp16=1),
         _row("compare", other=1),
-        _row("multiply", other=1),
+        _row("multiply", other=1),  # float64 is 'other'
     )
 
 
-def test_auto_cast_casts_are_counted_as_cast(x):
+def test_auto_cast_casts_are_counted_as_cast_by_their_source_dtype(x):
     with dbg.collect_operator_stats() as stats, auto_cast():
-        _ = mt.matmul(x, x) + x  # two casts to fp16 for matmul, one back to fp32 for add
+        _ = mt.matmul(x, x) + x  # two casts from fp32 for matmul, one from fp16 for add
     assert stats.counts == _counts(
-        _row("cast", fp16=2, fp32=1), _row("matmul", fp16=1), _row("add", fp32=1)
+        _row("cast", fp16=1, fp32=2), _row("matmul", fp16=1), _row("add", fp32=1)
     )
+
+
+def test_the_casts_of_backward_count_too_and_no_other_backward_op(x):
+    # Paddle's cast_grad runs the cast kernel (counted); every other *_grad kernel is skipped
+    x.stop_gradient = False
+    with dbg.collect_operator_stats() as stats:
+        h = x.astype("float16")  # from fp32; its backward casts a float16 grad back
+        y = h.astype("float32")  # from fp16; its backward casts a float32 grad back
+        y.sum().backward()
+    assert stats.counts == _counts(_row("cast", fp16=2, fp32=2), _row("sum", fp32=1))
+    assert x.grad.dtype == np.float32
 
 
 def test_disable_prints_paddles_table_and_returns_the_counts(x, capsys):

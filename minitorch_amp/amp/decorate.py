@@ -36,6 +36,7 @@ from __future__ import annotations
 import weakref
 
 from ..autograd import engine
+from ..autograd.ops.cast import report_cast
 from ..autograd.tensor import Tensor
 from ..backend import dtypes as _dtypes
 from ..backend.cast import cast as _cast
@@ -224,9 +225,12 @@ def _cast_master_grads() -> None:
     """Paddle's ``set_master_grads``: float16/bfloat16 grads of the registered params -> fp32.
 
     NOTE: the cast happens once per backward, on the accumulated grad. A later backward adds
-    its float16 grad into the float32 one, so gradient accumulation also sums in fp32.
+    its float16 grad into the float32 one, so gradient accumulation also sums in fp32; after
+    ``clear_grad()`` it writes its float16 grad into the float32 buffer (a cast, which the
+    engine reports to operator statistics as this hook reports its own).
     """
     for param in list(_master_grad_params.values()):
         grad = param._grad
         if grad is not None and grad._data.dtype in _dtypes.LOW_PRECISION:
+            report_cast(grad._data.dtype)  # operator statistics: Paddle's cast kernel
             convert_tensor_(grad, _dtypes.float32)

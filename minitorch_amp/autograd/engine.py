@@ -19,6 +19,7 @@ from ..backend import dtypes as _dtypes
 from ..backend import sync
 from ..backend.primitives import unbroadcast
 from .dispatch import hooks
+from .ops.cast import report_cast
 from .tensor import Tensor
 
 
@@ -81,6 +82,8 @@ def _accumulate_leaf(leaf: Tensor, grad, owned: bool) -> None:
     ):
         Tensor._xp_of(grad).copyto(store._data, grad)
         leaf._grad_stale = False
+        if grad.dtype != store._data.dtype:  # a float16 grad cast into a master grad's buffer
+            report_cast(grad.dtype)  # (operator statistics count it: Paddle casts there too)
     elif store._node is not None:  # a recorded gradient: its array belongs to that graph
         leaf._grad = Tensor._wrap(store._data + grad)
     else:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..autograd.ops.cast import report_cast
 from ..autograd.tensor import Tensor
 from ..backend import device as _device
 from ..backend import dtypes as _dtypes
@@ -76,6 +77,7 @@ def seed_master(view, param: Tensor, master: Tensor | None, seen: tuple | None) 
     data = param._data
     if master is None or master._data.shape != data.shape:
         view[...] = data  # float16 -> float32: exact
+        report_cast(data.dtype)  # operator statistics: Paddle casts its master weight too
         return None
     view[...] = master._data
     if seen is None or (seen[0] == param._version and seen[1]() is data):

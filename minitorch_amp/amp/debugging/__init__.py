@@ -8,9 +8,10 @@ so the observers are what they were before.
 Backward calls each op's ``backward`` directly, not through ``apply``; the checker also
 installs a ``hooks.grad_observers`` entry, so it sees each backward's gradients under the
 name ``<op>_grad`` (Paddle's ``elementwise_pow_grad`` is our ``pow_grad``). Operator counts
-skip backward, as Paddle's do (it skips ``*_grad`` kernels), and count the kernels that run
-outside ``apply`` (the optimizer's ``adamw_``, the scaler's ``check_finite_and_unscale``)
-through ``hooks.counters``.
+skip backward, as Paddle's do (it skips ``*_grad`` kernels), but not its casts (Paddle's
+``cast_grad`` runs the cast kernel), and count the kernels that run outside ``apply`` (the
+optimizer's ``adamw_``, the scaler's ``check_finite_and_unscale``, casts: every cast reports
+itself, by the dtype it casts from) through ``hooks.counters``.
 """
 
 from .operator_stats import (

@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import Iterator
 
 from ...autograd import Tensor
+from ...autograd.ops import Cast
 from .observers import install as _install
 from .observers import install_counter, uninstall_counter
 from .observers import uninstall as _uninstall
@@ -21,10 +22,14 @@ class OperatorStats:
     """Forward calls per op, bucketed by the dtype of the op's *output*.
 
     fp16, bf16 and fp32 have their own bucket; everything else (int, bool, float64) is
-    ``'other'``. Casts are counted as ``'cast'`` (Paddle's table calls them ``transfer_dtype``).
-    The optimizer's update counts under Paddle's eager names (``sgd_``, ``momentum_``,
-    ``adam_``, ``adamw_``), once per parameter and step call, in the parameter's dtype; the
-    scaler's unscale as ``check_finite_and_unscale``, once per gradient dtype.
+    ``'other'``. Casts are counted as ``'cast'`` (Paddle's table calls them ``transfer_dtype``)
+    the way Paddle counts its cast kernel: by the *source* dtype (the kernel's key), every
+    one that runs: forward, backward (Paddle's ``cast_grad`` runs the cast kernel), a
+    master_grad's float16 gradient made float32, an fp32 master weight made from its
+    parameter. The optimizer's update counts under Paddle's eager names (``sgd_``,
+    ``momentum_``, ``adam_``, ``adamw_``), once per parameter and step call, in the
+    parameter's dtype; the scaler's unscale as ``check_finite_and_unscale``, once per
+    gradient dtype.
 
     Attributes:
         counts: ``{op_name: {'fp16': n, 'bf16': n, 'fp32': n, 'other': n}}``; ops that never
@@ -56,15 +61,18 @@ _global_stats: OperatorStats | None = None  # the one enable_operator_stats_coll
 
 
 def _count_op(op, out: Tensor) -> None:
+    if op is Cast:  # a cast counts itself, by its source dtype (through hooks.counters)
+        return
     dtype = out._data.dtype
     for stats in _collectors:
         stats.add(op.name, dtype)
 
 
 def _count_kernel(name: str, dtype) -> None:
-    """A kernel outside ``apply``: the optimizer's update, once per parameter, bucketed by
-    the parameter's dtype (``adamw_`` runs in float16 for a float16 parameter even with an
-    fp32 master), and the scaler's ``check_finite_and_unscale``, once per gradient dtype."""
+    """A kernel told of through ``hooks.counters``: the optimizer's update, once per
+    parameter, bucketed by the parameter's dtype (``adamw_`` runs in float16 for a float16
+    parameter even with an fp32 master), the scaler's ``check_finite_and_unscale``, once per
+    gradient dtype, and every cast, by the dtype it casts from."""
     for stats in _collectors:
         stats.add(name, dtype)
 
@@ -135,10 +143,10 @@ def collect_operator_stats() -> Iterator[OperatorStats]:
         ...     y = mt.ones([3]).astype("float16") * 2.0
         <------------------------------ op list ------------------------------>
         <--------------- Op Name ---------------- | -- FP16 Calls --- | -- BF16 Calls --- | --- FP32 Calls--- | -- Other Calls -->
-          cast                                    |  1                |  0                |  0                |  0
+          cast                                    |  0                |  0                |  1                |  0
           multiply                                |  1                |  0                |  0                |  0
         <----------------------------- op count: 2 ----------------------------->
-        >>> stats.counts["cast"]["fp16"]
+        >>> stats.counts["cast"]["fp32"]  # a cast counts by the dtype it casts from
         1
     """  # noqa: E501 - the table is wider than a source line
     stats = OperatorStats()

@@ -20,11 +20,21 @@ class Cast(Op):
     @staticmethod
     def forward(ctx, x, dtype):
         ctx.source = x.dtype
+        report_cast(x.dtype)
         return cast(x, dtype)  # the raw cast kernel on the GPU, astype on the CPU
 
     @staticmethod
     def backward(ctx, grad):
+        report_cast(grad.dtype)  # Paddle's cast_grad runs the cast kernel: counted too
         return cast(grad, ctx.source)
+
+
+def report_cast(source) -> None:
+    """Tell operator statistics (``hooks.counters``) of a cast kernel, by its *source*
+    dtype: Paddle's cast kernel is chosen by its input's dtype, and so is its row. Called
+    here and wherever else a cast runs that Paddle runs as one (master grads and weights)."""
+    for count in _dispatch.hooks.counters:
+        count("cast", source)
 
 
 class CopyTo(Op):
@@ -41,3 +51,7 @@ class CopyTo(Op):
     @staticmethod
     def backward(ctx, grad):
         return to_place(grad, ctx.source)
+
+
+# (imported last: dispatch imports Cast from here)
+from .. import dispatch as _dispatch  # noqa: E402
