@@ -121,3 +121,21 @@ def test_widening_loads_and_float32_loads_are_unchanged():
     values["0.weight"][0, 0] = 65504
     net.set_state_dict(values)
     assert float(net[0].weight.numpy()[0, 0]) == 65504.0
+
+
+@pytest.mark.parametrize(("dtype", "value"), [("float16", 1e5), ("bfloat16", 3.4e38)])
+def test_set_value_never_narrows_so_a_finite_value_never_lands_as_inf(dtype, value):
+    # Paddle's set_value (and copy_ here) takes only the tensor's own dtype: a wider value is
+    # refused before anything is written, so 1e5 cannot become a float16 inf inside it. (An
+    # inf the caller made with their own cast, np.float16(1e5), is data and is written.)
+    weight = model(dtype)[0].weight
+    before = weight.numpy().copy()
+    for wide in (
+        np.full(weight.shape, value, dtype="float32"),
+        mt.to_tensor(np.full(weight.shape, value, dtype="float32")),
+    ):
+        with pytest.raises(TypeError, match=f"cast it first, e.g. value.astype\\('{dtype}'\\)"):
+            weight.set_value(wide)
+        with pytest.raises(TypeError, match="cast it first"):
+            weight.copy_(wide)
+    np.testing.assert_array_equal(weight.numpy(), before)
