@@ -50,6 +50,28 @@ def test_a_layer_state_dict_saved_by_paddle_loads_into_a_layer(tmp_path, protoco
     np.testing.assert_array_equal(fc.bias.numpy(), state["bias"])
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_return_numpy_gives_numpy_arrays_for_a_state_dict(tmp_path, protocol):
+    state = _linear_state()
+    path = tmp_path / "linear.pdparams"
+    save_state_dict(path, state, {"weight": "linear_7.w_0", "bias": "linear_7.b_0"}, protocol)
+    loaded = mt.load(path, return_numpy=True)
+    assert set(loaded) == {"weight", "bias"}
+    for key, array in loaded.items():
+        assert type(array) is np.ndarray
+        np.testing.assert_array_equal(array, state[key])
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_empty_arrays_and_scalars_of_every_protocol(tmp_path, protocol):
+    # protocol 2 pickles the empty bytes of an empty array as a call of builtins.bytes()
+    state = {"empty": np.zeros((0, 3), "float32"), "one": np.ones((), "int64")}
+    path = tmp_path / "empty.pdparams"
+    save_state_dict(path, state, {"empty": "e", "one": "o"}, protocol)
+    loaded = mt.load(path)
+    assert loaded["empty"].shape == [0, 3] and loaded["one"].item() == 1
+
+
 @pytest.mark.parametrize("protocol", [2, 3])
 def test_arrays_split_by_protocol_2_and_3_are_joined(tmp_path, protocol):
     big = np.arange(10 * 7, dtype="float16").reshape(10, 7)

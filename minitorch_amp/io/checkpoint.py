@@ -49,6 +49,7 @@ from ..autograd.tensor import Tensor
 from ..backend import device as _device
 from ..backend.dtypes import bfloat16
 from ..serialization import paddle_pickle
+from ..serialization.bounds import CheckpointError, MemoryBudget
 
 __all__ = ["DEFAULT_MAX_BYTES", "CheckpointError", "load", "save"]
 
@@ -60,10 +61,6 @@ _BF16_BITS = np.dtype("<u2")  # how a bfloat16 array is stored: its bits, little
 DEFAULT_MAX_BYTES = 16 * 2**30  # what load() allocates at most, unless given max_bytes
 _CHUNK = 16 * 2**20  # bytes read from the archive at a time
 _OWNER = socket.gethostname()  # with the pid, who writes a temporary file
-
-
-class CheckpointError(ValueError):
-    """A file could not be read as a checkpoint (corrupt, truncated or not ours)."""
 
 
 # ---- save ---------------------------------------------------------------------------------------
@@ -255,7 +252,7 @@ def load(path, return_numpy: bool = False, max_bytes: int | None = DEFAULT_MAX_B
         raise IsADirectoryError(f"cannot load {path!r}: it is a directory, not a checkpoint file")
     with open(path, "rb") as f:
         if paddle_pickle.is_pickle(f.read(2)):  # what Paddle's paddle.save writes
-            return paddle_pickle.load(f, path, return_numpy, max_bytes, CheckpointError)
+            return paddle_pickle.load(f, path, return_numpy, MemoryBudget(max_bytes))
         f.seek(0)
         try:
             zf = zipfile.ZipFile(f)

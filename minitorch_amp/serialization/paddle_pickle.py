@@ -1,14 +1,7 @@
 """Reading checkpoints written by Paddle's ``paddle.save``: pickles, read without running code.
 
-``paddle.save`` pickles (protocol 2, 3 or 4) one of two shapes:
-
-* a *state dict* (every value a Tensor, or a dict holding no Tensor, such as the optimizer's
-  ``LR_Scheduler``): a plain dict whose Tensors became NumPy arrays, plus the key
-  ``StructuredToParameterName@@`` mapping each key to the tensor's name. Under protocol 2 and
-  3 an array of more than 1 GiB is split into ``key@@.0``, ``key@@.1``, ... and listed under
-  ``UnpackBigParamInfor@@``;
-* anything else (a dict with nested state dicts, an optimizer state with ``master_weights``):
-  the object itself, each Tensor pickled as the tuple ``(name, ndarray)``.
+``paddle.save`` pickles (protocol 2, 3 or 4) a state dict or a nested object whose Tensors
+became NumPy arrays (``paddle_rules.py`` turns them back into what ``paddle.load`` returns).
 
 A pickle is a program for a small stack machine that may call any importable function, so
 ``pickle.load`` on a file from elsewhere can run anything. :class:`RestrictedUnpickler` (the
@@ -23,35 +16,46 @@ name                                                   why a Paddle checkpoint n
 ``numpy.dtype``                                        the array's dtype
 ``numpy.core.multiarray.scalar`` (both spellings)      a NumPy scalar (numeric dtypes only)
 ``_codecs.encode`` (to latin-1 only)                   array bytes under protocol 2
+``builtins.bytes`` (no arguments)                      an empty array's bytes under protocol 2
 ``collections.OrderedDict``, ``builtins.tuple``,       containers; ``tuple`` is how Paddle
 ``list``, ``dict``, ``set``, ``frozenset``, ``complex``  reduces a Tensor
 ``builtins.eval``: only ``eval('data', {'data': a})``  how Paddle 2.x reduces a LoDTensor
 ``paddle.framework.io_utils._reconstruct_dense_tensor_data``  the same in Paddle 3 (identity)
 =====================================================  ========================================
 
-Afterwards every array must hold numbers (no object arrays). Then Paddle's ``load`` rules turn
-the arrays into Tensors (named as in Paddle), unless ``return_numpy``.
+Nothing it builds is bigger than the file says, and nothing holds bytes the file did not give:
+
+* before unpickling, ``pickle_scan.scan`` checks every opcode and length and charges the
+  load's :class:`~.bounds.MemoryBudget` for them;
+* each allowed call charges what it allocates (a copy of a container, an encoded string);
+* ``numpy.ndarray`` is a name only: calling it (``np.ndarray((4096,), 'u1')`` is
+  ``np.empty``) is refused. ``_reconstruct`` counts the shape it declares and makes an empty
+  :class:`_UnfilledArray`; its ``__setstate__`` checks the state (a numeric dtype, data of
+  exactly the declared size) and charges what NumPy will copy. An array that never receives
+  its state is refused after unpickling, never returned.
 """
 
 from __future__ import annotations
 
 import collections
-import io
+import contextlib
+import math
+import mmap
 import os
 import pickle
 
 import numpy as np
 
-from ..autograd.tensor import Tensor
+from . import paddle_rules
+from .bounds import CheckpointError, MemoryBudget
+from .pickle_scan import OBJECT_COST, UnsafePickleError, scan
+
+__all__ = ["PICKLE_PROTOCOLS", "RestrictedUnpickler", "UnsafePickleError", "is_pickle", "load"]
 
 PICKLE_PROTOCOLS = (2, 3, 4, 5)
-_NAME_TABLE = "StructuredToParameterName@@"
-_BIG_PARAMS = "UnpackBigParamInfor@@"
-_NUMBER_KINDS = "biufc"
-
-
-class UnsafePickleError(pickle.UnpicklingError):
-    """The pickle asks for something a checkpoint never needs (a function, a class, code)."""
+NUMBER_KINDS = "biufc"
+ITEM_COST = 128  # bytes one item of a copied container may take (a set's slots, at most)
+_NUMPY_RECONSTRUCT = np.ndarray(0).__reduce__()[0]  # numpy's own, under either module name
 
 
 def is_pickle(head: bytes) -> bool:
@@ -59,27 +63,163 @@ def is_pickle(head: bytes) -> bool:
     return len(head) >= 2 and head[0] == 0x80 and head[1] in PICKLE_PROTOCOLS
 
 
-_NUMPY_RECONSTRUCT = np.ndarray(0).__reduce__()[0]  # numpy's own, under either module name
+class _NdarrayName:
+    """What ``numpy.ndarray`` resolves to: the argument ``_reconstruct`` expects, never called."""
+
+    __slots__ = ()
+
+    def __call__(self, *args, **kwargs):
+        raise UnsafePickleError(
+            "the pickle calls numpy.ndarray(...), which makes an array of uninitialised "
+            "memory; NumPy's own pickles never do"
+        )
 
 
-def _reconstruct(subtype, shape, dtype_char):
-    if subtype is not np.ndarray:
-        raise UnsafePickleError(f"an array of type {subtype!r}: only numpy.ndarray is allowed")
-    return _NUMPY_RECONSTRUCT(subtype, shape, dtype_char)
+NDARRAY = _NdarrayName()
 
 
-def _scalar(dtype, data=None):
-    if not isinstance(dtype, np.dtype) or dtype.kind not in _NUMBER_KINDS:
-        raise UnsafePickleError(f"a NumPy scalar of dtype {dtype!r}: only numbers are allowed")
-    if not isinstance(data, bytes) or len(data) != dtype.itemsize:
-        raise UnsafePickleError(f"a NumPy scalar of dtype {dtype} with malformed data")
-    return np.frombuffer(data, dtype=dtype)[0]
+class _UnfilledArray(np.ndarray):
+    """An array ``_reconstruct`` made: empty until ``__setstate__`` gives it the file's bytes."""
+
+    def __setstate__(self, state):
+        budget = self.__dict__.pop("_budget", None)  # None: filled already (or not ours)
+        if budget is None:
+            raise UnsafePickleError("the pickle sets an array's data twice")
+        shape, dtype, data = _array_state(state)
+        nbytes = math.prod(shape) * dtype.itemsize
+        if len(data) != nbytes:
+            raise pickle.UnpicklingError(
+                f"an array {dtype}{list(shape)} of {nbytes} bytes comes with {len(data)} bytes"
+            )
+        # NOTE: NumPy keeps a big bytes object as the array's memory (charged by the scan,
+        # which saw it) but copies small data, byte-swapped data and a str's latin-1 encoding.
+        if isinstance(data, str) or nbytes <= 1000 or not dtype.isnative:
+            budget.charge(nbytes, f"an array {dtype}{list(shape)}")
+        super().__setstate__(state)
 
 
-def _encode(text, encoding="utf-8"):
-    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
-        raise UnsafePickleError("_codecs.encode is allowed only to turn array bytes into latin-1")
-    return text.encode("latin1")
+def _array_state(state):
+    """``(shape, dtype, data)`` of an ndarray state ``(1, shape, dtype, fortran, data)``."""
+    if not (type(state) is tuple and len(state) == 5 and state[0] == 1):
+        raise pickle.UnpicklingError("an array's state is not NumPy's (1, shape, dtype, ...)")
+    _, shape, dtype, fortran, data = state
+    if not (type(shape) is tuple and all(type(n) is int and n >= 0 for n in shape)):
+        raise pickle.UnpicklingError(f"an array's shape {shape!r} is not a tuple of sizes")
+    if not (isinstance(dtype, np.dtype) and _numeric(dtype)) or type(fortran) is not bool:
+        raise UnsafePickleError(f"an array of dtype {dtype!r}: only arrays of numbers are read")
+    if not isinstance(data, (bytes, str)):
+        raise pickle.UnpicklingError("an array's data is not bytes")
+    return shape, dtype, data
+
+
+def _numeric(dtype: np.dtype) -> bool:
+    return dtype.kind in NUMBER_KINDS and dtype.names is None and dtype.subdtype is None
+
+
+class RestrictedUnpickler(pickle.Unpickler):
+    """``pickle.Unpickler`` that resolves only the names in the module docstring, and charges
+    ``budget`` for what the calls they make allocate."""
+
+    def __init__(self, file, budget: MemoryBudget):
+        super().__init__(file, encoding="latin1")
+        self.budget = budget
+        self.arrays: list[_UnfilledArray] = []  # every array _reconstruct made
+        self.allowed = {
+            ("numpy.core.multiarray", "_reconstruct"): self.reconstruct,
+            ("numpy._core.multiarray", "_reconstruct"): self.reconstruct,
+            ("numpy.core.multiarray", "scalar"): self.scalar,
+            ("numpy._core.multiarray", "scalar"): self.scalar,
+            ("numpy", "ndarray"): NDARRAY,
+            ("numpy", "dtype"): self.dtype,
+            ("_codecs", "encode"): self.encode,
+            ("builtins", "bytes"): _empty_bytes,
+            ("collections", "OrderedDict"): self.container(collections.OrderedDict),
+            **{("builtins", t.__name__): self.container(t) for t in _CONTAINERS},
+            ("builtins", "complex"): _complex,
+            ("builtins", "eval"): _lod_tensor_eval,
+            ("paddle.framework.io_utils", "_reconstruct_dense_tensor_data"): _dense_tensor_data,
+        }
+
+    def find_class(self, module: str, name: str):
+        module = _PYTHON2_MODULES.get(module, module)
+        try:
+            return self.allowed[(module, name)]
+        except KeyError:
+            raise UnsafePickleError(
+                f"the pickle asks for {module}.{name}, which a checkpoint never needs; it was "
+                "refused and nothing was run. Only arrays, numbers, strings and containers "
+                "are read (load it with pickle yourself only if you trust whoever wrote it)"
+            ) from None
+
+    def persistent_load(self, pid):
+        raise UnsafePickleError(
+            "the pickle refers to external objects (a PyTorch-style archive?); not supported"
+        )
+
+    def reconstruct(self, subtype, shape, dtype) -> _UnfilledArray:
+        """NumPy's ``_reconstruct(ndarray, (0,), b'b')``; the data comes with ``__setstate__``."""
+        if subtype is not NDARRAY:
+            raise UnsafePickleError(f"an array of type {subtype!r}: only numpy.ndarray is read")
+        if not (type(shape) is tuple and all(type(n) is int and n >= 0 for n in shape)):
+            raise pickle.UnpicklingError(f"_reconstruct of a malformed shape {shape!r}")
+        declared = math.prod(shape) * np.dtype(dtype).itemsize
+        self.budget.charge(declared + OBJECT_COST, f"an array of shape {list(shape)}")
+        array = _NUMPY_RECONSTRUCT(_UnfilledArray, (0,), b"b")  # empty: nothing uninitialised
+        array._budget = self.budget
+        self.arrays.append(array)
+        return array
+
+    def dtype(self, spec, align=False, copy=True) -> np.dtype:
+        if not isinstance(spec, str) or len(spec) > 8:
+            raise UnsafePickleError(f"numpy.dtype({spec!r}): only a NumPy type code is read")
+        self.budget.charge(4 * OBJECT_COST, "a dtype")
+        dtype = np.dtype(spec, align=bool(align), copy=True)  # a copy: its BUILD may change it
+        if not _numeric(dtype):
+            raise UnsafePickleError(f"a dtype {dtype}: only arrays of numbers are read")
+        return dtype
+
+    def scalar(self, dtype, data=None):
+        if not isinstance(dtype, np.dtype) or not _numeric(dtype):
+            raise UnsafePickleError(f"a NumPy scalar of dtype {dtype!r}: only numbers are read")
+        if not isinstance(data, bytes) or len(data) != dtype.itemsize:
+            raise pickle.UnpicklingError(f"a NumPy scalar of dtype {dtype} with malformed data")
+        self.budget.charge(OBJECT_COST + len(data), "a NumPy scalar")
+        return np.frombuffer(data, dtype=dtype)[0]
+
+    def encode(self, text, encoding="utf-8") -> bytes:
+        if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
+            raise UnsafePickleError("_codecs.encode is allowed only to turn array bytes to latin-1")
+        self.budget.charge(OBJECT_COST + len(text), "array bytes encoded to latin-1")
+        return text.encode("latin1")
+
+    def container(self, kind: type):
+        """``kind(items)`` for a container ``kind``, charged before it copies ``items``."""
+
+        def build(items=()):
+            if not isinstance(items, (*_CONTAINERS, dict)):
+                raise UnsafePickleError(f"{kind.__name__}() of a {type(items).__name__}")
+            self.budget.charge(OBJECT_COST + ITEM_COST * len(items), f"a {kind.__name__}")
+            return kind(items)
+
+        return build
+
+    def unfilled(self) -> int:
+        """How many arrays ``_reconstruct`` made never received their data."""
+        return sum("_budget" in array.__dict__ for array in self.arrays)
+
+
+_CONTAINERS = (tuple, list, dict, set, frozenset)
+_PYTHON2_MODULES = {"__builtin__": "builtins", "copy_reg": "copyreg"}  # protocol 2 spellings
+
+
+def _empty_bytes() -> bytes:
+    return b""  # protocol 2 pickles an empty bytes object as bytes()
+
+
+def _complex(real=0.0, imag=0.0) -> complex:
+    if not all(type(x) in (int, float) for x in (real, imag)):
+        raise UnsafePickleError("complex() of something other than two numbers")
+    return complex(real, imag)
 
 
 def _lod_tensor_eval(expression, namespace=None, *rest):
@@ -103,177 +243,56 @@ def _dense_tensor_data(data):
     return data
 
 
-_ALLOWED = {
-    ("numpy.core.multiarray", "_reconstruct"): _reconstruct,
-    ("numpy._core.multiarray", "_reconstruct"): _reconstruct,
-    ("numpy.core.multiarray", "scalar"): _scalar,
-    ("numpy._core.multiarray", "scalar"): _scalar,
-    ("numpy", "ndarray"): np.ndarray,
-    ("numpy", "dtype"): np.dtype,
-    ("_codecs", "encode"): _encode,
-    ("collections", "OrderedDict"): collections.OrderedDict,
-    ("builtins", "tuple"): tuple,
-    ("builtins", "list"): list,
-    ("builtins", "dict"): dict,
-    ("builtins", "set"): set,
-    ("builtins", "frozenset"): frozenset,
-    ("builtins", "complex"): complex,
-    ("builtins", "eval"): _lod_tensor_eval,
-    ("paddle.framework.io_utils", "_reconstruct_dense_tensor_data"): _dense_tensor_data,
-}
-_PYTHON2_MODULES = {"__builtin__": "builtins", "copy_reg": "copyreg"}  # protocol 2 spellings
-
-
-class RestrictedUnpickler(pickle.Unpickler):
-    """``pickle.Unpickler`` that resolves only the names in :data:`_ALLOWED`."""
-
-    def find_class(self, module: str, name: str):
-        module = _PYTHON2_MODULES.get(module, module)
-        try:
-            return _ALLOWED[(module, name)]
-        except KeyError:
-            raise UnsafePickleError(
-                f"the pickle asks for {module}.{name}, which a checkpoint never needs; it was "
-                "refused and nothing was run. Only arrays, numbers, strings and containers "
-                "are read (load it with pickle yourself only if you trust whoever wrote it)"
-            ) from None
-
-    def persistent_load(self, pid):
-        raise UnsafePickleError(
-            "the pickle refers to external objects (a PyTorch-style archive?); not supported"
-        )
-
-
-def restricted_loads(data: bytes):
-    """Unpickle ``data`` with :class:`RestrictedUnpickler`; check every array holds numbers."""
-    obj = RestrictedUnpickler(io.BytesIO(data), encoding="latin1").load()
-    _check_arrays(obj)
-    return obj
-
-
-def _check_arrays(obj) -> None:
-    stack = [obj]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, np.ndarray):
-            if value.dtype.kind not in _NUMBER_KINDS:
-                raise UnsafePickleError(
-                    f"an array of dtype {value.dtype}: only arrays of numbers are read"
-                )
-        elif isinstance(value, dict):
-            stack.extend(value.keys())
-            stack.extend(value.values())
-        elif isinstance(value, (list, tuple, set, frozenset)):
-            stack.extend(value)
-
-
-# ---- Paddle's load rules ------------------------------------------------------------------
-_MALFORMED = (
-    pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError,
-    KeyError, OverflowError, RecursionError,
-)  # fmt: skip
-
-
-def load(f, path: str, return_numpy: bool, max_bytes: int | None, error: type):
+# ---- loading a file -------------------------------------------------------------------------
+def load(f, path: str, return_numpy: bool, budget: MemoryBudget):
     """``minitorch_amp.load`` of a pickle file ``f`` (open, binary): what ``paddle.load``
-    returns. Any failure is raised as ``error`` (the caller's CheckpointError) naming ``path``.
+    returns. Any failure is a :class:`CheckpointError` naming ``path``.
 
-    The arrays come from the file's own bytes, so a file of at most ``max_bytes`` cannot
-    make the arrays take much more; a bigger file is refused before it is read.
+    A file bigger than the budget is refused before it is read; then its opcodes are checked
+    and charged (``pickle_scan``), then it is unpickled from the file (never read whole).
     """
     size = os.fstat(f.fileno()).st_size
-    if max_bytes is not None and size > max_bytes:
-        raise error(
-            f"cannot load {path!r}: the file is {size} bytes, more than max_bytes={max_bytes}; "
-            "if you trust it, pass a larger max_bytes to load() (max_bytes=None: no limit)"
+    if budget.limited and size > budget.max_bytes:
+        raise CheckpointError(
+            f"cannot load {path!r}: the file is {size} bytes, more than "
+            f"max_bytes={budget.max_bytes}; if you trust it, pass a larger max_bytes to "
+            "load() (max_bytes=None: no limit)"
         )
-    f.seek(0)
     try:
-        obj = restricted_loads(f.read())
-        return paddle_load_result(obj, return_numpy, _named_tensor)
+        with _mapped(f, budget) as data:
+            scan(data, budget)
+        f.seek(0)
+        unpickler = RestrictedUnpickler(f, budget)
+        obj = unpickler.load()
+        if unpickler.unfilled():
+            raise UnsafePickleError(
+                f"{unpickler.unfilled()} array(s) never received their data: the file would "
+                "give uninitialised memory as values"
+            )
+        return paddle_rules.paddle_load_result(obj, return_numpy, budget)
+    except CheckpointError as exc:
+        raise CheckpointError(f"cannot load {path!r}: {exc}") from None
     except UnsafePickleError as exc:
-        raise error(f"cannot load {path!r}: {exc}") from None
-    except _MALFORMED as exc:
-        raise error(
+        raise CheckpointError(f"cannot load {path!r}: {exc}") from None
+    except MemoryError:
+        raise  # the machine, not the file: the budget allowed it
+    except Exception as exc:  # whatever a malformed pickle makes pickle or NumPy raise
+        raise CheckpointError(
             f"cannot load {path!r}: a pickle, but not a readable Paddle checkpoint "
             f"({type(exc).__name__}: {exc}); the file may be truncated or corrupt"
         ) from None
 
 
-def _named_tensor(array: np.ndarray, name) -> Tensor:
-    t = Tensor(array)
-    if name is not None:
-        t.name = name
-    return t
-
-
-def paddle_load_result(obj, return_numpy: bool, to_tensor):
-    """What ``paddle.load`` returns for the unpickled ``obj`` (``to_tensor(array, name)``)."""
-    if isinstance(obj, dict):
-        obj = _pack_big_params(obj)
-        if _NAME_TABLE in obj:
-            table = obj.pop(_NAME_TABLE)
-            if not isinstance(table, dict):
-                raise pickle.UnpicklingError(f"{_NAME_TABLE} is not a dict")
-            for key, name in table.items():
-                if isinstance(obj.get(key), np.ndarray) and not return_numpy:
-                    obj[key] = to_tensor(obj[key], name)
-            return obj
-    convert = _named_pair if _contains(obj, _named_pair) else _is_array
-    return _map(obj, convert, lambda v: _split(v)[0] if return_numpy else to_tensor(*_split(v)))
-
-
-def _pack_big_params(obj: dict) -> dict:
-    """Join arrays that protocol 2/3 split into slices (Paddle's ``_pack_loaded_dict``)."""
-    info = obj.get(_BIG_PARAMS)
-    if info is None:
-        return obj
+@contextlib.contextmanager
+def _mapped(f, budget: MemoryBudget):
+    """The file's bytes, mapped into memory (not read), or read when it cannot be mapped."""
     try:
-        for key, entry in info.items():
-            parts = [obj.pop(part) for part in entry["slices"]]
-            obj[key] = np.concatenate(parts).reshape(entry["OriginShape"])
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise pickle.UnpicklingError(f"malformed {_BIG_PARAMS} ({exc})") from None
-    del obj[_BIG_PARAMS]
-    return obj
-
-
-def _named_pair(value) -> bool:  # how Paddle pickles a Tensor: (name, ndarray)
-    return (
-        type(value) is tuple
-        and len(value) == 2
-        and isinstance(value[0], str)
-        and isinstance(value[1], np.ndarray)
-    )
-
-
-def _is_array(value) -> bool:
-    return isinstance(value, np.ndarray)
-
-
-def _split(value):
-    return (value[1], value[0]) if _named_pair(value) else (value, None)
-
-
-def _contains(obj, test) -> bool:
-    if test(obj):
-        return True
-    if isinstance(obj, dict):
-        return any(_contains(v, test) for v in obj.values())
-    if isinstance(obj, (list, tuple)):
-        return any(_contains(v, test) for v in obj)
-    return False
-
-
-def _map(obj, test, convert):
-    if test(obj):
-        return convert(obj)
-    if isinstance(obj, dict):
-        for key in list(obj):
-            obj[key] = _map(obj[key], test, convert)
-        return obj
-    if isinstance(obj, list):
-        return [_map(v, test, convert) for v in obj]
-    if isinstance(obj, tuple):
-        return tuple(_map(v, test, convert) for v in obj)
-    return obj
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # a file system that cannot map files
+        size = os.fstat(f.fileno()).st_size
+        budget.charge(size, "reading the whole file (it cannot be mapped)")
+        f.seek(0)
+        yield f.read()
+        return
+    with data:
+        yield data
