@@ -136,6 +136,23 @@ def test_save_keeps_the_permission_bits_of_the_file_it_replaces(tmp_path, usual_
     assert mt.load(path) == {"epoch": 2}
 
 
+@pytest.mark.skipif(not hasattr(os, "symlink") or os.name == "nt", reason="POSIX links")
+def test_save_through_a_symbolic_link_writes_its_target_and_keeps_the_link(tmp_path):
+    target = tmp_path / "runs" / "ckpt.pdparams"
+    target.parent.mkdir()
+    mt.save({"epoch": 1}, target)
+    link = tmp_path / "latest.pdparams"
+    os.symlink(os.path.join("runs", "ckpt.pdparams"), link)  # relative, as ln -s makes it
+    mt.save({"epoch": 2}, link)
+    assert link.is_symlink() and os.readlink(link) == os.path.join("runs", "ckpt.pdparams")
+    assert mt.load(target) == {"epoch": 2} and mt.load(link) == {"epoch": 2}
+    assert sorted(os.listdir(tmp_path / "runs")) == ["ckpt.pdparams"]  # no temporary left
+    dangling = tmp_path / "next.pdparams"
+    os.symlink(tmp_path / "runs" / "new.pdparams", dangling)
+    mt.save({"epoch": 3}, dangling)  # as open() does: the link's target is created
+    assert dangling.is_symlink() and mt.load(tmp_path / "runs" / "new.pdparams") == {"epoch": 3}
+
+
 def test_a_new_file_gets_the_permissions_open_would_give_it(tmp_path, usual_umask):
     mt.save({"epoch": 1}, tmp_path / "new.pdparams")
     assert oct(os.stat(tmp_path / "new.pdparams").st_mode & 0o777) == oct(0o644)

@@ -21,7 +21,7 @@ Loading never pickles (a checkpoint cannot run code) and never trusts the file's
 directory) is checked against the archive and counted against ``max_bytes`` (16 GiB unless told
 otherwise) before anything is allocated, and an array that several entries refer to is read
 once. Saving writes a temporary file next to the target and renames it over it at the end,
-keeping the old file's permission bits.
+keeping the old file's permission bits; through a symbolic link it writes the link's target.
 
 Example:
     >>> import os, tempfile
@@ -66,7 +66,9 @@ def save(obj, path, protocol: int = 4) -> None:
 
     The file is written to a temporary name next to ``path`` (``.NAME.HOST-PID.RANDOM.tmp``)
     and renamed over it at the end, so an interrupted save never leaves a half-written
-    checkpoint; a file that ``path`` replaces keeps its permission bits. A save that fails
+    checkpoint; a file that ``path`` replaces keeps its permission bits. When ``path`` is a
+    symbolic link, the file it points to is written (as ``torch.save`` and ``paddle.save``
+    do) and the link stays a link. A save that fails
     removes its temporary file; one whose process died (killed, power cut) leaves it behind,
     and the next save to ``path`` removes it. Missing folders are made.
 
@@ -85,7 +87,8 @@ def save(obj, path, protocol: int = 4) -> None:
     arrays: list[np.ndarray] = []
     root = _encode(obj, "obj", arrays, set())
     structure = json.dumps({"format": FORMAT, "version": VERSION, "root": root})
-    folder, base = os.path.split(os.path.abspath(path))
+    path = os.path.realpath(path)  # through a symbolic link: the file it points to
+    folder, base = os.path.split(path)
     os.makedirs(folder, exist_ok=True)
     _remove_stale_temporaries(folder, base)
     mode = _permission_bits(path)
