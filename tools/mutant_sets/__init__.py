@@ -17,6 +17,7 @@ SETS = (
     "nn_functions",
     "attention",
     "tensor_ops",
+    "amp_behaviours",
 )
 
 
