@@ -18,6 +18,7 @@ SETS = (
     "attention",
     "tensor_ops",
     "amp_behaviours",
+    "gelu_lr_io",
 )
 
 
