@@ -78,24 +78,35 @@ def register_hook(tensor: Tensor, hook) -> TensorHookRemoveHelper:
 def run_hooks(hooks: list, grad, shape: tuple, dtype, graph: bool):
     """``grad`` passed through ``hooks``; ``grad`` is an array, or a Tensor when ``graph``.
 
-    A hook's result must have the tensor's shape; its dtype is cast to the tensor's.
+    A hook's result must have the gradient's shape and dtype (PyTorch's rule): a float64
+    result for a float32 parameter would otherwise become its ``.grad``, and a cast back
+    would hide a hook that computes in the wrong precision.
+
+    Raises:
+        TypeError: a hook returned something other than a Tensor or None, or a Tensor of
+            another dtype.  ValueError: a Tensor of another shape.
     """
     for _, hook in list(hooks):
         value = grad if graph else Tensor._wrap(grad)
         out = hook(value)
         if out is None:
             continue
+        name = getattr(hook, "__qualname__", None) or repr(hook)
         if not isinstance(out, Tensor):
             raise TypeError(
-                f"a gradient hook returned {type(out).__name__}; it must return a Tensor "
+                f"gradient hook {name} returned {type(out).__name__}; it must return a Tensor "
                 "(the new gradient) or None (keep the gradient)"
             )
         if tuple(out._data.shape) != tuple(shape):
             raise ValueError(
-                f"a gradient hook returned a gradient of shape {out.shape} for a tensor of "
+                f"gradient hook {name} returned a gradient of shape {out.shape} for a tensor of "
                 f"shape {list(shape)}; return one of the same shape"
             )
         if out._data.dtype != dtype:
-            out = out.astype(dtype)
+            raise TypeError(
+                f"gradient hook {name} returned a {out.dtype} gradient for a {dtype} tensor; a "
+                f"hook must keep the gradient's dtype (nothing is cast back): return "
+                f"grad.astype('{dtype}') if it computes in another dtype"
+            )
         grad = out if graph else out._data
     return grad
