@@ -1,7 +1,11 @@
-"""A hook's result keeps the gradient's dtype and shape (PyTorch raises too).
+"""A backward pass writes every leaf's ``.grad`` or none, and hooks keep the gradient's type.
 
-Before, a hook returning float16 or int64 for a float32 gradient was cast back silently, and a
-float64 result on a leaf became its ``.grad``. Now it raises, naming the hook and both dtypes.
+Before: a hook that raised left ``weight.grad`` written and ``bias.grad`` not, the graph freed,
+and a later ``opt.step()`` updated only some parameters. Now the engine notes each ``.grad``
+before writing it, stages additions into gradients held from before, runs every hook, and
+only then commits; on failure every ``.grad`` is bit for bit what it was and the graph is
+kept, so the pass can be retried (or skipped). A hook's result must have the dtype and shape
+of the gradient it replaces (PyTorch raises too): it is no longer cast back silently.
 """
 
 from __future__ import annotations
@@ -10,6 +14,116 @@ import numpy as np
 import pytest
 
 import minitorch_amp as mt
+from minitorch_amp import nn
+
+
+class HookFailedError(Exception):
+    pass
+
+
+def refuse(grad):
+    raise HookFailedError("this hook refuses")
+
+
+def _model():
+    mt.seed(0)
+    return nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+
+
+def _grads(model) -> list:
+    """Every parameter's ``.grad`` as the user sees it (None, or a copy of its values)."""
+    return [None if p.grad is None else p.grad.numpy().copy() for p in model.parameters()]
+
+
+def _prepare(model, x, before: str) -> None:
+    """Bring the parameters' ``.grad`` into one of three states before the pass under test."""
+    if before in ("stale", "accumulating"):
+        model(x).sum().backward()
+    if before == "stale":
+        model.clear_gradients()  # buffers kept, marked to be overwritten
+
+
+def _assert_same(got: list, want: list) -> None:
+    for g, w in zip(got, want):
+        assert (g is None) == (w is None)
+        if w is not None:
+            np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("before", ["none", "stale", "accumulating"])
+@pytest.mark.parametrize("on", ["first weight", "last bias", "hidden result"])
+def test_a_raising_hook_leaves_every_grad_as_it_was_and_the_graph_retriable(before, on):
+    model, x = _model(), mt.randn([5, 3])
+    _prepare(model, x, before)
+    want = _grads(model)
+    if on == "hidden result":
+        h = model[1](model[0](x))
+        handle = h.register_hook(refuse)
+        loss = model[2](h).sum()
+    else:
+        target = model[0].weight if on == "first weight" else model[2].bias
+        handle = target.register_hook(refuse)
+        loss = model(x).sum()
+    with pytest.raises(HookFailedError):
+        loss.backward()
+    _assert_same(_grads(model), want)
+    handle.remove()
+    loss.backward()  # the graph was not freed: the same pass, retried
+    reference = _model()
+    _prepare(reference, x, before)
+    reference(x).sum().backward()
+    _assert_same(_grads(model), _grads(reference))
+
+
+def test_an_optimizer_step_after_a_failed_backward_changes_no_parameter():
+    model, x = _model(), mt.randn([5, 3])
+    opt = mt.optimizer.SGD(learning_rate=0.1, parameters=model.parameters())
+    model(x).sum().backward()
+    opt.step()
+    opt.clear_grad()
+    values = [p.numpy().copy() for p in model.parameters()]
+    model[2].weight.register_hook(refuse)
+    with pytest.raises(HookFailedError):
+        model(x).sum().backward()
+    opt.step()  # every gradient reads zero: nothing moves (before: the bias alone moved)
+    for p, v in zip(model.parameters(), values):
+        np.testing.assert_array_equal(p.numpy(), v)
+
+
+def test_a_failed_pass_through_grad_frees_nothing():
+    x = mt.to_tensor([1.0, 2.0], stop_gradient=False)
+    h = x * x
+    handle = h.register_hook(refuse)
+    out = (h * 3.0).sum()
+    with pytest.raises(HookFailedError):
+        mt.grad(out, x)
+    handle.remove()
+    (g,) = mt.grad(out, x)
+    np.testing.assert_array_equal(g.numpy(), [6.0, 12.0])
+
+
+def test_a_failed_create_graph_pass_leaves_the_recorded_grads_as_they_were():
+    x, y = mt.to_tensor([2.0], stop_gradient=False), mt.to_tensor([3.0], stop_gradient=False)
+    (x * y).sum().backward(create_graph=True)
+    recorded = x.grad, y.grad
+    # (before: y's gradient, which arrives first, was accumulated, then x's hook raised)
+    y.register_hook(lambda g: None)
+    x.register_hook(refuse)
+    with pytest.raises(HookFailedError):
+        (x * x * y).sum().backward(create_graph=True)
+    assert (x.grad, y.grad) == recorded  # the same recorded tensors
+    assert x.grad.numpy()[0] == 3.0 and y.grad.numpy()[0] == 2.0
+
+
+def test_leaf_hooks_still_run_before_the_gradient_is_accumulated():
+    x = mt.to_tensor([1.0, 2.0], stop_gradient=False)
+    (x * 3.0).sum().backward()
+    seen = []
+    x.register_hook(lambda g: seen.append((g.numpy().copy(), x.grad.numpy().copy())))
+    (x * 5.0).sum().backward()
+    np.testing.assert_array_equal(seen[0][0], [5.0, 5.0])  # this pass's gradient
+    np.testing.assert_array_equal(seen[0][1], [3.0, 3.0])  # .grad not yet accumulated
+    np.testing.assert_array_equal(x.grad.numpy(), [8.0, 8.0])
 
 
 # ---- a hook's result keeps the gradient's dtype and shape ----------------------------------

@@ -19,6 +19,7 @@ from ..backend import dtypes as _dtypes
 from ..backend import sync
 from ..backend.primitives import unbroadcast
 from .dispatch import hooks
+from .leaf_writes import LeafWrites
 from .ops.cast import report_cast
 from .tensor import Tensor
 
@@ -65,13 +66,18 @@ def _conform(grad, tensor: Tensor):
     return grad
 
 
-def _accumulate_leaf(leaf: Tensor, grad, owned: bool) -> None:
+def _accumulate_leaf(leaf: Tensor, grad, owned: bool, writes: LeafWrites) -> None:
     """Add ``grad`` into ``leaf.grad`` in place; copy first if ``grad`` may be shared.
 
     A buffer that ``clear_grad()`` left stale is overwritten instead: one copy in place of a
     fill and an add, and the gradient keeps its address from step to step (the optimizer's
-    kernel table and a captured CUDA graph rely on that).
+    kernel table and a captured CUDA graph rely on that). ``writes`` notes the ``.grad`` as it
+    was, and stages an addition into a gradient held from before the pass (``leaf_writes``).
     """
+    if writes.holds_old(leaf):
+        writes.stage(leaf, grad)
+        return
+    writes.note(leaf)
     store = leaf._grad_value
     if store is None:
         leaf._grad = Tensor._wrap(grad if owned else grad.copy())
@@ -185,10 +191,15 @@ def run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocked
 def _run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocked=frozenset()):
     """The backward pass: push ``seeds`` (d/d root) from ``roots`` to the leaves.
 
+    All or nothing: if anything fails (a hook raises, out of memory),
+    every ``.grad`` is put back as it was (``leaf_writes``) and the graph is not freed, so
+    the pass can be retried or skipped. Leaf hooks all run before any leaf with hooks gets
+    its gradient; the graph is freed once the pass has succeeded.
+
     Args:
         roots, seeds: the tensors to differentiate and their incoming gradients (arrays; with
             ``create_graph``, Tensors).
-        retain_graph: keep the nodes (else each is freed once passed).
+        retain_graph: keep the nodes (else each is freed at the end).
         create_graph: run the ops' differentiable backward (``higher_order``), recording it.
         targets: None to accumulate into every leaf's ``.grad`` (``backward()``); else the
             tensors whose gradients are wanted (``grad()``): nothing is accumulated, and
@@ -203,6 +214,7 @@ def _run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocke
     if create_graph:
         higher_order.check_supported(order if needed is None else needed)
     grads, found, leaves = {}, {}, {}  # per node; per target; per leaf summed before use
+    writes = LeafWrites()
 
     def arrive(t: Tensor, g, owned: bool) -> None:  # ``g`` (conformed) reaches tensor ``t``
         if t._node is not None:
@@ -213,33 +225,46 @@ def _run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocke
                 entry = leaves.get(id(t))
                 leaves[id(t)] = (t, g if entry is None else entry[1] + g)
         elif t._grad_stale and g is t._grad_value._data:  # written in place by the op
+            writes.note(t)
             t._grad_stale = False
         else:
-            _accumulate_leaf(t, g, owned=owned)
+            _accumulate_leaf(t, g, owned, writes)
 
-    for root, seed in zip(roots, seeds):
-        arrive(root, seed, owned=False)
-    with higher_order.recording(create_graph):
-        for node in order:
-            grad = grads.pop(node, None)
-            if grad is not None:
+    try:
+        for root, seed in zip(roots, seeds):
+            arrive(root, seed, owned=False)
+        with higher_order.recording(create_graph):
+            for node in order:
+                grad = grads.pop(node, None)
+                if grad is None:
+                    continue
                 if node.hooks:
                     grad = run_hooks(node.hooks, grad, *_meta(grad), create_graph)
                 if node in at_node:
                     found[id(at_node[node])] = grad
                 if needed is None or node in needed:
                     _propagate(node, grad, create_graph, capture, blocked, arrive)
-            if not retain_graph:
-                node.free()
-        for t, g in leaves.values():
-            if t._hooks:
-                g = run_hooks(t._hooks, g, t._data.shape, t._data.dtype, create_graph)
-            if capture:
-                found[id(t)] = g
-            elif create_graph:
-                _accumulate_graph_leaf(t, g)
-            else:
-                _accumulate_leaf(t, g, owned=False)
+            # every leaf's hooks first, then the gradients: a raising hook leaves no .grad
+            final = [
+                (t, run_hooks(t._hooks, g, t._data.shape, t._data.dtype, create_graph))
+                if t._hooks
+                else (t, g)
+                for t, g in leaves.values()
+            ]
+            for t, g in final:
+                if capture:
+                    found[id(t)] = g
+                elif create_graph:
+                    _accumulate_graph_leaf(t, g, writes)
+                else:
+                    _accumulate_leaf(t, g, False, writes)
+    except BaseException:
+        writes.undo()
+        raise
+    writes.commit()
+    if not retain_graph:
+        for node in order:
+            node.free()
     return found
 
 
@@ -297,9 +322,10 @@ def _needed(order: list, wanted, blocked) -> set:
     return needed
 
 
-def _accumulate_graph_leaf(leaf: Tensor, grad: Tensor) -> None:
+def _accumulate_graph_leaf(leaf: Tensor, grad: Tensor, writes: LeafWrites) -> None:
     """``backward(create_graph=True)``: ``leaf.grad`` becomes a recorded sum (out of place,
     so it can be differentiated); a stale buffer is replaced."""
+    writes.note(leaf)
     store = leaf._grad_value
     if store is None or leaf._grad_stale:
         leaf._grad = grad
