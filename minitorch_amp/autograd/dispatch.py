@@ -9,6 +9,7 @@ statistics and NaN/Inf checks hook in here and nowhere else.
 from __future__ import annotations
 
 import contextvars
+from weakref import ref as _weak
 
 import numpy as np
 
@@ -52,17 +53,23 @@ class Node:
     """One recorded op application: the op, what its forward saved, and the inputs to grad.
 
     ``inputs`` holds, per positional input, the Tensor when it needs a gradient, else None.
-    After a backward without ``retain_graph`` the node is freed: ``ctx`` and ``inputs`` are
-    dropped so the saved arrays can be reclaimed at once. ``hooks`` holds the hooks
-    registered on the node's result with ``Tensor.register_hook`` (None when there are none).
+    ``versions`` holds, per positional input, what backward needs to check that a tensor the
+    op saved was not written in place since (``versions.check``): None for a constant, the
+    version as the op ran for a Tensor in ``inputs``, ``(weak reference, version)`` for a
+    Tensor that gets no gradient (a data batch, a mask: while it lives). A PyLayer's nodes
+    have none (its ``save_for_backward`` checks its own). After a successful backward without
+    ``retain_graph`` the node is freed: ``ctx`` and ``inputs`` are dropped so the saved arrays
+    can be reclaimed. ``hooks`` holds the hooks registered on the node's result with
+    ``Tensor.register_hook`` (None when there are none).
     """
 
-    __slots__ = ("op", "ctx", "inputs", "freed", "hooks")
+    __slots__ = ("op", "ctx", "inputs", "versions", "freed", "hooks")
 
-    def __init__(self, op: type[Op], ctx: Context, inputs: tuple):
+    def __init__(self, op: type[Op], ctx: Context, inputs: tuple, versions=None):
         self.op = op
         self.ctx = ctx
         self.inputs = inputs
+        self.versions = versions
         self.freed = False
         self.hooks = None
 
@@ -149,24 +156,30 @@ def apply(op: type[Op], *inputs, **attrs) -> Tensor:
     state = autocast_state.get()
     if state is not None and op.amp != NONE:
         inputs = hooks.autocast(op, inputs, state)
-    # One pass over the inputs: the arrays, which inputs get a gradient, and whether a 16-bit
-    # array is among them (where overflow to inf is expected).
+    # One pass over the inputs: the arrays, which inputs get a gradient, each tensor's version
+    # (for backward's check that what the op saved is unchanged), and whether a 16-bit array
+    # is among them (where overflow to inf is expected).
     grad_mode = _enabled.get()
-    arrays, wants = [], []
+    arrays, wants, versions = [], [], []
     record = half = False
     for x in inputs:
         if isinstance(x, Tensor):
             a = x._data
             dtype = a.dtype
-            if grad_mode and not x.stop_gradient and (dtype.kind == "f" or dtype == bfloat16):
+            if not grad_mode:  # nothing is recorded: no versions to keep
+                wants.append(None)
+            elif not x.stop_gradient and (dtype.kind == "f" or dtype == bfloat16):
                 record = True
                 wants.append(x)
-            else:
+                versions.append(x._version)
+            else:  # weakly: a dead tensor cannot have changed, and its array may be freed
                 wants.append(None)
+                versions.append((_weak(x), x._version))
         else:
             a = x
             dtype = getattr(x, "dtype", None)
             wants.append(None)
+            versions.append(None)
         if dtype is _HALF or dtype is bfloat16:  # their dtypes are one object each
             half = True
         arrays.append(a)
@@ -187,7 +200,7 @@ def apply(op: type[Op], *inputs, **attrs) -> Tensor:
         # keep the inputs that get a gradient: floating Tensors with stop_gradient=False;
         # backward may skip the gradients nobody asked for (the first layer's input grad)
         ctx.needs_grad = tuple(w is not None for w in wants)
-        out._node = Node(op, ctx, tuple(wants))
+        out._node = Node(op, ctx, tuple(wants), versions)
         out.stop_gradient = False
     if hooks.observers:
         for observe in hooks.observers:

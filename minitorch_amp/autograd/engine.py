@@ -18,6 +18,7 @@ import numpy as np
 from ..backend import dtypes as _dtypes
 from ..backend import sync
 from ..backend.primitives import unbroadcast
+from . import versions
 from .dispatch import hooks
 from .leaf_writes import LeafWrites
 from .ops.cast import report_cast
@@ -191,7 +192,7 @@ def run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocked
 def _run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocked=frozenset()):
     """The backward pass: push ``seeds`` (d/d root) from ``roots`` to the leaves.
 
-    All or nothing: if anything fails (a hook raises, out of memory),
+    All or nothing: if anything fails (a hook raises, a saved tensor changed, out of memory),
     every ``.grad`` is put back as it was (``leaf_writes``) and the graph is not freed, so
     the pass can be retried or skipped. Leaf hooks all run before any leaf with hooks gets
     its gradient; the graph is freed once the pass has succeeded.
@@ -214,12 +215,15 @@ def _run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocke
     if create_graph:
         higher_order.check_supported(order if needed is None else needed)
     grads, found, leaves = {}, {}, {}  # per node; per target; per leaf summed before use
+    written = {}  # per node: its result, when that was written in place (version not 0)
     writes = LeafWrites()
 
     def arrive(t: Tensor, g, owned: bool) -> None:  # ``g`` (conformed) reaches tensor ``t``
         if t._node is not None:
             previous = grads.get(t._node)
             grads[t._node] = g if previous is None else previous + g
+            if t._version:
+                written[t._node] = t
         elif capture or create_graph or t._hooks:
             if not capture or id(t) in wanted:
                 entry = leaves.get(id(t))
@@ -243,6 +247,7 @@ def _run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocke
                 if node in at_node:
                     found[id(at_node[node])] = grad
                 if needed is None or node in needed:
+                    versions.check(node, written.get(node), create_graph)
                     _propagate(node, grad, create_graph, capture, blocked, arrive)
             # every leaf's hooks first, then the gradients: a raising hook leaves no .grad
             final = [

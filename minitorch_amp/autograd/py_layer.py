@@ -38,7 +38,7 @@ hidden tensor; gradients meet at the call node as ``engine.SlotGrads``, one entr
 
 from __future__ import annotations
 
-from . import engine, higher_order
+from . import engine, higher_order, versions
 from .dispatch import Node
 from .grad_mode import _enabled, no_grad
 from .op import NONE, Context, Op
@@ -52,13 +52,24 @@ class PyLayerContext:
     not_inplace_tensors: tuple = ()
     non_differentiable: tuple = ()
     materialize_grads = True
+    _layer = "PyLayer"  # the subclass's name, set by apply (for messages)
+    _saved_versions: tuple = ()
 
     def save_for_backward(self, *tensors) -> None:
-        """Keep ``tensors`` for ``backward`` (call it once, in ``forward``)."""
+        """Keep ``tensors`` for ``backward`` (call it once, in ``forward``), and their
+        versions: :meth:`saved_tensor` refuses one written in place since."""
         self.container = tensors
+        self._saved_versions = tuple(getattr(t, "_version", None) for t in tensors)
 
     def saved_tensor(self):
-        """The tensors given to :meth:`save_for_backward` (a tuple), or None."""
+        """The tensors given to :meth:`save_for_backward` (a tuple), or None.
+
+        Raises:
+            RuntimeError: one of them was written in place (``set_value``, ...) since it was
+                saved: backward would compute from the new values.
+        """
+        if self.container is not None:
+            versions.check_saved(self._layer, self.container, self._saved_versions)
         return self.container
 
     def mark_not_inplace(self, *tensors) -> None:
@@ -112,6 +123,7 @@ class PyLayer:
         inputs = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
         _refuse_nested(cls, (*args, *kwargs.values()), "arguments")
         ctx = PyLayerContext()
+        ctx._layer = cls.__name__
         with no_grad():
             result = cls.forward(ctx, *args, **kwargs)
         items = list(result) if isinstance(result, (tuple, list)) else [result]

@@ -1,0 +1,167 @@
+"""A tensor an op saved for backward must not change before that backward runs.
+
+Every in-place write of a tensor's values (``set_value``, ``copy_``, ``Layer.set_state_dict``)
+bumps its version. Each recorded op notes the version of its tensor inputs; before the op's
+backward runs, the engine compares: if a tensor the op saved changed, backward would compute
+from the new values, silently. It raises instead, PyTorch's "modified by an inplace operation",
+naming the tensor, the op and both versions, before any ``.grad`` is written. A change to an
+input the op did not save (an add's) is harmless and allowed, as in PyTorch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import minitorch_amp as mt
+from minitorch_amp import nn
+from minitorch_amp.autograd import PyLayer
+
+
+def _leaf(values, dtype="float32"):
+    return mt.to_tensor(np.asarray(values, dtype=dtype), stop_gradient=False)
+
+
+def _set(tensor, value) -> None:
+    with mt.no_grad():
+        tensor.set_value(np.full(tensor.shape, value, dtype=tensor.dtype))
+
+
+def test_changing_an_input_an_op_saved_makes_backward_raise_instead_of_a_wrong_gradient():
+    x = _leaf([1.0, 1.0, 1.0])
+    y = x * x
+    _set(x, 5.0)  # before the check, backward gave 2 * 5 = 10 instead of 2, silently
+    with pytest.raises(RuntimeError) as info:
+        y.sum().backward()
+    message = str(info.value)
+    for part in (
+        "modified in place",
+        "'multiply'",
+        "float32 tensor of shape [3]",
+        "saved at version 0",
+        "now at version 1",
+        "after backward()",
+    ):
+        assert part in message, part
+    assert x.grad is None
+
+
+def test_the_message_names_a_linear_layers_weight_changed_between_forward_and_backward():
+    fc = nn.Linear(3, 2)
+    out = fc(mt.ones([4, 3])).sum()
+    fc.weight.set_value(np.zeros([3, 2], "float32"))
+    with pytest.raises(RuntimeError, match=rf"'linear'.*'{fc.weight.name}'"):
+        out.backward()
+    assert fc.weight.grad is None and fc.bias.grad is None
+
+
+def test_set_state_dict_between_forward_and_backward_is_seen():
+    fc = nn.Linear(3, 2)
+    out = fc(mt.ones([4, 3])).sum()
+    fc.set_state_dict(nn.Linear(3, 2).state_dict())
+    with pytest.raises(RuntimeError, match="modified in place"):
+        out.backward()
+
+
+def test_copy_is_an_in_place_write_too():
+    x = _leaf([2.0])
+    y = x * x
+    x.copy_(mt.to_tensor([3.0]))
+    with pytest.raises(RuntimeError, match=r"saved at version 0.*now at version 1"):
+        y.backward()
+
+
+def test_a_saved_input_that_needs_no_gradient_is_checked_too():
+    batch = mt.ones([4, 3])  # stop_gradient=True, but Linear's weight gradient reads it
+    fc = nn.Linear(3, 2)
+    out = fc(batch).sum()
+    _set(batch, 7.0)
+    with pytest.raises(RuntimeError, match="input 0 of 'linear'"):
+        out.backward()
+
+
+def test_a_saved_result_is_checked_too():
+    x = _leaf([0.5, 1.0])
+    y = x.exp()  # exp's backward reads its result
+    _set(y, 0.0)
+    with pytest.raises(RuntimeError, match=r"the result of 'exp'.*saved at version 0"):
+        y.sum().backward()
+
+
+def test_an_input_the_op_did_not_save_may_change():
+    x, w = _leaf([1.0, 2.0]), _leaf([3.0, 4.0])
+    y = (x + w) * 2.0  # add's backward reads neither input
+    _set(w, 0.0)
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])
+    np.testing.assert_array_equal(w.grad.numpy(), [2.0, 2.0])
+
+
+def test_a_change_after_backward_is_fine_but_a_retained_graph_then_refuses():
+    x = _leaf([1.0, 2.0])
+    loss = (x * x).sum()
+    loss.backward(retain_graph=True)
+    _set(x, 0.0)  # the optimizer's kind of write, after backward: allowed
+    with pytest.raises(RuntimeError, match="modified in place"):
+        loss.backward()  # the retained graph saved the old values
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 4.0])  # the first backward's
+
+
+def test_a_failed_check_writes_no_grad_and_frees_nothing():
+    x, w = _leaf([1.0, 2.0]), _leaf([3.0, 4.0])
+    out = (x * x * w).sum()  # backward reaches w's multiply first, then x's
+    _set(x, 0.0)
+    with pytest.raises(RuntimeError, match="modified in place"):
+        out.backward()
+    assert w.grad is None and x.grad is None
+    (gw,) = mt.grad(out, w)  # the graph is intact: the part that reads only x * x still runs
+    np.testing.assert_array_equal(gw.numpy(), [1.0, 4.0])
+
+
+def test_with_create_graph_a_changed_input_is_refused_even_if_the_op_saved_only_its_result():
+    # exp's first backward reads its result only; its recorded backward reads the input
+    x = _leaf([0.5])
+    y = x.exp().sum()
+    _set(x, 2.0)
+    with pytest.raises(RuntimeError, match="input 0 of 'exp'"):
+        mt.grad(y, x, create_graph=True)
+    (g,) = mt.grad(y, x)  # once, from the saved result: exp(0.5)
+    np.testing.assert_allclose(g.numpy(), np.exp([0.5]), rtol=1e-6)
+
+
+def test_grad_checks_versions_like_backward():
+    x = _leaf([1.0, 2.0])
+    y = (x * x).sum()
+    _set(x, 3.0)
+    with pytest.raises(RuntimeError, match="modified in place"):
+        mt.grad(y, x)
+
+
+class Cube(PyLayer):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x * x
+
+    @staticmethod
+    def backward(ctx, dy):
+        (x,) = ctx.saved_tensor()
+        return dy * 3 * x * x
+
+
+def test_a_py_layers_saved_tensor_changed_before_backward_raises_naming_the_layer():
+    x = _leaf([1.0, 2.0])
+    y = Cube.apply(x)
+    _set(x, 10.0)
+    with pytest.raises(RuntimeError) as info:
+        y.sum().backward()
+    message = str(info.value)
+    assert "Cube" in message and "saved tensor 0" in message
+    assert "saved at version 0" in message and "now at version 1" in message
+    assert x.grad is None
+
+
+def test_a_py_layers_saved_tensors_unchanged_give_the_gradient():
+    x = _leaf([1.0, 2.0])
+    Cube.apply(x).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 12.0])
