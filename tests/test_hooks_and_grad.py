@@ -112,6 +112,24 @@ def test_grad_outputs_weights_each_output_and_none_means_ones():
         mt.grad([a, b], x, grad_outputs=[None])
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        lambda x: x,  # the output is the input: the gradient is grad_outputs itself
+        lambda x: x + 0.0,  # add hands its incoming gradient on as it is
+        lambda x: x.reshape([2, 1]).reshape([2]),  # reshape hands on a view of it
+    ],
+    ids=["the input itself", "add", "reshape"],
+)
+def test_grad_never_returns_the_callers_grad_outputs_array(path):
+    x = _leaf([1.0, 2.0])
+    v = mt.to_tensor([10.0, 20.0])
+    (g,) = mt.grad(path(x), x, grad_outputs=v)
+    assert not np.shares_memory(g._data, v._data)
+    v.set_value(np.zeros(2, "float32"))  # the caller reuses its buffer
+    np.testing.assert_array_equal(g.numpy(), [10.0, 20.0])
+
+
 def test_an_unused_input_is_an_error_unless_allow_unused():
     x, u = _leaf([1.0]), _leaf([2.0])
     with pytest.raises(ValueError, match="does not appear in the backward graph"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 import pytest
 
@@ -232,6 +234,32 @@ def test_a_returned_saved_tensor_is_not_adopted_as_a_grad_buffer():
     ReturnSaved.apply(x, w).sum().backward()
     ReturnSaved.apply(x, w).sum().backward()  # accumulates into x.grad
     assert x.grad.numpy()[0] == 10.0 and w.numpy()[0] == 5.0
+
+
+class RecordsGradMode(PyLayer):
+    seen: ClassVar[list] = []
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * 2.0
+
+    @staticmethod
+    def backward(ctx, dy):
+        (x,) = ctx.saved_tensor()
+        recorded = not (x * 1.0).stop_gradient  # x needs a gradient: recorded iff grad mode
+        RecordsGradMode.seen.append((mt.is_grad_enabled(), recorded))
+        return dy * 2.0
+
+
+def test_backward_runs_with_grad_recording_off_unless_create_graph():
+    RecordsGradMode.seen = []
+    x = _leaf([1.0, 2.0])
+    RecordsGradMode.apply(x).sum().backward()
+    with mt.enable_grad():  # whatever the caller's mode: off inside backward
+        mt.grad(RecordsGradMode.apply(x).sum(), x)
+    mt.grad(RecordsGradMode.apply(x).sum(), x, create_graph=True)
+    assert RecordsGradMode.seen == [(False, False), (False, False), (True, True)]
 
 
 def test_unimplemented_forward_and_backward_raise():
