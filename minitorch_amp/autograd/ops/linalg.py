@@ -142,6 +142,9 @@ class Linear(Op):
                 f"{x.shape[-1]} != {weight.shape[0]})"
             )
         ctx.x, ctx.weight, ctx.has_bias = x, weight, bias is not None
+        if x.ndim > 2:  # NOTE: one GEMM over all rows; NumPy multiplies a stack matrix by matrix
+            out = linear(x.reshape(math.prod(x.shape[:-1]), x.shape[-1]), weight, bias)
+            return out.reshape(*x.shape[:-1], weight.shape[1])
         return linear(x, weight, bias)
 
     @staticmethod
@@ -158,8 +161,8 @@ class Linear(Op):
         if grad.dtype != product:  # back through the add's cast of the product
             with np.errstate(over="ignore"):
                 grad = grad.astype(product)
-        gx = matmul(grad, w, False, True) if needs_x else None  # data needs none
         g2 = grad.reshape(rows, grad.shape[-1])
+        gx = matmul(g2, w, False, True).reshape(x.shape) if needs_x else None  # data needs none
         gw = None
         if needs_w:  # written straight into the weight's gradient buffer when it has one
             gw = matmul(x.reshape(rows, x.shape[-1]), g2, True, False, out=_same(w_out, w))
