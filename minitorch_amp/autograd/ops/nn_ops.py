@@ -53,6 +53,8 @@ class Dropout(Op):
 
     @staticmethod
     def backward(ctx, grad):
+        if isinstance(ctx.factor, float) and ctx.factor == 1.0:  # p = 0: nothing was dropped
+            return grad
         return (grad * ctx.factor).astype(grad.dtype, copy=False)
 
 
