@@ -19,6 +19,7 @@ EXAMPLES = [
     "digits_cnn.py",
     "distributed_simple_net.py",
     "plot_amp.py",
+    "gpt.py",
 ]
 
 

@@ -1,0 +1,156 @@
+"""examples/gpt.py trains a character-level GPT as a Paddle user writes one: every level
+learns, weights are tied, decay spares biases and norms, sampling obeys temperature and top-k.
+
+The tests use a small model (one layer, width 32) so that they take seconds
+(tests/test_gpt_parity.py runs the example's own configuration against PyTorch).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import minitorch_amp as mt
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {"context": 16, "width": 32, "num_layers": 1, "num_heads": 2}
+
+
+@pytest.fixture
+def gpt(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    import gpt
+
+    return gpt
+
+
+@pytest.fixture
+def cpu():
+    before = str(mt.get_device())
+    mt.set_device("cpu")
+    yield
+    mt.set_device(before)
+
+
+def test_the_command_line_trains_reports_a_final_loss_and_prints_a_sample():
+    out = subprocess.run(
+        [
+            sys.executable, str(ROOT / "examples" / "gpt.py"), "--device", "cpu",
+            "--steps", "4", "--warmup", "2", "--eval-every", "2", "--batch-size", "4",
+            "--context", "16", "--width", "32", "--layers", "1", "--heads", "2",
+            "--sample-length", "12", "--prompt", "The",
+        ],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("GPT on cpu, fp32: 1 layers, 2 heads, width 32, context 16")
+    assert sum(line.startswith("step ") for line in lines) == 2  # steps 2 and 4
+    assert any(line.startswith("final loss: train ") for line in lines)
+    header = next(line for line in lines if line.startswith("sample (temperature 0.8, top-k 10)"))
+    sample = out.stdout.split(header + "\n", 1)[1].removesuffix("\n")  # print's own newline
+    assert sample.startswith("The") and len(sample) == len("The") + 12  # the prompt, 12 more
+
+
+def test_bad_sizes_are_refused_with_the_option_to_change():
+    script = str(ROOT / "examples" / "gpt.py")
+    out = subprocess.run(
+        [sys.executable, script, "--width", "30", "--heads", "4"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 2 and "--width (30) must be a multiple of --heads (4)" in out.stderr
+
+
+RUN = dict(
+    steps=100,
+    batch_size=16,
+    warmup=10,
+    eval_every=100,
+    learning_rate=3e-3,
+    dropout=0.0,
+    log=lambda *a: None,
+)
+
+
+@functools.cache
+def final_val_loss(gpt, level: str) -> tuple[float, int]:
+    """The validation loss after training the tiny GPT at ``level``, and the vocabulary size."""
+    _, tokenizer, history = gpt.train(level=level, **RUN, **TINY)
+    return history[-1][2], tokenizer.vocab_size
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("level", ["fp32", "O1", "O2", "bf16"])
+def test_every_level_learns_the_corpus_and_stays_near_fp32(gpt, cpu, level):
+    val_loss, vocab_size = final_val_loss(gpt, level)
+    assert val_loss < math.log(vocab_size) - 1.0  # far below a uniform guess
+    reference, _ = final_val_loss(gpt, "fp32")
+    tolerance = {"fp32": 0.0, "O1": 0.01, "O2": 0.01, "bf16": 0.02}[level]
+    assert abs(val_loss - reference) <= tolerance * reference
+
+
+def test_o2_keeps_float16_weights_and_float32_layer_norms(gpt, cpu):
+    model, _, _ = gpt.train(level="O2", steps=2, warmup=1, log=lambda *a: 0, **TINY)
+    assert model.token_embedding.weight.dtype == mt.float16  # also the output projection
+    assert model.blocks.layers[0].linear1.weight.dtype == mt.float16
+    assert model.blocks.layers[0].norm1.weight.dtype == mt.float32
+
+
+def test_the_output_projection_is_the_token_embedding(gpt, cpu):
+    mt.seed(0)
+    model = gpt.GPT(vocab_size=11, **TINY)
+    big = [p for p in model.parameters() if 11 in p.shape]
+    assert big == [model.token_embedding.weight]  # no separate [width, vocab] projection
+    model.eval()
+    tokens = mt.to_tensor(np.array([[1, 2, 3]]))
+    before = model(tokens).numpy()
+    model.token_embedding.weight.set_value(np.zeros([11, 32], np.float32))
+    assert np.all(model(tokens).numpy() == 0) and np.any(before != 0)
+
+
+def test_weight_decay_shrinks_the_2d_weights_only(gpt, cpu):
+    mt.seed(0)
+    model = gpt.GPT(vocab_size=11, dropout=0.0, **TINY)
+    opt, schedule = gpt.build_optimizer(
+        model, learning_rate=0.5, steps=4, warmup=1, weight_decay=0.1
+    )
+    schedule.step()  # past the warmup's lr of 0
+    before = {p.name: p.numpy().copy() for p in model.parameters()}
+    (model(mt.to_tensor(np.array([[1, 2]]))) * 0.0).sum().backward()  # zero gradients
+    opt.step()  # Adam's part is 0 / (0 + eps): only the decay moves anything
+    for p in model.parameters():
+        factor = 1 - 0.5 * 0.1 if p.ndim == 2 else 1.0
+        np.testing.assert_allclose(p.numpy(), before[p.name] * factor, rtol=1e-6, err_msg=p.name)
+
+
+def test_generate_with_top_k_1_is_greedy_and_keeps_the_prompt(gpt, cpu):
+    mt.seed(0)
+    model = gpt.GPT(vocab_size=11, **TINY)
+    prompt = mt.to_tensor(np.array([[3, 1, 4]]))
+    out = model.generate(prompt, length=20, temperature=0.7, top_k=1).numpy()[0]
+    assert out.shape == (23,) and list(out[:3]) == [3, 1, 4]  # beyond the context of 16 too
+    assert model.training  # generate() evaluates in eval mode and restores the mode it found
+    model.eval()
+    for i in range(3, 23):
+        window = mt.to_tensor(out[None, max(0, i - 16) : i])
+        assert out[i] == int(np.argmax(model(window).numpy()[0, -1]))
+
+
+def test_generate_samples_only_among_the_top_k(gpt, cpu):
+    mt.seed(0)
+    model = gpt.GPT(vocab_size=11, **TINY)
+    prompt = mt.to_tensor(np.array([[5]]))
+    model.eval()
+    allowed = set(np.argsort(model(prompt).numpy()[0, -1])[-3:].tolist())
+    draws = {
+        int(model.generate(prompt, 1, temperature=5.0, top_k=3).numpy()[0, 1]) for _ in range(60)
+    }
+    assert draws <= allowed and len(draws) > 1  # a high temperature spreads over all three
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        model.generate(prompt, 1, temperature=0.0)
