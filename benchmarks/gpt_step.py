@@ -1,0 +1,300 @@
+"""One training step of the example's GPT, ours against the same model in PyTorch.
+
+The model is ``examples/gpt.py``'s (4 layers, 4 heads, width 128, context 64, weights tied,
+dropout 0 here), batch 16 of the docs corpus; the step is forward, cross-entropy, backward,
+global-norm clipping and AdamW (decay on the 2-D weights only) with warmup + cosine. PyTorch
+runs ``nn.TransformerEncoderLayer(norm_first=True, batch_first=True)`` blocks with the same
+initial weights (ours transposed: our Linear weights are ``[in, out]``), the same batches
+and hyper-parameters, in the same process, on the same device, interleaved in blocks
+(``timing.interleave``).
+
+    python benchmarks/gpt_step.py                  # fp32, 1 thread each: ~30 s on 2 cores
+    python benchmarks/gpt_step.py --parity         # 40 steps, fp32: the losses step by step
+    python benchmarks/gpt_step.py --level O1       # auto_cast against torch.autocast
+    python benchmarks/gpt_step.py --profile        # ours by part and op (host_profile's tables)
+    python benchmarks/gpt_step.py --device gpu --level O2 --batch 64
+
+NOTE: each framework gets ``--threads`` threads (1 by default): ``torch.set_num_threads`` and,
+for NumPy's BLAS, threadpoolctl (installed with scikit-learn). Without threadpoolctl NumPy
+keeps its own thread count, and the script says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+
+import gpt
+from timing import interleave, torch_device, warmup_seconds
+
+import minitorch_amp as mt
+
+try:
+    import torch
+except ImportError:  # the comparison is optional: ours alone still runs
+    torch = None
+
+try:
+    from threadpoolctl import threadpool_limits
+except ImportError:
+    threadpool_limits = None
+
+CONFIG = {"context": 64, "width": 128, "num_layers": 4, "num_heads": 4}
+LEARNING_RATE, WARMUP, STEPS, WEIGHT_DECAY = 1e-3, 20, 200, 0.1  # the example's defaults
+# NOTE: the parity run peaks at half the example's rate. At the example's 1e-3 the two runs
+# agree to 1 ULP of the loss (4.8e-7) until a gradient spike at step 25, after which training
+# amplifies rounding differences: the largest gap over 40 steps measured 1.4e-5 and 4.3e-6 on
+# two revisions of the library an hour apart. At 5e-4 nothing
+# amplifies them within 40 steps, so the gap shows whether the arithmetic agrees.
+PARITY_LEARNING_RATE, PARITY_STEPS, PARITY_BOUND = 5e-4, 40, 1e-5
+
+
+# ---- PyTorch ---------------------------------------------------------------------------------
+def torch_gpt(vocab_size: int, context: int, width: int, num_layers: int, num_heads: int):
+    """The example's GPT in PyTorch: the same layers, names and order, dropout 0."""
+
+    class TorchGPT(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.token_embedding = torch.nn.Embedding(vocab_size, width)
+            self.position_embedding = torch.nn.Embedding(context, width)
+            layer = torch.nn.TransformerEncoderLayer(
+                width, num_heads, 4 * width, dropout=0.0, activation="gelu",
+                batch_first=True, norm_first=True,
+            )  # fmt: skip
+            self.blocks = torch.nn.TransformerEncoder(
+                layer, num_layers, norm=torch.nn.LayerNorm(width), enable_nested_tensor=False
+            )
+            mask = torch.nn.Transformer.generate_square_subsequent_mask(context)
+            self.register_buffer("causal_mask", mask, persistent=False)
+
+        def forward(self, tokens):
+            seq = tokens.shape[1]
+            positions = torch.arange(seq, device=tokens.device)
+            x = self.token_embedding(tokens) + self.position_embedding(positions)
+            x = self.blocks(x, mask=self.causal_mask[:seq, :seq], is_causal=True)
+            return x @ self.token_embedding.weight.T
+
+    return TorchGPT()
+
+
+def copy_weights(ours: gpt.GPT, theirs) -> None:
+    """Load our GPT's weights into the PyTorch one: Linear weights transposed (``[in, out]``
+    here, ``[out, in]`` there), the q/k/v projections stacked into ``in_proj``."""
+
+    def t(param, transpose=False):
+        array = param.numpy()
+        return torch.from_numpy(np.ascontiguousarray(array.T if transpose else array))
+
+    with torch.no_grad():
+        theirs.token_embedding.weight.copy_(t(ours.token_embedding.weight))
+        theirs.position_embedding.weight.copy_(t(ours.position_embedding.weight))
+        for a, b in zip(ours.blocks.layers, theirs.blocks.layers):
+            attn = a.self_attn
+            projections = (attn.q_proj, attn.k_proj, attn.v_proj)
+            b.self_attn.in_proj_weight.copy_(torch.cat([t(p.weight, True) for p in projections]))
+            b.self_attn.in_proj_bias.copy_(torch.cat([t(p.bias) for p in projections]))
+            b.self_attn.out_proj.weight.copy_(t(attn.out_proj.weight, True))
+            b.self_attn.out_proj.bias.copy_(t(attn.out_proj.bias))
+            for name in ("linear1", "linear2"):
+                getattr(b, name).weight.copy_(t(getattr(a, name).weight, True))
+                getattr(b, name).bias.copy_(t(getattr(a, name).bias))
+            for name in ("norm1", "norm2"):
+                getattr(b, name).weight.copy_(t(getattr(a, name).weight))
+                getattr(b, name).bias.copy_(t(getattr(a, name).bias))
+        theirs.blocks.norm.weight.copy_(t(ours.blocks.norm.weight))
+        theirs.blocks.norm.bias.copy_(t(ours.blocks.norm.bias))
+
+
+def warmup_cosine(step: int, warmup: int = WARMUP, steps: int = STEPS) -> float:
+    """The factor on the peak rate that ``LinearWarmup(CosineAnnealingDecay)`` gives at ``step``."""
+    if step < warmup:
+        return step / warmup
+    return (1.0 + math.cos(math.pi * (step - warmup) / max(steps - warmup, 1))) / 2.0
+
+
+def torch_training(model, level: str, device, learning_rate: float = LEARNING_RATE):
+    """PyTorch's step for ``model``: AdamW (decay on 2-D weights), clipping, the schedule."""
+    params = list(model.parameters())
+    optimizer = torch.optim.AdamW(
+        [
+            {"params": [p for p in params if p.ndim == 2], "weight_decay": WEIGHT_DECAY},
+            {"params": [p for p in params if p.ndim != 2], "weight_decay": 0.0},
+        ],
+        lr=learning_rate, betas=(0.9, 0.95), eps=1e-8, foreach=True,
+    )  # fmt: skip
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine)
+    low = {"O1": torch.float16, "O2": torch.float16, "bf16": torch.bfloat16}.get(level)
+    scaler = torch.amp.GradScaler(device.type, enabled=low == torch.float16)
+
+    def step(x, y):
+        with torch.autocast(device.type, dtype=low or torch.float32, enabled=low is not None):
+            logits = model(x)
+        loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), y.flatten())
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+        schedule.step()
+        return loss
+
+    return step
+
+
+# ---- ours ------------------------------------------------------------------------------------
+def ours_training(model: gpt.GPT, level: str, learning_rate: float = LEARNING_RATE):
+    """Our step for ``model``, written as the example writes it."""
+    cast = gpt.amp_settings(level)
+    opt, schedule = gpt.build_optimizer(model, learning_rate, STEPS, WARMUP, WEIGHT_DECAY)
+    if level in ("O2", "bf16"):
+        model, opt = mt.amp.decorate(models=model, optimizers=opt, level="O2", dtype=cast["dtype"])
+    scaler = mt.amp.GradScaler(enable=cast["enable"] and cast["dtype"] == "float16")
+
+    def step(x, y):
+        loss = gpt.loss_fn(model, x, y, cast)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.clear_grad()
+        schedule.step()
+        return loss
+
+    return step
+
+
+def setup(level: str, batch: int, device, learning_rate: float = LEARNING_RATE, seed: int = 0):
+    """Both models from the same weights, and their steps: ``(ours, theirs, batches)``.
+
+    ``batches()`` returns a new ``(ours, torch)`` pair of input and target batches per call.
+    """
+    text = gpt.load_corpus()
+    tokenizer = gpt.CharTokenizer(text)
+    data = tokenizer.encode(text)
+    mt.seed(seed)
+    model = gpt.GPT(tokenizer.vocab_size, dropout=0.0, **CONFIG)
+    theirs = None
+    if device is not None:
+        torch_model = torch_gpt(tokenizer.vocab_size, **CONFIG)
+        copy_weights(model, torch_model)
+        theirs = torch_training(torch_model.to(device), level, device, learning_rate)
+    ours = ours_training(model, level, learning_rate)
+    rng = np.random.default_rng(seed)
+
+    def batches():
+        x, y = gpt.get_batch(data, batch, CONFIG["context"], rng)
+        if device is None:
+            return (x, y), None
+        return (x, y), tuple(torch.from_numpy(t.numpy()).to(device) for t in (x, y))
+
+    return ours, theirs, batches
+
+
+def parity(
+    steps: int = PARITY_STEPS, batch: int = 16, device=None, learning_rate=PARITY_LEARNING_RATE
+) -> list[tuple[float, float]]:
+    """``(ours, torch)`` fp32 losses of ``steps`` training steps from the same weights."""
+    ours, theirs, batches = setup("fp32", batch, device or torch.device("cpu"), learning_rate)
+    losses = []
+    for _ in range(steps):
+        (x, y), (tx, ty) = batches()
+        losses.append((ours(x, y).item(), theirs(tx, ty).item()))
+    return losses
+
+
+def profile(level: str, batch: int, steps: int, block: int, warmup: int, top: int = 25) -> None:
+    """Our step split by part, op and function, with ``benchmarks/host_profile.py``'s method."""
+    import host_profile
+
+    ours, _, batches = setup(level, batch, None)
+    (x, y), _ = batches()
+    warmup_s = warmup_seconds(str(mt.get_device()).startswith("gpu"))
+    result = host_profile.profile_mode(lambda: ours(x, y), steps, block, warmup, warmup_s, level)
+    print(f"GPT step, {level}, batch {batch}: {host_profile.device_line()}\n")
+    host_profile.print_steps({level: result})
+    print()
+    host_profile.print_parts({level: result})
+    host_profile.print_ops(level, result, top)
+    host_profile.print_functions({level: result}, top)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--level", default="fp32", choices=gpt.LEVELS, help="precision")
+    parser.add_argument("--batch", type=int, default=16, help="windows of 64 tokens per step")
+    parser.add_argument("--steps", type=int, default=15, help="timed steps of each framework")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    parser.add_argument("--block", type=int, default=5, help="steps per turn")
+    parser.add_argument("--threads", type=int, default=1, help="BLAS / intra-op threads")
+    parser.add_argument("--device", default=None, help="'cpu', 'gpu' or 'gpu:N'; None: auto")
+    parser.add_argument("--no-torch", action="store_true", help="time minitorch_amp only")
+    parser.add_argument(
+        "--parity",
+        action="store_true",
+        help=f"fp32 losses of {PARITY_STEPS} steps; exit 1 past {PARITY_BOUND}",
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="ours only, by part, op and function (--steps)"
+    )
+    parser.add_argument(
+        "--parity-lr", type=float, default=PARITY_LEARNING_RATE, help="--parity's peak rate"
+    )
+    args = parser.parse_args(argv)
+    if args.device is not None:
+        mt.set_device(args.device)
+    if threadpool_limits is not None:
+        threadpool_limits(limits=args.threads, user_api="blas")
+    else:
+        print("threadpoolctl is not installed: NumPy's BLAS keeps its default thread count")
+    device = None if args.no_torch or torch is None else torch_device()
+    if torch is not None:
+        torch.set_num_threads(args.threads)
+        torch.manual_seed(0)
+    if args.parity:
+        if device is None:
+            raise SystemExit("--parity compares with PyTorch: install torch (and drop --no-torch)")
+        losses = parity(PARITY_STEPS, args.batch, device, args.parity_lr)
+        for i, (a, b) in enumerate(losses, 1):
+            if i in (1, 2, 5, 10, 20, 30, 40):
+                print(f"step {i:2d}: ours {a:.7f}  torch {b:.7f}  diff {a - b:+.2e}")
+        worst = max(abs(a - b) for a, b in losses)
+        print(f"max |ours - torch| over {len(losses)} steps: {worst:.2e} (bound {PARITY_BOUND})")
+        raise SystemExit(0 if worst <= PARITY_BOUND else 1)
+
+    if args.profile:
+        profile(args.level, args.batch, args.steps, args.block, args.warmup)
+        return
+    ours, theirs, batches = setup(args.level, args.batch, device)
+    (x, y), pair = batches()  # one batch for every timed step
+    runs = {"ours": (lambda: ours(x, y), mt.device.synchronize)}
+    if device is not None:
+        sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+        runs["torch"] = (lambda: theirs(*pair), sync)
+    threads = f", torch {torch.__version__}" if device is not None else ""
+    print(
+        f"GPT step on {mt.get_device()}{threads}, {args.threads} thread(s), {args.level}: "
+        f"4 layers, 4 heads, width 128, context 64, batch {args.batch}, dropout 0; median of "
+        f"{args.steps} steps after {args.warmup} warm-up, interleaved in blocks of {args.block}"
+    )
+    warmup_s = warmup_seconds(str(mt.get_device()).startswith("gpu"))
+    medians = interleave(runs, args.steps, args.warmup, args.block, warmup_s=warmup_s)
+    line = f"ours {medians['ours'] * 1e3:.1f} ms"
+    if "torch" in medians:
+        ratio = medians["ours"] / medians["torch"]
+        line += f", torch {medians['torch'] * 1e3:.1f} ms, ours / torch {ratio:.2f}"
+    print(line)
+
+
+if __name__ == "__main__":
+    main()
