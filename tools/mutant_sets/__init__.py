@@ -19,6 +19,7 @@ SETS = (
     "tensor_ops",
     "amp_behaviours",
     "gelu_lr_io",
+    "autograd_versions",
 )
 
 
