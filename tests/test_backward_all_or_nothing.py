@@ -5,7 +5,8 @@ and a later ``opt.step()`` updated only some parameters. Now the engine notes ea
 before writing it, stages additions into gradients held from before, runs every hook, and
 only then commits; on failure every ``.grad`` is bit for bit what it was and the graph is
 kept, so the pass can be retried (or skipped). A hook's result must have the dtype and shape
-of the gradient it replaces (PyTorch raises too): it is no longer cast back silently.
+of the gradient it replaces, and its place (Paddle and PyTorch raise RuntimeError for a
+dtype or place change): it is no longer cast back silently.
 """
 
 from __future__ import annotations
@@ -135,7 +136,7 @@ def test_a_hook_returning_another_dtype_raises_naming_the_hook_and_both_dtypes(d
         return grad.astype(dtype)
 
     x.register_hook(widen_or_narrow)
-    with pytest.raises(TypeError) as info:
+    with pytest.raises(RuntimeError) as info:  # Paddle's and PyTorch's type
         (x * 2.0).sum().backward()
     message = str(info.value)
     assert "widen_or_narrow" in message and dtype in message and "float32" in message
@@ -146,7 +147,7 @@ def test_a_hook_on_a_result_returning_another_dtype_raises_too():
     x = mt.to_tensor([1.0, 2.0], stop_gradient=False)
     h = x * x
     h.register_hook(lambda g: g.astype("float16"))
-    with pytest.raises(TypeError, match=r"<lambda>.*float16.*float32"):
+    with pytest.raises(RuntimeError, match=r"<lambda>.*float16.*float32"):
         (h * 2.0).sum().backward()
     assert x.grad is None
 
@@ -154,8 +155,53 @@ def test_a_hook_on_a_result_returning_another_dtype_raises_too():
 def test_a_hook_returning_another_dtype_under_create_graph_raises_too():
     x = mt.to_tensor([1.0, 2.0], stop_gradient=False)
     x.register_hook(lambda g: g.astype("float64"))
-    with pytest.raises(TypeError, match="float64"):
+    with pytest.raises(RuntimeError, match="float64"):
         mt.grad((x * x).sum(), x, create_graph=True)
+
+
+def test_a_hook_computing_in_float16_under_auto_cast_raises_runtime_error():
+    # Paddle's test: backward inside auto_cast, and the hook's mm runs in float16
+    v = mt.rand([3, 3])
+    v.stop_gradient = False
+    v.register_hook(lambda grad: mt.mm(grad, grad))
+    with mt.amp.auto_cast():
+        loss = mt.mm(v, v).sum()
+        with pytest.raises(RuntimeError, match="float16 gradient for a float32 tensor"):
+            loss.backward()
+    assert v.grad is None
+
+
+def test_a_hook_moving_the_gradient_to_another_place_raises_runtime_error(monkeypatch):
+    from minitorch_amp.backend import device
+
+    moved = []  # arrays the hook "moved"; a CPU-only machine has no second place
+    real_place_of = device.place_of
+    monkeypatch.setattr(
+        device,
+        "place_of",
+        lambda a: device.Place("gpu", 0) if any(a is m for m in moved) else real_place_of(a),
+    )
+
+    def to_other_place(grad):
+        out = grad * 1.0
+        moved.append(out._data)
+        return out
+
+    x = mt.to_tensor([1.0, 2.0], stop_gradient=False)
+    x.register_hook(to_other_place)
+    with pytest.raises(RuntimeError, match=r"to_other_place.*gpu:0.*cpu"):
+        (x * 2.0).sum().backward()
+    assert x.grad is None
+
+
+@pytest.mark.skipif(not mt.is_compiled_with_cuda(), reason="needs a GPU")
+def test_a_hook_returning_grad_cpu_for_a_gpu_tensor_raises_runtime_error():
+    v = mt.rand([3, 3]).cuda()
+    v.stop_gradient = False
+    v.register_hook(lambda grad: grad.cpu())
+    with pytest.raises(RuntimeError, match="place"):
+        mt.mm(v, v).sum().backward()
+    assert v.grad is None
 
 
 def test_a_hook_returning_another_shape_raises_naming_the_hook_and_both_shapes():

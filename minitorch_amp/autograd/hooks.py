@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 
+from ..backend import device as _device
 from .tensor import Tensor
 
 _ids = itertools.count()
@@ -78,13 +79,15 @@ def register_hook(tensor: Tensor, hook) -> TensorHookRemoveHelper:
 def run_hooks(hooks: list, grad, shape: tuple, dtype, graph: bool):
     """``grad`` passed through ``hooks``; ``grad`` is an array, or a Tensor when ``graph``.
 
-    A hook's result must have the gradient's shape and dtype (PyTorch's rule): a float64
-    result for a float32 parameter would otherwise become its ``.grad``, and a cast back
-    would hide a hook that computes in the wrong precision.
+    A hook's result must have the gradient's dtype, place and shape (Paddle's and PyTorch's
+    rule): a float64 result for a float32 parameter would otherwise become its ``.grad``, and
+    a cast back would hide a hook that computes in the wrong precision (an fp16 matmul under
+    ``auto_cast``).
 
     Raises:
-        TypeError: a hook returned something other than a Tensor or None, or a Tensor of
-            another dtype.  ValueError: a Tensor of another shape.
+        RuntimeError: a hook returned a Tensor of another dtype or on another place (as
+            Paddle and PyTorch do).  TypeError: something other than a Tensor or None.
+            ValueError: a Tensor of another shape.
     """
     for _, hook in list(hooks):
         value = grad if graph else Tensor._wrap(grad)
@@ -97,16 +100,28 @@ def run_hooks(hooks: list, grad, shape: tuple, dtype, graph: bool):
                 f"gradient hook {name} returned {type(out).__name__}; it must return a Tensor "
                 "(the new gradient) or None (keep the gradient)"
             )
-        if tuple(out._data.shape) != tuple(shape):
-            raise ValueError(
-                f"gradient hook {name} returned a gradient of shape {out.shape} for a tensor of "
-                f"shape {list(shape)}; return one of the same shape"
-            )
-        if out._data.dtype != dtype:
-            raise TypeError(
-                f"gradient hook {name} returned a {out.dtype} gradient for a {dtype} tensor; a "
-                f"hook must keep the gradient's dtype (nothing is cast back): return "
-                f"grad.astype('{dtype}') if it computes in another dtype"
-            )
+        _check_result(name, out._data, value._data, shape, dtype)
         grad = out if graph else out._data
     return grad
+
+
+def _check_result(name: str, out, given, shape: tuple, dtype) -> None:
+    """A hook's result ``out`` (an array) against the gradient ``given`` it received."""
+    if tuple(out.shape) != tuple(shape):
+        raise ValueError(
+            f"gradient hook {name} returned a gradient of shape {list(out.shape)} for a tensor "
+            f"of shape {list(shape)}; return one of the same shape"
+        )
+    if out.dtype != dtype:
+        raise RuntimeError(
+            f"gradient hook {name} returned a {out.dtype} gradient for a "
+            f"{dtype} tensor; a hook must keep the gradient's dtype (nothing "
+            f"is cast back): return grad.astype('{dtype}') if it computes in "
+            "another dtype"
+        )
+    place, expected = _device.place_of(out), _device.place_of(given)
+    if place != expected:
+        raise RuntimeError(
+            f"gradient hook {name} returned a gradient on {place} for a tensor on {expected}; "
+            "a hook must keep the gradient's place: move its result back (.cuda() or .cpu())"
+        )

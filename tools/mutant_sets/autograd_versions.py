@@ -75,17 +75,17 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "hook-dtype-check-removed",
         "minitorch_amp/autograd/hooks.py",
-        "        if out._data.dtype != dtype:\n",
-        "        if False:\n",
+        "    if out.dtype != dtype:\n",
+        "    if False:\n",
         (HOOK_DTYPE,),
         "a hook's float64 result for a float32 leaf becomes its .grad (float64), silently",
     ),
     Mutant(
         "hook-dtype-cast-back",
         "minitorch_amp/autograd/hooks.py",
-        "        if out._data.dtype != dtype:\n            raise TypeError(",
+        "        _check_result(name, out._data, value._data, shape, dtype)\n",
         "        if out._data.dtype != dtype:\n            out = out.astype(dtype)\n"
-        "        if False:\n            raise TypeError(",
+        "        _check_result(name, out._data, value._data, shape, out._data.dtype)\n",
         (HOOK_DTYPE,),
         "a hook returning float16 or int64 for a float32 gradient is cast back silently",
     ),
