@@ -67,13 +67,13 @@ def test_backward_through_a_freed_graph_raises_and_leaves_grads_unchanged():
     assert w.grad is None
 
 
-def test_backward_on_a_non_scalar_needs_grad_tensor_and_changes_nothing():
+def test_backward_on_a_non_scalar_starts_from_ones_as_in_paddle():
     x = leaf([1.0, 2.0])
     y = x * x
-    with pytest.raises(RuntimeError, match=r"shape \[2\] needs grad_tensor"):
-        y.backward()
-    assert x.grad is None
-    y.backward(grad_tensor=mt.to_tensor([1.0, 10.0], dtype="float64"))  # graph still intact
+    y.backward(retain_graph=True)  # PyTorch refuses; Paddle seeds with ones
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 4.0])
+    x.clear_grad()
+    y.backward(grad_tensor=mt.to_tensor([1.0, 10.0], dtype="float64"))  # explicit: weighted
     np.testing.assert_array_equal(x.grad.numpy(), [2.0, 40.0])
 
 

@@ -119,14 +119,10 @@ def _destinations(inputs) -> tuple | None:
 
 
 def _initial_grad(root: Tensor, grad_tensor):
+    """The seed array: ``grad_tensor``, or ones of the root's shape (Paddle's rule, also for
+    a result of several elements, where PyTorch refuses: the gradient of its sum)."""
     data = root._data
     if grad_tensor is None:
-        if data.size != 1:
-            raise RuntimeError(
-                f"backward() on a tensor of shape {list(data.shape)} needs grad_tensor: the "
-                "gradient is only implied for a single-element result. Reduce it first "
-                "(loss.mean(), loss.sum()) or pass grad_tensor of the same shape."
-            )
         return Tensor._xp_of(data).ones_like(data)
     g = grad_tensor._data if isinstance(grad_tensor, Tensor) else grad_tensor
     g = sync.to_device(g, data, "backward()'s grad_tensor")

@@ -160,7 +160,7 @@ class Tensor:
         """Accumulate the gradient of this tensor into ``.grad`` of every leaf it depends on.
 
         Args:
-            grad_tensor: d(output)/d(self), required unless this tensor has one element.
+            grad_tensor: d(output)/d(self); None means ones, also for several elements.
             retain_graph: keep the graph so backward can run through it again.
             create_graph: record the backward itself, so each ``.grad`` can be differentiated
                 again (PyTorch's argument; implies ``retain_graph``). See docs/autograd.md.
