@@ -74,7 +74,8 @@ def grad(
         create_graph: record the computation of the gradients, so they can be differentiated
             again (double backward; the ops that support it are listed in
             ``autograd.higher_order.DOUBLE_BACKWARD``). The returned tensors then have
-            ``stop_gradient=False``; otherwise they are plain values (``stop_gradient=True``).
+            ``stop_gradient=False`` (as in Paddle, also a gradient that is constant, such as
+            d(2x)/dx); otherwise they are plain values (``stop_gradient=True``).
         only_inputs: must be True (as in Paddle, where False is not supported).
         allow_unused: an input the outputs do not depend on gets None; when False, it is an
             error.
@@ -125,6 +126,11 @@ def grad(
         g = found.get(id(t))
         if g is not None and not create_graph:
             g = Tensor._wrap(g.copy())  # never an array the graph or the caller shares
+        elif g is not None and g.stop_gradient:
+            # Paddle: differentiable even when constant in the graph (d(2x)/dx); a copy, since
+            # g may be the caller's own grad_outputs tensor
+            g = Tensor._wrap(g._data.copy())
+            g.stop_gradient = False
         result.append(g)
     return result
 
