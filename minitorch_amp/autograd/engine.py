@@ -118,6 +118,18 @@ def _destinations(inputs) -> tuple | None:
     return None if dests is None else tuple(dests)
 
 
+def fit_seed(given, out: Tensor):
+    """``given`` (a Tensor or array seed for ``out``), a ``[1]`` one reshaped to ``[]`` for a
+    0-D ``out``: Paddle's ``grad`` accepts that (it predates 0-D tensors). Any other seed is
+    returned as it is, for the caller to check (recorded reshape: differentiable)."""
+    if given is None or out._data.ndim != 0:
+        return given
+    data = given._data if isinstance(given, Tensor) else given
+    if getattr(data, "shape", None) != (1,):
+        return given
+    return given._reshape_to(()) if isinstance(given, Tensor) else data.reshape(())
+
+
 def _initial_grad(root: Tensor, grad_tensor):
     """The seed array: ``grad_tensor``, or ones of the root's shape (Paddle's rule, also for
     a result of several elements, where PyTorch refuses: the gradient of its sum)."""
@@ -152,6 +164,7 @@ def backward(
         raise RuntimeError(
             f"backward() on a {root.dtype} tensor: only floating tensors have gradients"
         )
+    grad_tensor = fit_seed(grad_tensor, root)
     seed = _initial_grad(root, grad_tensor)
     if create_graph:
         seed = higher_order.as_seed(seed, grad_tensor)

@@ -40,6 +40,7 @@ def _seeds(outputs: list, grad_outputs, create_graph: bool, what: str) -> list:
         if given is None:
             seed = Tensor._xp_of(data).ones_like(data)
         else:
+            given = engine.fit_seed(given, out)  # a [1] for a 0-D output is accepted
             if given.shape != out.shape:
                 raise ValueError(
                     f"{what}[{i}] has shape {given.shape} but outputs[{i}] has shape "
@@ -69,7 +70,8 @@ def grad(
         outputs: a Tensor or a list of Tensors to differentiate.
         inputs: a Tensor or a list of Tensors (leaves or intermediate results).
         grad_outputs: d(loss)/d(outputs): None, a Tensor, or a list with one entry per output;
-            None (or a None entry) means ones of the output's shape.
+            None (or a None entry) means ones of the output's shape. Each has its output's
+            shape (or ``[1]`` for a 0-D output, as Paddle accepts).
         retain_graph: keep the graph for another backward; None means ``create_graph``.
         create_graph: record the computation of the gradients, so they can be differentiated
             again (double backward; the ops that support it are listed in
