@@ -168,7 +168,9 @@ def apply(op: type[Op], *inputs, **attrs) -> Tensor:
             dtype = a.dtype
             if not grad_mode:  # nothing is recorded: no versions to keep
                 wants.append(None)
-            elif not x.stop_gradient and (dtype.kind == "f" or dtype == bfloat16):
+            elif not x.stop_gradient and (
+                dtype.kind == "f" or dtype == bfloat16 or x._node is not None
+            ):  # (the last: a PyLayer's integer output, cast back to a float)
                 record = True
                 wants.append(x)
                 versions.append(x._version)

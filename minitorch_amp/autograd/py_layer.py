@@ -38,6 +38,7 @@ hidden tensor; gradients meet at the call node as ``engine.SlotGrads``, one entr
 
 from __future__ import annotations
 
+from ..backend.dtypes import is_floating
 from . import engine, higher_order, versions
 from .dispatch import Node
 from .grad_mode import _enabled, no_grad
@@ -129,8 +130,13 @@ class PyLayer:
         items = list(result) if isinstance(result, (tuple, list)) else [result]
         _refuse_nested(cls, items, "outputs")
         if not any(isinstance(t, Tensor) for t in items):
-            raise TypeError(f"{cls.__name__}: At least one output of `PyLayer.forward` is a Tensor")
-        wants = tuple(None if t.stop_gradient or t._data.dtype.kind != "f" else t for t in inputs)
+            raise ValueError(  # (Paddle's InvalidArgument, as the checks of backward's result)
+                f"{cls.__name__}: At least one output of `PyLayer.forward` is a Tensor: return "
+                f"a Tensor, or a tuple/list holding one (forward returned {result!r:.60})"
+            )
+        wants = tuple(
+            None if t.stop_gradient or not is_floating(t._data.dtype) else t for t in inputs
+        )
         record = _enabled.get() and any(w is not None for w in wants)
         for i, out in enumerate(items):
             if not isinstance(out, Tensor):
@@ -173,7 +179,9 @@ def _record(cls, ctx: PyLayerContext, wants: tuple, items: list) -> None:
     hidden._node = Node(PyLayerOp, call, wants)
     hidden.stop_gradient = False
     for j, t in enumerate(tensors):
-        if t._data.dtype.kind != "f" or any(t is n for n in ctx.non_differentiable):
+        # NOTE: an integer or bool output keeps the graph too (Paddle): cast back to a float,
+        # it carries a gradient to backward, in its own dtype
+        if any(t is n for n in ctx.non_differentiable):
             t.stop_gradient = True
             continue
         pick = Context()
@@ -241,9 +249,10 @@ def _call_backward(call: Context, grads: list) -> tuple:
                 "return one gradient (or None) per Tensor input of forward"
             )
         if g is not None and not isinstance(g, Tensor):
-            raise TypeError(
+            raise ValueError(
                 f"{name}: We can only support Tensor or None for backward output, but got "
-                f"{type(g).__name__} at position {i}"
+                f"{type(g).__name__} at position {i}: return one gradient Tensor (or None) per "
+                "Tensor input of forward"
             )
         if g is not None and g.shape != t.shape:
             raise ValueError(
