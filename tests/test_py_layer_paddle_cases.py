@@ -125,3 +125,21 @@ def test_backward_returning_too_few_or_too_many_gradients_is_a_value_error():
         y = too_many.apply(x)
         (y[0] + y[1]).mean().backward()
     assert x.grad is None
+
+
+def test_a_bfloat16_input_gets_its_gradient():
+    class Double(PyLayer):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2.0
+
+        @staticmethod
+        def backward(ctx, dy):
+            return dy * 2.0
+
+    x = _leaf([1.0, 2.0], dtype="bfloat16")
+    y = Double.apply(x)
+    assert not y.stop_gradient  # before: a bfloat16 input counted as not floating
+    mt.cast(y, "float32").sum().backward()
+    assert x.grad.dtype == mt.bfloat16
+    np.testing.assert_array_equal(x.grad.numpy().astype("float32"), [2.0, 2.0])
