@@ -20,6 +20,7 @@ SETS = (
     "amp_behaviours",
     "gelu_lr_io",
     "autograd_versions",
+    "autograd_paddle_forms",
 )
 
 
