@@ -5,11 +5,6 @@ from __future__ import annotations
 
 from mutant_sets import Mutant
 
-"""H13 (issue 26, Paddle's autograd behaviours): one mutant per fix, for tools/mutant_sets
-(autograd_versions.py or a new set). Each checked by tools/mutants.py's runner: killed."""
-
-from __future__ import annotations
-
 FORMS = "tests/test_autograd_paddle_forms.py"
 PYLAYER_CASES = "tests/test_py_layer_paddle_cases.py"
 ALL_OR_NOTHING = "tests/test_backward_all_or_nothing.py"
