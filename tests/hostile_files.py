@@ -7,14 +7,13 @@
 * :func:`op` and friends write raw pickle opcodes, for lengths no pickler would write (a
   ``BINBYTES8`` of ``2**62`` bytes).
 * :func:`set_zip_field` rewrites one field of a zip entry's headers (its compression method,
-  its declared size), which ``zipfile`` cannot write wrongly on purpose.
+  its declared size, ...), which ``zipfile`` cannot write wrongly on purpose.
 * :func:`load_measured` loads a file under ``tracemalloc`` (NumPy reports its arrays to it) and
   gives back the result or the error, and the peak of memory held during the load.
 """
 
 from __future__ import annotations
 
-import gc
 import io
 import struct
 import tracemalloc
@@ -59,23 +58,38 @@ def global_name(module: str, name: str) -> bytes:
     return b"c" + f"{module}\n{name}\n".encode()
 
 
+# field: (offset in the local header, offset in the central directory record, struct format)
+ZIP_FIELDS = {
+    "method": (8, 10, "<H"),
+    "crc": (14, 16, "<I"),
+    "compressed_size": (18, 20, "<I"),
+    "size": (22, 24, "<I"),
+    "name_length": (26, 28, "<H"),
+    "extra_length": (28, 30, "<H"),
+    "header_offset": (None, 42, "<I"),
+}
+
+
 def set_zip_field(data: bytes, name: str, field: str, value: int) -> bytes:
-    """``data`` (a zip archive) with ``field`` of entry ``name`` set to ``value`` in both its
-    local header and its central directory record: ``"method"`` (the compression method) or
-    ``"size"`` (the declared uncompressed size; zip32 entries only)."""
+    """``data`` (a zip archive) with ``field`` of entry ``name`` (see :data:`ZIP_FIELDS`) set
+    to ``value`` in its local header and its central directory record, e.g. ``"method"``
+    (the compression method) or ``"size"`` (the declared uncompressed size)."""
+    out = bytearray(data)
+    for offset, fmt in zip_field_positions(data, name, field):
+        struct.pack_into(fmt, out, offset, value % 2 ** (8 * struct.calcsize(fmt)))
+    return bytes(out)
+
+
+def zip_field_positions(data: bytes, name: str, field: str) -> list[tuple[int, str]]:
+    """Where ``field`` of entry ``name`` lies in ``data`` (a readable zip archive), with its
+    struct format: in the local header, and in the central directory record."""
     with zipfile.ZipFile(io.BytesIO(data)) as zf:
         local = zf.getinfo(name).header_offset
-    central = _central_record(data, name)
-    out = bytearray(data)
-    if field == "method":
-        struct.pack_into("<H", out, local + 8, value)
-        struct.pack_into("<H", out, central + 10, value)
-    elif field == "size":
-        struct.pack_into("<I", out, local + 22, value)
-        struct.pack_into("<I", out, central + 24, value)
-    else:
-        raise ValueError(field)
-    return bytes(out)
+    local_offset, central_offset, fmt = ZIP_FIELDS[field]
+    positions = [(_central_record(data, name) + central_offset, fmt)]
+    if local_offset is not None:
+        positions.append((local + local_offset, fmt))
+    return positions
 
 
 def _central_record(data: bytes, name: str) -> int:
@@ -90,8 +104,8 @@ def _central_record(data: bytes, name: str) -> int:
 
 
 def load_measured(path, **kwargs):
-    """``(result or the exception raised, peak bytes held)`` of ``mt.load(path, **kwargs)``."""
-    gc.collect()
+    """``(result or the exception raised, peak bytes held)`` of ``mt.load(path, **kwargs)``:
+    the peak of what was allocated during the load and not yet freed."""
     tracemalloc.start()
     try:
         try:

@@ -60,35 +60,39 @@ def test_an_array_a_pickle_declares_counts_against_max_bytes(tmp_path, form):
     path = tmp_path / "w.pdparams"
     write_pickle(path, {"w": BIG_DECLARATIONS[form]})
     assert path.stat().st_size < 200
-    result, peak = load_measured(path, max_bytes=1000)
+    result, peak = load_measured(path, max_bytes=2**20)  # ample for all but the declaration
     assert isinstance(result, CheckpointError), result
     assert str(path) in str(result)
     assert peak < SLACK
 
 
+TRUNCATED = b"\x00" * 16 + STOP  # far less than declared
+PAST_THE_END = "more than the file holds"
 RAW_DECLARATIONS = {
-    "BINBYTES8 of 2**62 bytes": op(b"\x8e", "Q", 2**62),
-    "BINUNICODE8 of 2**40 bytes": op(b"\x8d", "Q", 2**40),
-    "BINBYTES of 2**31 bytes": op(b"B", "I", 2**31),
-    "LONG4 of 2**30 bytes": op(b"\x8b", "i", 2**30),
-    "FRAME of 2**60 bytes": op(b"\x95", "Q", 2**60),
-    "a memo entry 2**32 - 1": op(b"N") + op(b"r", "I", 2**32 - 1),
+    "BINBYTES8 of 2**62 bytes": (op(b"\x8e", "Q", 2**62) + TRUNCATED, PAST_THE_END),
+    "BINUNICODE8 of 2**40 bytes": (op(b"\x8d", "Q", 2**40) + TRUNCATED, PAST_THE_END),
+    "BINBYTES of 2**31 bytes": (op(b"B", "I", 2**31) + TRUNCATED, PAST_THE_END),
+    "LONG4 of 2**30 bytes": (op(b"\x8b", "i", 2**30) + TRUNCATED, PAST_THE_END),
+    "FRAME of 2**60 bytes": (op(b"\x95", "Q", 2**60) + op(b"N") + STOP, PAST_THE_END),
+    "a memo entry 2**32 - 1": (op(b"N") + op(b"r", "I", 2**32 - 1) + STOP, "max_bytes"),
 }
 
 
 @pytest.mark.parametrize("form", RAW_DECLARATIONS)
 def test_a_length_or_index_a_pickle_declares_is_checked_before_it_is_allocated(tmp_path, form):
+    body, message = RAW_DECLARATIONS[form]
     path = tmp_path / "w.pdparams"
-    path.write_bytes(PROTO_4 + RAW_DECLARATIONS[form] + b"\x00" * 16 + STOP)
+    path.write_bytes(PROTO_4 + body)
     result, peak = load_measured(path, max_bytes=2**34)
     assert isinstance(result, CheckpointError), result
+    assert message in str(result)
     assert peak < SLACK
 
 
-AMPLIFIERS = {
-    "list(x) a thousand times": lambda big: [Call(list, (big,)) for _ in range(1000)],
-    "tuple(x) a thousand times": lambda big: [Call(tuple, (big,)) for _ in range(1000)],
-    "set(x) a hundred times": lambda big: [Call(set, (big,)) for _ in range(100)],
+AMPLIFIERS = {  # each copy is counted before it is made, the first one past max_bytes refused
+    "list(x) ten times": lambda big: [Call(list, (big,)) for _ in range(10)],
+    "tuple(x) ten times": lambda big: [Call(tuple, (big,)) for _ in range(10)],
+    "set(x) ten times": lambda big: [Call(set, (big,)) for _ in range(10)],
     "latin-1 encoding a thousand times": lambda big: [
         Call(_codecs_encode(), (TEXT, "latin1")) for _ in range(1000)
     ],
@@ -106,9 +110,10 @@ def _codecs_encode():
 def test_calls_that_copy_what_the_file_holds_count_against_max_bytes(tmp_path, form):
     path = tmp_path / "w.pdparams"
     big = list(range(100_000))  # 100,000 items: each copy takes 800 KB or more
-    write_pickle(path, {"x": AMPLIFIERS[form](big)})
-    max_bytes = 8 * 2**20
-    assert path.stat().st_size < max_bytes / 2  # the file itself is allowed
+    max_bytes = 64 * 2**20
+    write_pickle(path, {"x": big, "text": TEXT})
+    assert mt.load(path, max_bytes=max_bytes)["x"] == big  # the file's own objects fit
+    write_pickle(path, {"x": big, "text": TEXT, "copies": AMPLIFIERS[form](big)})
     result, peak = load_measured(path, max_bytes=max_bytes)
     assert isinstance(result, CheckpointError), type(result)
     assert "max_bytes" in str(result)
@@ -143,6 +148,43 @@ def test_an_array_gets_its_values_from_its_state(tmp_path):
     loaded = mt.load(path, return_numpy=True)["w"]
     assert type(loaded) is np.ndarray and loaded.flags.writeable
     np.testing.assert_array_equal(loaded, values)
+
+
+def dtype_with_state(state) -> Call:
+    return Call(np.dtype, ("f4", False, True), state)
+
+
+NUMPYS_STATE = (3, "<", None, None, None, -1, -1, 0)  # what NumPy pickles for float32
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        NUMPYS_STATE[:7] + (1 | 8 | 16,),  # flags: "holds Python objects", "needs init"
+        NUMPYS_STATE[:3] + (("a",), {"a": (np.dtype("f4"), 0)}) + NUMPYS_STATE[5:],  # fields
+        NUMPYS_STATE[:5] + (3, 1, 0),  # an item size of 3 bytes
+    ],
+    ids=["object-flags", "fields", "item-size"],
+)
+def test_a_dtype_takes_only_its_byte_order_from_the_pickle(tmp_path, state):
+    # NumPy's dtype.__setstate__ would take these as they are: a float32 that "holds
+    # objects" makes NumPy fail when the array is byte-swapped or freed
+    path = tmp_path / "w.pdparams"
+    data = np.arange(2, dtype="<f4").tobytes()
+    write_pickle(
+        path, {"w": reconstructed((0,), "b", (1, (2,), dtype_with_state(state), False, data))}
+    )
+    with pytest.raises(CheckpointError, match="only a byte order"):
+        mt.load(path)
+    big_endian = NUMPYS_STATE[:1] + (">",) + NUMPYS_STATE[2:]
+    swapped = np.arange(2, dtype=">f4").tobytes()
+    write_pickle(
+        path,
+        {"w": reconstructed((0,), "b", (1, (2,), dtype_with_state(big_endian), False, swapped))},
+    )
+    loaded = mt.load(path, return_numpy=True)["w"]
+    assert loaded.dtype == np.float32 and not loaded.dtype.hasobject
+    np.testing.assert_array_equal(loaded, [0.0, 1.0])
 
 
 def test_reconstruct_makes_only_plain_ndarrays():

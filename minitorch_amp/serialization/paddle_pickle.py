@@ -32,7 +32,10 @@ Nothing it builds is bigger than the file says, and nothing holds bytes the file
   ``np.empty``) is refused. ``_reconstruct`` counts the shape it declares and makes an empty
   :class:`_UnfilledArray`; its ``__setstate__`` checks the state (a numeric dtype, data of
   exactly the declared size) and charges what NumPy will copy. An array that never receives
-  its state is refused after unpickling, never returned.
+  its state is refused after unpickling, never returned;
+* ``numpy.dtype`` makes a :class:`_DtypeSpec`, which takes only a byte order from its state:
+  NumPy's own dtype state carries flags and fields, and a float32 "holding objects" breaks
+  NumPy later.
 """
 
 from __future__ import annotations
@@ -85,7 +88,7 @@ class _UnfilledArray(np.ndarray):
         budget = self.__dict__.pop("_budget", None)  # None: filled already (or not ours)
         if budget is None:
             raise UnsafePickleError("the pickle sets an array's data twice")
-        shape, dtype, data = _array_state(state)
+        shape, dtype, fortran, data = _array_state(state)
         nbytes = math.prod(shape) * dtype.itemsize
         if len(data) != nbytes:
             raise pickle.UnpicklingError(
@@ -95,25 +98,59 @@ class _UnfilledArray(np.ndarray):
         # which saw it) but copies small data, byte-swapped data and a str's latin-1 encoding.
         if isinstance(data, str) or nbytes <= 1000 or not dtype.isnative:
             budget.charge(nbytes, f"an array {dtype}{list(shape)}")
-        super().__setstate__(state)
+        super().__setstate__((1, shape, dtype, fortran, data))  # a dtype made here
 
 
 def _array_state(state):
-    """``(shape, dtype, data)`` of an ndarray state ``(1, shape, dtype, fortran, data)``."""
+    """``(shape, dtype, fortran, data)`` of an ndarray state ``(1, shape, dtype, fortran,
+    data)``, its dtype made from the type code and byte order alone."""
     if not (type(state) is tuple and len(state) == 5 and state[0] == 1):
         raise pickle.UnpicklingError("an array's state is not NumPy's (1, shape, dtype, ...)")
-    _, shape, dtype, fortran, data = state
+    _, shape, spec, fortran, data = state
     if not (type(shape) is tuple and all(type(n) is int and n >= 0 for n in shape)):
         raise pickle.UnpicklingError(f"an array's shape {shape!r} is not a tuple of sizes")
-    if not (isinstance(dtype, np.dtype) and _numeric(dtype)) or type(fortran) is not bool:
-        raise UnsafePickleError(f"an array of dtype {dtype!r}: only arrays of numbers are read")
+    if not isinstance(spec, _DtypeSpec) or type(fortran) is not bool:
+        raise pickle.UnpicklingError(f"an array's state holds {spec!r} where a dtype goes")
     if not isinstance(data, (bytes, str)):
         raise pickle.UnpicklingError("an array's data is not bytes")
-    return shape, dtype, data
+    return shape, spec.dtype(), fortran, data
+
+
+class _DtypeSpec:
+    """What ``numpy.dtype(code, align, copy)`` resolves to: a numeric type code, and the byte
+    order its ``__setstate__`` sets. The dtype is made from these two alone.
+
+    NOTE: NumPy's own ``dtype.__setstate__`` takes fields, sizes and flags from the file: a
+    float32 whose flags say it holds Python objects makes NumPy fail (or worse) later.
+    """
+
+    __slots__ = ("base", "byteorder")
+
+    def __init__(self, base: np.dtype):
+        self.base, self.byteorder = base, "="
+
+    def __setstate__(self, state):
+        if not (
+            type(state) is tuple
+            and len(state) == 8
+            and state[0] == 3
+            and state[1] in ("<", ">", "|", "=")
+            and state[2:] == (None, None, None, -1, -1, 0)
+        ):
+            raise UnsafePickleError(f"a dtype state {state!r:.80}: only a byte order is read")
+        self.byteorder = state[1]
+
+    def dtype(self) -> np.dtype:
+        return self.base.newbyteorder(self.byteorder) if self.byteorder in "<>" else self.base
 
 
 def _numeric(dtype: np.dtype) -> bool:
-    return dtype.kind in NUMBER_KINDS and dtype.names is None and dtype.subdtype is None
+    return (
+        dtype.kind in NUMBER_KINDS
+        and dtype.names is None
+        and dtype.subdtype is None
+        and not dtype.hasobject
+    )
 
 
 class RestrictedUnpickler(pickle.Unpickler):
@@ -162,25 +199,32 @@ class RestrictedUnpickler(pickle.Unpickler):
             raise UnsafePickleError(f"an array of type {subtype!r}: only numpy.ndarray is read")
         if not (type(shape) is tuple and all(type(n) is int and n >= 0 for n in shape)):
             raise pickle.UnpicklingError(f"_reconstruct of a malformed shape {shape!r}")
-        declared = math.prod(shape) * np.dtype(dtype).itemsize
+        if isinstance(dtype, _DtypeSpec):
+            dtype = dtype.dtype()
+        elif isinstance(dtype, (bytes, str)) and len(dtype) <= 8:
+            dtype = np.dtype(dtype)  # numpy writes b'b'; only its size matters here
+        else:
+            raise pickle.UnpicklingError(f"_reconstruct of a dtype {dtype!r:.40}")
+        declared = math.prod(shape) * dtype.itemsize
         self.budget.charge(declared + OBJECT_COST, f"an array of shape {list(shape)}")
         array = _NUMPY_RECONSTRUCT(_UnfilledArray, (0,), b"b")  # empty: nothing uninitialised
         array._budget = self.budget
         self.arrays.append(array)
         return array
 
-    def dtype(self, spec, align=False, copy=True) -> np.dtype:
-        if not isinstance(spec, str) or len(spec) > 8:
-            raise UnsafePickleError(f"numpy.dtype({spec!r}): only a NumPy type code is read")
-        self.budget.charge(4 * OBJECT_COST, "a dtype")
-        dtype = np.dtype(spec, align=bool(align), copy=True)  # a copy: its BUILD may change it
+    def dtype(self, code, align=False, copy=True) -> _DtypeSpec:
+        if not isinstance(code, str) or len(code) > 8:
+            raise UnsafePickleError(f"numpy.dtype({code!r}): only a NumPy type code is read")
+        self.budget.charge(OBJECT_COST, "a dtype")
+        dtype = np.dtype(code)
         if not _numeric(dtype):
             raise UnsafePickleError(f"a dtype {dtype}: only arrays of numbers are read")
-        return dtype
+        return _DtypeSpec(dtype)
 
-    def scalar(self, dtype, data=None):
-        if not isinstance(dtype, np.dtype) or not _numeric(dtype):
-            raise UnsafePickleError(f"a NumPy scalar of dtype {dtype!r}: only numbers are read")
+    def scalar(self, spec, data=None):
+        if not isinstance(spec, _DtypeSpec):
+            raise UnsafePickleError(f"a NumPy scalar of dtype {spec!r}: only numbers are read")
+        dtype = spec.dtype()
         if not isinstance(data, bytes) or len(data) != dtype.itemsize:
             raise pickle.UnpicklingError(f"a NumPy scalar of dtype {dtype} with malformed data")
         self.budget.charge(OBJECT_COST + len(data), "a NumPy scalar")
@@ -206,6 +250,15 @@ class RestrictedUnpickler(pickle.Unpickler):
     def unfilled(self) -> int:
         """How many arrays ``_reconstruct`` made never received their data."""
         return sum("_budget" in array.__dict__ for array in self.arrays)
+
+
+def _made_here(value) -> bool:
+    return isinstance(value, (_UnfilledArray, _DtypeSpec))
+
+
+def _finished(value):
+    """A plain ndarray (a view) for a filled array, a NumPy dtype for a dtype."""
+    return value.dtype() if isinstance(value, _DtypeSpec) else value.view(np.ndarray)
 
 
 _CONTAINERS = (tuple, list, dict, set, frozenset)
@@ -269,6 +322,7 @@ def load(f, path: str, return_numpy: bool, budget: MemoryBudget):
                 f"{unpickler.unfilled()} array(s) never received their data: the file would "
                 "give uninitialised memory as values"
             )
+        obj = paddle_rules.walk(obj, _made_here, _finished, {})
         return paddle_rules.paddle_load_result(obj, return_numpy, budget)
     except CheckpointError as exc:
         raise CheckpointError(f"cannot load {path!r}: {exc}") from None

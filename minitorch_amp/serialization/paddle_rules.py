@@ -30,7 +30,6 @@ _BIG_PARAMS = "UnpackBigParamInfor@@"
 
 def paddle_load_result(obj, return_numpy: bool, budget: MemoryBudget):
     """What ``paddle.load`` returns for the unpickled ``obj`` (its arrays plain ndarrays)."""
-    obj = _walk(obj, _is_array, lambda a: a.view(np.ndarray), {})  # the unpickler's subclass
     if isinstance(obj, dict):
         obj = _pack_big_params(obj, budget)
         if _NAME_TABLE in obj:
@@ -43,10 +42,10 @@ def paddle_load_result(obj, return_numpy: bool, budget: MemoryBudget):
             return obj
     pairs = _contains(obj, _named_pair)
     if return_numpy:
-        return _walk(obj, _named_pair, lambda pair: pair[1], {}) if pairs else obj
+        return walk(obj, _named_pair, lambda pair: pair[1], {}) if pairs else obj
     if pairs:  # (name, array) pairs are the Tensors; plain arrays stay arrays
-        return _walk(obj, _named_pair, lambda pair: _named_tensor(pair[1], pair[0], None), {})
-    return _walk(obj, _is_array, lambda array: _named_tensor(array, None, None), {})
+        return walk(obj, _named_pair, lambda pair: _named_tensor(pair[1], pair[0], None), {})
+    return walk(obj, _is_array, lambda array: _named_tensor(array, None, None), {})
 
 
 def _named_tensor(array: np.ndarray, name, key) -> Tensor:
@@ -101,7 +100,7 @@ def _contains(obj, test) -> bool:
     return False
 
 
-def _walk(obj, test, convert, done: dict):
+def walk(obj, test, convert, done: dict):
     """``obj`` with each value that passes ``test`` replaced by ``convert(value)``: dicts and
     lists in place, tuples rebuilt. ``done`` maps ``id`` to the result, so an object the
     pickle refers to many times is converted once and stays one object."""
@@ -114,10 +113,10 @@ def _walk(obj, test, convert, done: dict):
         done[key] = (obj, obj)  # first, so that a cycle ends here
         items = obj.items() if isinstance(obj, dict) else enumerate(obj)
         for k, value in list(items):
-            obj[k] = _walk(value, test, convert, done)
+            obj[k] = walk(value, test, convert, done)
         return obj
     elif type(obj) is tuple:
-        result = tuple(_walk(value, test, convert, done) for value in obj)
+        result = tuple(walk(value, test, convert, done) for value in obj)
     else:
         return obj
     done[key] = (obj, result)  # keeps obj alive, so its id is not reused
