@@ -71,6 +71,21 @@ def test_an_entry_that_inflates_past_its_declared_size_costs_only_its_declaratio
     assert peak < SLACK
 
 
+@pytest.mark.parametrize("method", [zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA])
+def test_bzip2_and_lzma_entries_are_refused_as_their_inflation_cannot_be_bounded(tmp_path, method):
+    # zipfile decompresses a bzip2 or lzma block whole (no output limit): 100 bytes declared
+    # would still inflate to 50 MB before the size is checked
+    path = tmp_path / "packed.pdparams"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", method) as zf:
+        zf.writestr("__structure__.json", b"[" + b" " * 50_000_000 + b"]")
+    path.write_bytes(set_zip_field(buffer.getvalue(), "__structure__.json", "size", 100))
+    result, peak = load_measured(path, max_bytes=2**30)
+    assert isinstance(result, CheckpointError), type(result)
+    assert f"method {method}" in str(result)
+    assert peak < SLACK
+
+
 # ---- arrays -------------------------------------------------------------------------------
 def test_a_header_declaring_more_than_its_entry_holds_is_refused_before_allocating(tmp_path):
     # what stops it is the entry's declared size, checked against the header before the
