@@ -11,6 +11,7 @@ weights only, through ``apply_decay_param_fun``), linear warmup then cosine deca
     python examples/gpt.py                     # fp32, 200 steps: about a minute on 2 cores
     python examples/gpt.py --level O2          # float16 weights, fp32 masters, loss scaling
     python examples/gpt.py --level bf16        # O2 in bfloat16 (no loss scaling)
+    python examples/gpt.py --compare           # fp32, O1, O2 and bf16 on the same text: a table
     python examples/gpt.py --steps 2000 --sample-length 400 --temperature 0.8
     python examples/gpt.py --device gpu --level O1 --batch-size 64
 
@@ -261,6 +262,19 @@ def train(
     return model, tokenizer, history
 
 
+def compare(**kwargs) -> None:
+    """Train every level from the same weights on the same batches; print a table."""
+    rows = []
+    for level in LEVELS:
+        start = time.perf_counter()
+        _, _, history = train(level=level, progress=True, log=lambda *_: None, **kwargs)
+        rows.append((level, time.perf_counter() - start, *history[-1][1:]))
+    print(f"{'level':<6}{'time (s)':>10}{'train loss':>12}{'val loss':>10}{'val vs fp32':>13}")
+    for level, seconds, train_loss, val_loss in rows:
+        change = 100 * (val_loss / rows[0][3] - 1)
+        print(f"{level:<6}{seconds:>10.1f}{train_loss:>12.4f}{val_loss:>10.4f}{change:>+12.3f}%")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
@@ -278,11 +292,12 @@ def main(argv=None) -> None:
     parser.add_argument("--warmup", type=int, default=20, help="linear warmup steps")
     parser.add_argument("--weight-decay", type=float, default=0.1, help="AdamW's coefficient")
     parser.add_argument("--eval-every", type=int, default=50, help="steps between evaluations")
-    parser.add_argument("--sample-length", type=int, default=200, help="characters to sample")
+    parser.add_argument("--sample-length", type=int, default=80, help="characters to sample")
     parser.add_argument("--temperature", type=float, default=0.8, help="sampling temperature")
     parser.add_argument("--top-k", type=int, default=10, help="sample among the k most likely")
     parser.add_argument("--prompt", default="The ", help="text the sample starts from")
     parser.add_argument("--seed", type=int, default=0, help="weights, batches, dropout, sample")
+    parser.add_argument("--compare", action="store_true", help="train every level; a table")
     parser.add_argument(
         "--device", default=None, help="'cpu', 'gpu' or 'gpu:N'; None: the GPU if usable"
     )
@@ -299,13 +314,12 @@ def main(argv=None) -> None:
 
     text = load_corpus()
     print(
-        f"GPT on {mt.get_device()}, {args.level}: {args.layers} layers, {args.heads} heads, "
+        f"GPT on {mt.get_device()}, {'every level' if args.compare else args.level}: "
+        f"{args.layers} layers, {args.heads} heads, "
         f"width {args.width}, context {args.context}, batch {args.batch_size}, {args.steps} steps"
     )
     print(f"corpus: docs/*.md, {len(text):,} characters ({len(set(text))} distinct), 90% train")
-    start = time.perf_counter()
-    model, tokenizer, history = train(
-        level=args.level,
+    sizes = dict(
         steps=args.steps,
         batch_size=args.batch_size,
         context=args.context,
@@ -318,10 +332,13 @@ def main(argv=None) -> None:
         weight_decay=args.weight_decay,
         eval_every=args.eval_every,
         seed=args.seed,
-        progress=True,
-        log=write,
         text=text,
     )
+    if args.compare:
+        compare(**sizes)
+        return
+    start = time.perf_counter()
+    model, tokenizer, history = train(level=args.level, progress=True, log=write, **sizes)
     seconds = time.perf_counter() - start
     _, train_loss, val_loss = history[-1]
     print(

@@ -58,6 +58,23 @@ def test_the_command_line_trains_reports_a_final_loss_and_prints_a_sample():
     assert sample.startswith("The") and len(sample) == len("The") + 12  # the prompt, 12 more
 
 
+def test_compare_trains_every_level_on_the_same_text_and_prints_a_table():
+    out = subprocess.run(
+        [
+            sys.executable, str(ROOT / "examples" / "gpt.py"), "--device", "cpu", "--compare",
+            "--steps", "3", "--warmup", "1", "--batch-size", "2", "--context", "8",
+            "--width", "16", "--layers", "1", "--heads", "2",
+        ],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("GPT on cpu, every level: 1 layers")
+    table = lines[lines.index(next(x for x in lines if x.startswith("level "))) + 1 :]
+    assert [row.split()[0] for row in table] == ["fp32", "O1", "O2", "bf16"]
+    assert table[0].endswith("+0.000%")  # fp32 against itself
+
+
 def test_bad_sizes_are_refused_with_the_option_to_change():
     script = str(ROOT / "examples" / "gpt.py")
     out = subprocess.run(
