@@ -17,7 +17,7 @@ Example:
     >>> budget.charge(800, "another array")
     Traceback (most recent call last):
     ...
-    minitorch_amp.serialization.bounds.CheckpointError: another array takes the load to 1600 \
+    minitorch_amp.io.checkpoint.CheckpointError: another array takes the load to 1600 \
 bytes, more than max_bytes=1000; if you trust this file, pass a larger max_bytes to load() \
 (max_bytes=None: no limit)
 """
@@ -31,6 +31,10 @@ CHUNK = 2**20  # bytes read (and decompressed) at a time: what a read holds beyo
 
 class CheckpointError(ValueError):
     """A file could not be read as a checkpoint (corrupt, truncated, hostile or not ours)."""
+
+
+# its public home, where tracebacks name it and pickle finds it (minitorch_amp.io exports it)
+CheckpointError.__module__ = "minitorch_amp.io.checkpoint"
 
 
 class MemoryBudget:
