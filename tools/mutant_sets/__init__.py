@@ -21,6 +21,7 @@ SETS = (
     "gelu_lr_io",
     "autograd_versions",
     "autograd_paddle_forms",
+    "checkpoints",
 )
 
 
