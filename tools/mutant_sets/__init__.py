@@ -22,6 +22,7 @@ SETS = (
     "autograd_versions",
     "autograd_paddle_forms",
     "checkpoints",
+    "gpt",
 )
 
 

@@ -69,6 +69,8 @@ def dropout(
     """
     if not training and mode == "upscale_in_train":
         return x  # Paddle returns the input itself here
+    if isinstance(p, (int, float)) and not isinstance(p, bool) and p == 0:
+        return x  # Paddle's fast return: nothing recorded, no mask drawn
     return apply(_ops.Dropout, x, p=float(p), training=bool(training), mode=mode, axis=axis)
 
 
