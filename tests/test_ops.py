@@ -223,6 +223,18 @@ def test_dropout_inference_modes():
     np.testing.assert_allclose(out.numpy(), [0.6, 1.2], rtol=1e-6)
 
 
+def test_dropout_with_p_zero_returns_its_input_and_draws_no_mask():
+    # Paddle's fast return: no op recorded, the generator untouched (the GPT step's dropout=0)
+    x = mt.ones([3])
+    x.stop_gradient = False
+    mt.seed(5)
+    assert F.dropout(x, p=0.0) is x
+    assert F.dropout(x, p=0) is x
+    drawn_after = F.dropout(mt.ones([64]), p=0.5).numpy()
+    mt.seed(5)
+    np.testing.assert_array_equal(F.dropout(mt.ones([64]), p=0.5).numpy(), drawn_after)
+
+
 def test_dropout_axis_shares_the_mask_along_other_axes():
     y = F.dropout(mt.ones([6, 100]), p=0.5, axis=0).numpy()
     assert all(len(set(row)) == 1 for row in y)
