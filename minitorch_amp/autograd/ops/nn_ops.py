@@ -90,37 +90,43 @@ class LayerNorm(Op):
                 )
         xp = get_array_module(x)
         acc = accumulation_dtype(x.dtype)
-        axes = tuple(range(x.ndim - k, x.ndim))
-        xa = x.astype(acc, copy=False)
-        centred = xa - xa.mean(axis=axes, keepdims=True)
-        rstd = 1.0 / xp.sqrt((centred * centred).mean(axis=axes, keepdims=True) + epsilon)
-        xhat = centred * rstd
-        out = xhat.copy()
-        w = None if weight is None else weight.reshape(normalized_shape).astype(acc, copy=False)
-        if w is not None:
-            out *= w
+        n = math.prod(normalized_shape)
+        # One row per normalised slice: the row sums are matrix-vector products (BLAS), and
+        # every elementwise step writes into a fresh temporary, so a float32 input makes no
+        # float64 and a float16 one is widened once.
+        rows = x.astype(acc, copy=False).reshape(math.prod(x.shape[: x.ndim - k]), n)
+        inv_n = xp.full(n, 1.0 / n, dtype=acc)
+        centred = xp.subtract(rows, (rows @ inv_n)[:, None])
+        var = xp.einsum("ij,ij->i", centred, centred) * (1.0 / n)
+        rstd = (1.0 / xp.sqrt(var + epsilon))[:, None]
+        xhat = xp.multiply(centred, rstd, out=centred)
+        w = None if weight is None else weight.reshape(n).astype(acc, copy=False)
+        out = xhat.copy() if w is None else xhat * w
         if bias is not None:
-            out += bias.reshape(normalized_shape).astype(acc, copy=False)
-        ctx.xhat, ctx.rstd, ctx.w, ctx.axes, ctx.dtype = xhat, rstd, w, axes, x.dtype
+            out += bias.reshape(n).astype(acc, copy=False)
+        ctx.xhat, ctx.rstd, ctx.w, ctx.dtype = xhat, rstd, w, x.dtype
         ctx.w_shape = None if weight is None else weight.shape
         ctx.b_shape = None if bias is None else bias.shape
-        return out.astype(x.dtype, copy=False)
+        return out.reshape(x.shape).astype(x.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, grad):
-        xhat, axes = ctx.xhat, ctx.axes
-        g = grad.astype(xhat.dtype, copy=False)
-        lead = tuple(range(g.ndim - len(axes)))
-        gw = None if ctx.w_shape is None else (g * xhat).sum(axis=lead).reshape(ctx.w_shape)
-        gb = None if ctx.b_shape is None else g.sum(axis=lead).reshape(ctx.b_shape)
-        gxhat = g if ctx.w is None else g * ctx.w
+        xp = get_array_module(grad)
+        xhat, rstd = ctx.xhat, ctx.rstd
+        m, n = xhat.shape
+        g = grad.astype(xhat.dtype, copy=False).reshape(m, n)
+        gw = None
+        if ctx.w_shape is not None:
+            gw = xp.einsum("ij,ij->j", g, xhat).reshape(ctx.w_shape)
+        gb = None if ctx.b_shape is None else (xp.ones(m, dtype=g.dtype) @ g).reshape(ctx.b_shape)
+        gxhat = g.copy() if ctx.w is None else g * ctx.w  # fresh: written in place below
         # d/dx of (x - mean) * rstd: remove the gradient's mean and its projection on xhat.
-        gx = ctx.rstd * (
-            gxhat
-            - gxhat.mean(axis=axes, keepdims=True)
-            - xhat * (gxhat * xhat).mean(axis=axes, keepdims=True)
-        )
-        return gx.astype(ctx.dtype, copy=False), gw, gb
+        mean_g = (gxhat @ xp.full(n, 1.0 / n, dtype=xhat.dtype))[:, None]
+        proj = xp.einsum("ij,ij->i", gxhat, xhat)[:, None] * (1.0 / n)
+        gx = xp.subtract(gxhat, mean_g, out=gxhat)
+        gx -= xhat * proj
+        gx *= rstd
+        return gx.reshape(grad.shape).astype(ctx.dtype, copy=False), gw, gb
 
 
 class BatchNorm(Op):
