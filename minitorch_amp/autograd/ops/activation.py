@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ...backend import get_array_module
 from ...backend.dtypes import accumulation_dtype
 from ...backend.primitives import relu_backward
@@ -117,16 +119,41 @@ class Softmax(Op):
             ctx.out = _widen(x)
             return x.copy()
         xa = _widen(x)
-        e = xp.exp(xa - xa.max(axis=axis, keepdims=True))
-        ctx.out = e / e.sum(axis=axis, keepdims=True)
-        return ctx.out.astype(x.dtype, copy=False)
+        if xa.ndim == 0 or xa.dtype.kind != "f":  # a 0-d or integer input: no fast path
+            e = xp.exp(xa - xa.max(axis=axis, keepdims=True))
+            ctx.out = e / e.sum(axis=axis, keepdims=True)
+            return ctx.out.astype(x.dtype, copy=False)
+        # NOTE: NumPy's fmax.reduce is about 1.5x faster than max over short rows and gives
+        # the same softmax: a NaN it skips still makes its row NaN through exp and the sum.
+        top = (np.fmax.reduce if xp is np else xp.max)(xa, axis=axis, keepdims=True)
+        e = xp.subtract(xa, top)  # fresh: exp and the division write into it
+        xp.exp(e, out=e)
+        e /= _row_sums(e, axis)
+        ctx.out = e
+        return e.astype(x.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, grad):
+        xp = get_array_module(grad)
         y = ctx.out
         g = _widen(grad)
-        gx = y * (g - (g * y).sum(axis=ctx.axis, keepdims=True))
+        gx = xp.subtract(g, _row_sums(g, ctx.axis, y))  # fresh: scaled by y in place
+        gx *= y
         return gx.astype(grad.dtype, copy=False)
+
+
+def _row_sums(a, axis, b=None):
+    """``sum(a * b)`` (``b`` absent: ``sum(a)``) along ``axis``, keeping it as a size-1 axis.
+
+    Along a contiguous last axis this is a matrix-vector product or an einsum, several times
+    faster than NumPy's ``sum`` over short rows, with no ``a * b`` temporary.
+    """
+    xp = get_array_module(a)
+    if axis is None or a.ndim == 0 or axis % a.ndim != a.ndim - 1:
+        return (a if b is None else a * b).sum(axis=axis, keepdims=True)
+    if b is None:
+        return (a @ xp.ones(a.shape[-1], dtype=a.dtype))[..., None]
+    return xp.einsum("...i,...i->...", a, b)[..., None]
 
 
 class LogSoftmax(Op):
