@@ -17,7 +17,7 @@ same batch order (``seed`` fixes both), so the table shows what AMP alone change
     python examples/digits_cnn.py --mode O1     # one mode
     python examples/digits_cnn.py --device gpu  # on the GPU (CuPy and a CUDA device)
 
-Needs scikit-learn (``pip install ".[examples]"``).
+Needs scikit-learn (``python -m pip install -e ".[examples]"`` from the repository root).
 """
 
 from __future__ import annotations

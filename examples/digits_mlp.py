@@ -16,7 +16,7 @@ alone changes: on a CPU float16 is emulated and slower, and the test accuracy st
     python examples/digits_mlp.py --dtype bfloat16   # O1 and O2 in bfloat16 (no loss scaling)
     python examples/digits_mlp.py --device gpu  # on the GPU (CuPy and a CUDA device)
 
-Needs scikit-learn (``pip install ".[examples]"``).
+Needs scikit-learn (``python -m pip install -e ".[examples]"`` from the repository root).
 """
 
 from __future__ import annotations
@@ -71,7 +71,8 @@ def load_data(test_size: float = 0.25, split_seed: int = 0) -> Digits:
         from sklearn.model_selection import train_test_split
     except ImportError as exc:
         raise SystemExit(
-            'this example needs scikit-learn: pip install scikit-learn (or ".[examples]")'
+            "this example needs scikit-learn: from the repository root, "
+            'python -m pip install -e ".[examples]" (or pip install scikit-learn)'
         ) from exc
 
     images, labels = load_digits(return_X_y=True)

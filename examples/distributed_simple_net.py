@@ -17,7 +17,7 @@ Rank 0 prints, for every rank, the bytes of parameters, fp32 master weights, opt
 moments, gradients and communication buffers it holds, and the bytes it sends per step by
 collective and dtype;
 ``--report out.json`` writes the same numbers as JSON. MPI comes with the ``dist`` extra:
-``pip install "minitorch_amp[dist]"``.
+``python -m pip install -e ".[dist]"`` from the repository root.
 """
 
 from __future__ import annotations

@@ -939,7 +939,7 @@ def without_mpiexec(monkeypatch, tmp_path):
 
 def test_find_mpiexec_says_how_to_install_it(monkeypatch, tmp_path, capsys):
     without_mpiexec(monkeypatch, tmp_path)
-    with pytest.raises(FileNotFoundError, match=r"pip install 'minitorch_amp\[dist\]'"):
+    with pytest.raises(FileNotFoundError, match=r"pip install -e '\.\[dist\]'"):
         launch.find_mpiexec()
     script = tmp_path / "train.py"
     script.write_text("")

@@ -315,6 +315,6 @@ def _import_mpi():
     except ImportError as exc:
         raise DistributedError(
             f"this process was started by mpiexec but mpi4py is missing ({exc}); install "
-            "the 'dist' extra: pip install 'minitorch_amp[dist]'"
+            "the 'dist' extra from the repository root: python -m pip install -e '.[dist]'"
         ) from exc
     return MPI

@@ -110,8 +110,9 @@ def _choose_backend():
     cupy, reason = _probe_cupy()
     if forced == "gpu" and cupy is None:
         raise DeviceError(
-            f"{_ENV}=gpu but {reason}. Install CuPy with `pip install minitorch_amp[cuda12]` "
-            f"(or [cuda13]) on a machine with an NVIDIA GPU, or set {_ENV}=cpu."
+            f"{_ENV}=gpu but {reason}. Install CuPy from the repository root with "
+            '`python -m pip install -e ".[cuda12]"` (or ".[cuda13]") on a machine with an NVIDIA '
+            f"GPU, or set {_ENV}=cpu."
         )
     if cupy is None:
         global cpu_reason

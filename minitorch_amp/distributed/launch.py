@@ -34,7 +34,8 @@ def find_mpiexec() -> str:
     if found:
         return found
     raise FileNotFoundError(
-        "mpiexec was not found; install MPI with: pip install 'minitorch_amp[dist]' "
+        "mpiexec was not found; install MPI from the repository root with: "
+        "python -m pip install -e '.[dist]' "
         "(mpi4py and mpich from PyPI)"
     )
 
