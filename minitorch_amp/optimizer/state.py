@@ -30,6 +30,7 @@ from ..autograd.tensor import Tensor
 from ..backend import device as _device
 from ..backend import dtypes as _dtypes
 from ..backend import graphs as _graphs
+from ..backend.error_notes import add_note
 from .bucket import Bucket
 from .mixed_precision import check_master_name, seed_master
 
@@ -169,12 +170,12 @@ class OptimizerState:
                 self._install(opt, bucket)
         except BaseException as exc:
             self.restore(snapshot)
-            if hasattr(exc, "add_note"):  # Python 3.11+
-                exc.add_note(
-                    f"{type(opt).__name__}: the step failed while preparing its state, "
-                    "before any write: no parameter, master weight or accumulator was "
-                    "changed, so the step can be retried."
-                )
+            add_note(
+                exc,
+                f"{type(opt).__name__}: the step failed while preparing its state, "
+                "before any write: no parameter, master weight or accumulator was "
+                "changed, so the step can be retried.",
+            )
             raise
         for note in notes:  # re-seeded masters: said once everything is in place
             warnings.warn(note, stacklevel=5)

@@ -27,6 +27,7 @@ from ...backend import device as _device
 from ...backend import dtypes as _dtypes
 from ...backend import memory as _memory
 from ...backend.cast import cast
+from ...backend.error_notes import add_note
 
 
 def collect_state_dict(
@@ -93,7 +94,7 @@ def load_state_dict(layer, state_dict: dict, use_structured_name: bool = True):
     except ValueError:  # refused: its message says that nothing was loaded
         raise
     except BaseException as exc:
-        exc.add_note("set_state_dict: nothing was loaded; every tensor is as it was")
+        add_note(exc, "set_state_dict: nothing was loaded; every tensor is as it was")
         raise
     for (_, target, _), array in zip(plan, staged):  # all checked and staged: now write
         _write(target._data, array)

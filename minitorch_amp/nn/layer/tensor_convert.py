@@ -25,6 +25,7 @@ from ...backend import device as _device
 from ...backend import dtypes as _dtypes
 from ...backend import memory as _memory
 from ...backend.cast import cast
+from ...backend.error_notes import add_note
 
 
 def conversion_bytes(numel: int, dtype) -> float:
@@ -96,7 +97,7 @@ def convert_all_(todo: list, dtype=None, place=None) -> None:
         outcome = _outcome(journal.roll_back())
         raise _memory.OutOfMemoryError(f"{exc} {outcome}") from None
     except BaseException as exc:
-        exc.add_note(f"Layer.to / convert_tensor_: {_outcome(journal.roll_back())}")
+        add_note(exc, f"Layer.to / convert_tensor_: {_outcome(journal.roll_back())}")
         raise
 
 
