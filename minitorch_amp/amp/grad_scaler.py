@@ -54,7 +54,8 @@ class OptimizerState(enum.Enum):
 # Beyond Paddle: warn once when the scale sits at its floor and the gradients still overflow.
 # The count lives on the device. Every _FLOOR_CHECK_EVERY updates it is handed to the deferred
 # checks (backend.sync.defer): it is read at the user's next host read (a loss.item()), which
-# waits for the device anyway, never by a synchronisation of its own.
+# waits for the device anyway, never by a synchronisation of its own. A NumPy count is on the
+# host already: it is checked at every update, so the warning comes at the 100th.
 _FLOOR_WARN_AFTER = 100  # consecutive overflowing updates at the floor
 _FLOOR_CHECK_EVERY = 100
 
@@ -289,7 +290,8 @@ class AmpScaler(ScalerSettings):
             max_loss_scaling=self._max_loss_scaling,
         )
         self._n_updates += 1
-        if not self._floor_warned and self._n_updates % _FLOOR_CHECK_EVERY == 0:
+        on_host = isinstance(at_floor, np.ndarray)
+        if not self._floor_warned and (on_host or self._n_updates % _FLOOR_CHECK_EVERY == 0):
             _sync.defer(("GradScaler floor", id(self)), at_floor, self._warn_at_floor)
 
     def _warn_at_floor(self, at_floor) -> None:
