@@ -23,6 +23,7 @@ SETS = (
     "autograd_paddle_forms",
     "checkpoints",
     "gpt",
+    "newcomer_docs",
 )
 
 
