@@ -359,9 +359,15 @@ def main(argv=None) -> None:
         description=__doc__.splitlines()[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--width", type=int, default=256)
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--full", action="store_true", help="the tutorial's width 4096, batch 512")
+    parser.add_argument(
+        "--width", type=int, default=None, help="layer width (256; 4096 with --full)"
+    )
+    parser.add_argument(
+        "--batch", type=int, default=None, help="rows per step (32; 512 with --full)"
+    )
+    parser.add_argument(
+        "--full", action="store_true", help="the tutorial's sizes; --width/--batch still win"
+    )
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     parser.add_argument("--steps", type=int, default=None, help="timed steps (30; 15 with --full)")
     parser.add_argument("--warmup", type=int, default=None, help="untimed steps (5; 2 with --full)")
@@ -372,8 +378,10 @@ def main(argv=None) -> None:
         "--optimizer", default="SGD", choices=("SGD", "Adam"), help="the tutorial's SGD, or Adam"
     )
     args = parser.parse_args(argv)
-    if args.full:
-        args.width, args.batch = 4096, 512
+    if args.width is None:
+        args.width = 4096 if args.full else 256
+    if args.batch is None:
+        args.batch = 512 if args.full else 32
     steps = args.steps or (15 if args.full else 30)
     warmup = args.warmup if args.warmup is not None else (2 if args.full else 5)
     block = args.block or (1 if args.full else 5)

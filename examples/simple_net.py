@@ -209,15 +209,42 @@ def compare(graph=False, bfloat16=False, **kwargs) -> None:
         print(f"{mode:<9}{seconds:>16.3f}{base / seconds:>9.2f}x{loss:>14.6f}{peak / 2**20:>10.1f}")
 
 
-def main(argv=None) -> None:
+# The sizes: a quick run by default, the tutorial's with --full; a flag given wins over both.
+SIZES = {"input_size": 1024, "batch_size": 64, "batches": 20, "epochs": 5}
+FULL_SIZES = {"input_size": 4096, "batch_size": 512, "batches": 50, "epochs": 5}
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Adds "(default: ...)" to each option, except where the help says it (the sizes)."""
+
+    def _get_help_string(self, action):
+        if "(default: " in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def parse_args(parser: argparse.ArgumentParser, argv=None) -> argparse.Namespace:
+    """The options, each size from its flag, else from ``--full``'s presets, else the default."""
+    args = parser.parse_args(argv)
+    presets = FULL_SIZES if args.full else SIZES
+    for name, value in presets.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    return args
+
+
+def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description=__doc__.splitlines()[0], formatter_class=_HelpFormatter
     )
-    parser.add_argument("--input-size", type=int, default=1024, help="width of every layer")
-    parser.add_argument("--batch-size", type=int, default=64, help="rows per batch")
-    parser.add_argument("--batches", type=int, default=20, help="batches per epoch")
-    parser.add_argument("--epochs", type=int, default=5, help="passes over the batches")
+    for flag, name, what in (
+        ("--input-size", "input_size", "width of every layer"),
+        ("--batch-size", "batch_size", "rows per batch"),
+        ("--batches", "batches", "batches per epoch"),
+        ("--epochs", "epochs", "passes over the batches"),
+    ):
+        default = f"(default: {SIZES[name]}; with --full: {FULL_SIZES[name]})"
+        parser.add_argument(flag, type=int, default=None, help=f"{what} {default}")
     parser.add_argument("--learning-rate", type=float, default=1e-4, help="SGD's step")
     parser.add_argument("--seed", type=int, default=0, help="weights and data")
     parser.add_argument(
@@ -233,11 +260,16 @@ def main(argv=None) -> None:
         "--graph", action="store_true", help="GPU, O1/O2: replay each update as a CUDA graph"
     )
     parser.add_argument(
-        "--full", action="store_true", help="the tutorial's sizes: 4096 wide, batch 512, 50 batches"
+        "--full",
+        action="store_true",
+        help="the tutorial's sizes: 4096 wide, batch 512, 50 batches (a size flag still wins)",
     )
-    args = parser.parse_args(argv)
-    if args.full:
-        args.input_size, args.batch_size, args.batches, args.epochs = 4096, 512, 50, 5
+    return parser
+
+
+def main(argv=None) -> None:
+    parser = make_parser()
+    args = parse_args(parser, argv)
     if args.device is not None:
         mt.set_device(args.device)
     if args.accumulate < 1:
