@@ -27,12 +27,12 @@ SOURCES = sorted(PACKAGE.rglob("*.py"))
 NOTES_HELPER = PACKAGE / "backend" / "error_notes.py"  # calls the builtin when it exists
 OLDEST = (3, 10)
 
+TYPING_3_11 = "(Self|Never|LiteralString|assert_never|reveal_type)"
 # names that exist only from Python 3.11 (``zip(strict=)`` and ``match`` are 3.10)
 NEWER_THAN_OLDEST = {
     r"\.add_note\(": "BaseException.add_note: use backend.error_notes.add_note",
     r"\bdatetime\.UTC\b|from datetime import .*\bUTC\b": "datetime.UTC: use timezone.utc",
-    r"\btyping\.(Self|Never|LiteralString|assert_never|reveal_type)\b": "typing 3.11 names",
-    r"from typing import .*\b(Self|Never|LiteralString|assert_never|reveal_type)\b": "typing 3.11 names",
+    rf"\btyping\.{TYPING_3_11}\b|from typing import .*\b{TYPING_3_11}\b": "typing 3.11 names",
     r"\bimport tomllib\b|\bfrom tomllib\b": "tomllib",
     r"\bExceptionGroup\b|\bexcept\s*\*": "ExceptionGroup / except*",
     r"\bStrEnum\b": "enum.StrEnum",
