@@ -24,6 +24,7 @@ SETS = (
     "checkpoints",
     "gpt",
     "newcomer_docs",
+    "newcomer_code",
 )
 
 
