@@ -87,6 +87,8 @@ from .backend.device import CPUPlace, CUDAPlace
 from .backend.dtypes import (
     bfloat16,
     bool_,
+    float8_e4m3fn,
+    float8_e5m2,
     float16,
     float32,
     float64,

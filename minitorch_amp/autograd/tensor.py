@@ -14,6 +14,7 @@ from ..backend import dtypes as _dtypes
 from ..backend import memory as _memory
 from ..backend import sync as _sync
 from ..backend.cast import to_bfloat16
+from ..backend.fp8 import to_fp8
 
 
 class Tensor:
@@ -309,8 +310,8 @@ class Tensor:
 
     def __repr__(self) -> str:
         host = self._to_host("repr(Tensor)")
-        if host.dtype == _dtypes.bfloat16:  # NumPy formats user dtypes without alignment
-            host = host.astype(np.float32)  # exact: every bfloat16 is a float32
+        if host.dtype in (_dtypes.bfloat16, *_dtypes.FP8):  # user dtypes print unaligned
+            host = host.astype(np.float32)  # exact: every bfloat16 and FP8 is a float32
         body = np.array2string(host, separator=", ", prefix=" " * 7, precision=8)
         return (
             f"Tensor(shape={self.shape}, dtype={self.dtype}, place={self.place!r}, "
@@ -485,6 +486,8 @@ def _as_array(data, dtype, place):
     array = _device.to_place(data if _device.is_array(data) else np.asarray(data), place)
     if dtype == _dtypes.bfloat16 and array.dtype != dtype:
         return to_bfloat16(array)  # rounded once, also from float64 (see backend.cast)
+    if dtype in _dtypes.FP8 and array.dtype != dtype:
+        return to_fp8(array, dtype)  # rounded once; past the range NaN (E4M3) or inf (E5M2)
     with np.errstate(over="ignore"):  # past float16's range is inf, as in Paddle, no warning
         return array.astype(dtype, copy=False)
 

@@ -24,7 +24,8 @@ import numpy as np
 
 from . import kernels
 from .device import get_array_module
-from .dtypes import bfloat16, bool_, float16, float32
+from .dtypes import FP8, bfloat16, bool_, float16, float32
+from .fp8 import from_fp8, to_fp8
 
 __all__ = ["cast", "convert", "to_bfloat16"]
 
@@ -105,11 +106,15 @@ def cast(x, dtype, found_inf=None):
 def _cast_twin(xp, x, dtype, found_inf):
     """The specification: ``astype`` (round to nearest even), then OR the inf/NaN check."""
     with np.errstate(over="ignore", invalid="ignore"):  # overflow to inf is the point here
-        if dtype == bfloat16 and x.dtype != float32 and x.dtype not in (float16, bfloat16):
+        if dtype in FP8:  # plain: E4M3 overflows to NaN, E5M2 to inf (rounded once)
+            out = to_fp8(x, dtype)
+        elif x.dtype in FP8:
+            out = from_fp8(x, dtype)
+        elif dtype == bfloat16 and x.dtype != float32 and x.dtype not in (float16, bfloat16):
             out = to_bfloat16(x)
         else:
             out = convert(x, dtype)  # a new C-contiguous array, as from the kernel
-    if found_inf is not None and (out.dtype.kind in "fc" or out.dtype == bfloat16):
+    if found_inf is not None and (out.dtype.kind in "fc" or out.dtype in (bfloat16, *FP8)):
         xp.logical_or(found_inf, ~xp.isfinite(out).all(), out=found_inf)
     return out
 

@@ -47,11 +47,11 @@ import numpy as np
 
 from ..autograd.tensor import Tensor
 from ..backend import device as _device
-from ..backend.dtypes import bfloat16
+from ..backend.dtypes import FP8, bfloat16
 from ..serialization import paddle_pickle
 from ..serialization.bounds import CheckpointError, MemoryBudget
 from . import checkpoint_zip
-from .checkpoint_zip import BF16_BITS, FORMAT, STRUCTURE, VERSION
+from .checkpoint_zip import BITS, FORMAT, STRUCTURE, VERSION
 
 __all__ = ["DEFAULT_MAX_BYTES", "CheckpointError", "load", "save"]
 
@@ -198,16 +198,16 @@ def _encode(value, where: str, arrays: list, active: set) -> dict:
 
 
 def _storable(dtype) -> bool:
-    return dtype.kind in _ARRAY_KINDS or dtype == bfloat16
+    return dtype.kind in _ARRAY_KINDS or dtype == bfloat16 or dtype in FP8
 
 
 def _array_node(kind: str, array: np.ndarray, arrays: list) -> dict:
-    bf16 = array.dtype == bfloat16
-    arrays.append(array.view(BF16_BITS) if bf16 else array)  # the bits, bit-exact
+    named = array.dtype == bfloat16 or array.dtype in FP8  # no .npy code: stored as bits
+    arrays.append(array.view(BITS[array.dtype.name]) if named else array)  # bit-exact
     return {
         "type": kind,
         "array": len(arrays) - 1,
-        "dtype": "bfloat16" if bf16 else array.dtype.str,
+        "dtype": array.dtype.name if named else array.dtype.str,
         "shape": list(array.shape),
     }
 

@@ -30,13 +30,16 @@ import numpy as np
 
 from ..autograd.tensor import Tensor
 from ..backend import device as _device
-from ..backend.dtypes import bfloat16
+from ..backend.dtypes import bfloat16, float8_e4m3fn, float8_e5m2
 from ..serialization.bounds import CHUNK, CheckpointError, MemoryBudget
 
 STRUCTURE = "__structure__.json"
 FORMAT = "minitorch_amp"
 VERSION = 1
 BF16_BITS = np.dtype("<u2")  # how a bfloat16 array is stored: its bits, little-endian
+# the dtypes .npy has no code for, by name: how each is stored (its bits), and what it is
+BITS = {"bfloat16": BF16_BITS, "float8_e4m3fn": np.dtype("u1"), "float8_e5m2": np.dtype("u1")}
+NAMED = {"bfloat16": bfloat16, "float8_e4m3fn": float8_e4m3fn, "float8_e5m2": float8_e5m2}
 MAX_INDEX_BYTES = 16 * 2**20
 INDEX_COST = 48  # bytes json.loads may build per byte of index, at most
 DIRECTORY_COST = 16  # bytes zipfile builds per byte of central directory, at most
@@ -45,9 +48,9 @@ _METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
 
 
 def file_dtype(node: dict):
-    """The dtype string the ``.npy`` entry must have for ``node`` (bfloat16: its bits)."""
+    """The dtype string the ``.npy`` entry must have for ``node`` (bfloat16, FP8: bits)."""
     dtype = node.get("dtype")
-    return BF16_BITS.str if dtype == "bfloat16" else dtype
+    return BITS[dtype].str if isinstance(dtype, str) and dtype in BITS else dtype
 
 
 def open_archive(f, budget: MemoryBudget) -> zipfile.ZipFile:
@@ -170,9 +173,10 @@ class Reader:
             f"{where}: {name} holds {array.dtype.str}{list(array.shape)}, the index says "
             f"{node.get('dtype')}{node.get('shape')}",
         )
-        if node.get("dtype") == "bfloat16":
-            array = array.view(bfloat16)
-            name += ":bfloat16"  # its own device copy (an index may name the bits both ways)
+        named = node.get("dtype")
+        if isinstance(named, str) and named in NAMED:
+            array = array.view(NAMED[named])
+            name += f":{named}"  # its own device copy (an index may name the bits both ways)
         if kind == "npscalar":
             return array[()]
         if kind == "ndarray" or self.return_numpy:
