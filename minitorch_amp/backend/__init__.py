@@ -5,7 +5,17 @@
 from . import device
 
 # isort: split
-from . import cast, dtypes, fused_optim, gemm, kernels, loss_scaling, primitives, random
+from . import (
+    cast,
+    dtypes,
+    fp8_kernels,
+    fused_optim,
+    gemm,
+    kernels,
+    loss_scaling,
+    primitives,
+    random,
+)
 from .device import (
     CPU,
     DeviceError,

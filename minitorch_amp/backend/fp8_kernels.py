@@ -1,0 +1,180 @@
+"""The FP8 kernels' launchers: ``cuda/fp8_cast.cu`` (scaled cast + amax, and with the
+transposed copy) and ``cuda/gemm_fp8_sm90.cu`` (the Hopper FP8 GEMM), with their NumPy twins.
+
+Formats are numbered as the kernels take them: ``0`` = E4M3 (``float8_e4m3fn``), ``1`` = E5M2
+(``float8_e5m2``). FP8 arrays on the GPU are 8-bit storage: the launchers return ``uint8``
+arrays, which the caller views as the ``ml_dtypes`` dtype (``out.view(float8_e4m3fn)``), and
+take either. Every scale lives on the device (a float32 array of shape [1]) and is never
+read on the host, so an FP8 step stays free of host syncs.
+
+* :func:`cast_fp8_with_amax`: ``out = fp8(x * scale)`` and ``amax = max |x|``, one pass;
+* :func:`cast_transpose_fp8`: the same, plus ``out.T`` made contiguous (Hopper's FP8 ``wgmma``
+  reads both operands K-major, so a GEMM that needs the other layout takes this copy);
+* :func:`fp8_gemm`: ``out = (a @ b) * scale_a * scale_b`` accumulated in float32, with the
+  inverse scales as ``torch._scaled_mm`` takes them.
+
+The twins (:func:`twin_cast`, :func:`twin_gemm`) are the specification, in NumPy and
+``ml_dtypes``; the kernels match the cast twin bit for bit (``tests/fp8_cast_emulator.cpp``
+checks every float16 and bfloat16 value and 10^6 float32 ones).
+
+Example (the twin, without a GPU):
+    >>> import numpy as np
+    >>> out, amax = twin_cast(np.array([1.0, 500.0, -3e-3], "float32"), np.float32(1.0), 0)
+    >>> out.tolist(), float(amax[0])  # 500 saturates to 448; 3e-3 is 1.5 subnormal units
+    ([56, 126, 130], 500.0)
+"""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+
+from . import device as _device
+from . import kernels
+
+E4M3, E5M2 = 0, 1
+FORMATS = {E4M3: np.dtype(ml_dtypes.float8_e4m3fn), E5M2: np.dtype(ml_dtypes.float8_e5m2)}
+FP8_MAX = {E4M3: 448.0, E5M2: 57344.0}
+
+_bfloat16 = np.dtype(ml_dtypes.bfloat16)
+_IN_TYPES = {
+    np.dtype("float32"): "float",
+    np.dtype("float16"): "__half",
+    _bfloat16: "__nv_bfloat16",
+}
+
+CAST_FILE = "fp8_cast.cu"
+CAST_KERNELS = kernels.register(
+    CAST_FILE,
+    names=tuple(f"cast_fp8_amax<{t}>" for t in _IN_TYPES.values())
+    + tuple(f"cast_transpose_fp8_amax<{t}>" for t in _IN_TYPES.values()),
+)
+_THREADS = 256
+_MAX_BLOCKS = 4096
+_TILE = 32
+
+
+def format_of(dtype, code=None) -> int:
+    """The format code of an FP8 array: from its dtype, or ``code`` for 8-bit storage."""
+    dtype = np.dtype(dtype)
+    for fmt, fp8 in FORMATS.items():
+        if dtype == fp8:
+            if code is not None and code != fmt:
+                raise ValueError(f"format code {code} contradicts the array's dtype {dtype}")
+            return fmt
+    if dtype == np.uint8 and code in FORMATS:
+        return code
+    raise TypeError(
+        f"an FP8 operand must be float8_e4m3fn, float8_e5m2, or uint8 storage with its format "
+        f"code (0 = E4M3, 1 = E5M2); got dtype {dtype} and code {code!r}"
+    )
+
+
+def _check_cast_args(x, scale, code: int, amax) -> None:
+    if code not in FORMATS:
+        raise ValueError(f"out_dtype_code must be 0 (E4M3) or 1 (E5M2), got {code!r}")
+    if np.dtype(x.dtype) not in _IN_TYPES:
+        raise TypeError(f"the FP8 cast reads float32, float16 or bfloat16, got {x.dtype}")
+    for name, a in (("scale", scale), ("amax", amax)):
+        if a is not None and (a.shape != (1,) or a.dtype != np.float32):
+            raise ValueError(
+                f"{name} must be a float32 array of shape [1], got {a.dtype} {a.shape}"
+            )
+
+
+# ---- the NumPy twins (the specification) ---------------------------------------------------
+
+
+def twin_cast(x, scale, code: int, saturate: bool = True):
+    """``(fp8 bits as uint8, amax float32 [1])`` of ``x * scale`` on NumPy, as the kernel does:
+    the product in float32, rounded once to nearest even; with ``saturate`` finite overflow
+    and +-inf become +-max, without it what ``astype`` gives (E4M3 NaN, E5M2 inf). The amax is
+    ``max |x|`` of the unscaled input, NaN if any element is NaN, 0 for an empty ``x``."""
+    v = np.asarray(x).astype(np.float32) * np.float32(np.asarray(scale).reshape(-1)[0])
+    if saturate:
+        big = FP8_MAX[code]
+        v = np.where(np.isnan(v), v, np.clip(v, -big, big)).astype(np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        out = v.astype(FORMATS[code]).view(np.uint8)
+    magnitude = np.abs(np.asarray(x).astype(np.float32))
+    amax = np.float32(np.nan) if np.isnan(magnitude).any() else magnitude.max(initial=0.0)
+    return out, np.array([amax], np.float32)
+
+
+def twin_gemm(a, b, scale_a, scale_b, out_dtype, a_code=None, b_code=None):
+    """``out_dtype((a @ b) * (scale_a * scale_b))`` on NumPy: the FP8 operands decoded exactly,
+    products and sums in float32, the two inverse scales multiplied in float32 first."""
+    a32 = np.asarray(a).view(FORMATS[format_of(a.dtype, a_code)]).astype(np.float32)
+    b32 = np.asarray(b).view(FORMATS[format_of(b.dtype, b_code)]).astype(np.float32)
+    alpha = np.float32(np.asarray(scale_a).reshape(-1)[0]) * np.float32(
+        np.asarray(scale_b).reshape(-1)[0]
+    )
+    return ((a32 @ b32) * alpha).astype(out_dtype)
+
+
+# ---- the cast kernels ----------------------------------------------------------------------
+
+
+def _aligned_input(x):
+    """``x`` as the kernels read it: C-contiguous and 16-byte aligned (copied if not)."""
+    if not x.flags.c_contiguous or x.data.ptr % 16 != 0:
+        x = x.copy()  # a fresh allocation: contiguous and aligned
+    return x
+
+
+def cast_fp8_with_amax(x, scale, out_dtype_code: int, saturate: bool = True, amax=None):
+    """``(out, amax)``: ``x * scale`` cast to FP8 in one pass over ``x``, with its amax.
+
+    Args:
+        x: a CuPy float32, float16 or bfloat16 array (any shape; a strided or misaligned one
+            is copied first).
+        scale: float32 CuPy array of shape [1]: the multiplier (read on the device only).
+        out_dtype_code: 0 = E4M3, 1 = E5M2.
+        saturate: overflow (and +-inf) to +-max (the default, as Transformer Engine casts);
+            False: E4M3 overflows to NaN and E5M2 to inf, as ``astype`` does.
+        amax: optional float32 [1] to fold ``max |x|`` into (``max(amax, ...)``); by default
+            a fresh one starting at 0.
+
+    Returns:
+        ``out``: uint8 array of ``x``'s shape (the FP8 bits), ``amax``: float32 [1].
+    """
+    cp = _device.cupy
+    _check_cast_args(x, scale, out_dtype_code, amax)
+    x = _aligned_input(x)
+    out = cp.empty(x.shape, dtype=np.uint8)
+    if amax is None:
+        amax = cp.zeros(1, dtype=np.float32)
+    n = x.size
+    if n:
+        grid = (min(math.ceil(n / (4 * _THREADS)), _MAX_BLOCKS),)
+        name = f"cast_fp8_amax<{_IN_TYPES[np.dtype(x.dtype)]}>"
+        args = (x, scale, out, amax, np.int64(n), np.int32(out_dtype_code), np.int32(saturate))
+        kernels.launch(CAST_FILE, name, grid, (_THREADS,), args)
+    return out, amax
+
+
+def cast_transpose_fp8(x, scale, out_dtype_code: int, saturate: bool = True, amax=None):
+    """``(out, out_t, amax)``: :func:`cast_fp8_with_amax` of a 2-D ``x`` [R, C], plus
+    ``out_t`` [C, R] = ``out.T`` made contiguous, in the same pass."""
+    cp = _device.cupy
+    _check_cast_args(x, scale, out_dtype_code, amax)
+    if x.ndim != 2:
+        raise ValueError(f"cast_transpose_fp8 takes a 2-D array, got shape {x.shape}")
+    if x.shape[0] >= 2**31 or x.shape[1] >= 2**31:
+        raise ValueError(f"each dimension must be below 2**31, got shape {x.shape}")
+    x = _aligned_input(x)
+    rows, cols = x.shape
+    out = cp.empty((rows, cols), dtype=np.uint8)
+    out_t = cp.empty((cols, rows), dtype=np.uint8)
+    if amax is None:
+        amax = cp.zeros(1, dtype=np.float32)
+    tiles = math.ceil(rows / _TILE) * math.ceil(cols / _TILE)
+    if tiles:
+        name = f"cast_transpose_fp8_amax<{_IN_TYPES[np.dtype(x.dtype)]}>"
+        args = (x, scale, out, out_t, amax, np.int32(rows), np.int32(cols))
+        args += (np.int32(out_dtype_code), np.int32(saturate))
+        grid = (min(tiles, _MAX_BLOCKS),)
+        kernels.launch(CAST_FILE, name, grid, (_THREADS,), args)
+    return out, out_t, amax
