@@ -3,7 +3,8 @@
 The pieces, bottom up: ``op_lists`` (white/black/gray, from the op table), ``auto_cast``
 (the per-op cast rule and the cast cache, plugged into ``apply``), ``GradScaler`` (dynamic
 loss scaling), ``decorate`` (O2: fp16 parameters, fp32 master weights in the optimizer),
-``debugging`` (operator statistics, NaN/Inf checks) and an apex-style facade.
+``debugging`` (operator statistics, NaN/Inf checks), an apex-style facade, and ``fp8``
+(FP8 GEMMs with per-tensor scaling, ``fp8_autocast``).
 """
 
 from ..backend.cast_counter import cast_counts, reset_cast_counts
@@ -12,6 +13,7 @@ from .apex import initialize, master_params, scale_loss
 from .auto_cast import AmpState, amp_state, auto_cast
 from .bf16 import is_bfloat16_supported
 from .decorate import decorate
+from .fp8 import DelayedScaling, Float8CurrentScaling, Format, fp8_autocast, fp8_meta
 from .grad_scaler import AmpScaler, GradScaler, OptimizerState
 from .op_lists import black_list, gray_list, white_list
 from .torch_autocast import (
@@ -66,6 +68,11 @@ __all__ = [
     "cast_counts",
     "debugging",
     "decorate",
+    "DelayedScaling",
+    "Float8CurrentScaling",
+    "Format",
+    "fp8_autocast",
+    "fp8_meta",
     "gray_list",
     "is_bfloat16_supported",
     "is_float16_supported",

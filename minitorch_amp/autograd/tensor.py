@@ -15,6 +15,7 @@ from ..backend import memory as _memory
 from ..backend import sync as _sync
 from ..backend.cast import to_bfloat16
 from ..backend.fp8 import to_fp8
+from . import fp8_route as _fp8
 
 
 class Tensor:
@@ -350,10 +351,11 @@ class Tensor:
         return apply(_ops.Pow, other, self)
 
     def __matmul__(self, other):
-        return apply(_ops.Matmul, self, other)
+        return self.matmul(other)
 
     def __rmatmul__(self, other):
-        return apply(_ops.Matmul, other, self)
+        out = _fp8.fp8_gemm("matmul", other, self) if _fp8.region.get() is not None else None
+        return apply(_ops.Matmul, other, self) if out is None else out
 
     def __neg__(self):
         return apply(_ops.Neg, self)
@@ -387,7 +389,12 @@ class Tensor:
 
     # ---- named methods (Paddle spellings) -----------------------------------------------------
     def matmul(self, y, transpose_x: bool = False, transpose_y: bool = False):
-        return apply(_ops.Matmul, self, y, transpose_x=transpose_x, transpose_y=transpose_y)
+        flags = {"transpose_x": transpose_x, "transpose_y": transpose_y}
+        if _fp8.region.get() is not None:  # inside amp.fp8_autocast: an FP8 GEMM if it can
+            out = _fp8.fp8_gemm("matmul", self, y, **flags)
+            if out is not None:
+                return out
+        return apply(_ops.Matmul, self, y, **flags)
 
     def reshape(self, shape, *more):
         """Paddle's reshape: ``-1`` infers one dimension, ``0`` copies the input's dimension."""

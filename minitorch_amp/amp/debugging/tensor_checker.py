@@ -11,6 +11,7 @@ import numpy as np
 
 from ...autograd import OP_TABLE, Tensor
 from ...backend import asnumpy, get_array_module, place_of
+from ...backend.dtypes import FP8
 from ..op_lists import PADDLE_NAMES, PADDLE_ONLY
 from .observers import install as _install
 from .observers import install_grad_observer, uninstall_grad_observer
@@ -202,7 +203,9 @@ def _report(data, op_type, var_name, stats, values, mode: DebugMode, output_dir)
 
 
 def _check(data, op_type: str, var_name: str, config: TensorCheckerConfig) -> None:
-    if data.dtype.kind == "f" and data.size:  # like Paddle, integer and bool outputs pass
+    # like Paddle, integer and bool outputs pass; FP8 (float8_e4m3fn's kind is 'V') is
+    # checked: the FP8 GEMMs show their casts as cast_to_fp8 (see amp.fp8.gemm)
+    if (data.dtype.kind == "f" or data.dtype in FP8) and data.size:
         stats, values = _numerics(data)
         _report(data, op_type, var_name, stats, values, config.debug_mode, config.output_dir)
 

@@ -6,7 +6,7 @@ import numbers
 
 import numpy as np
 
-from ...autograd import Tensor, apply
+from ...autograd import Tensor, apply, fp8_route
 from ...autograd import ops as _ops
 from ...autograd.dispatch import autocast_state
 from ...autograd.ops.padding import PAD_MODES
@@ -30,6 +30,10 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         ...     F.linear(mt.ones([2, 3]), mt.ones([3, 4]), mt.zeros([4])).dtype
         dtype('float32')
     """
+    if fp8_route.region.get() is not None:  # inside amp.fp8_autocast: an FP8 GEMM
+        out = fp8_route.fp8_gemm("linear", x, weight, bias)
+        if out is not None:
+            return out
     if bias is not None and autocast_state.get() is None:
         bias = _promoted_bias(x, weight, bias)
     return apply(_ops.Linear, x, weight, bias)

@@ -1,0 +1,142 @@
+"""The FP8 GEMM ops: ``fp8_linear`` (a Linear's product, delayed or current scaling) and
+``fp8_matmul`` (two activations, current scaling), forward next to backward.
+
+Forward casts the input with its scale to the recipe's forward format (E4M3), multiplies
+by the weight's FP8 copy (cast once per ``fp8_autocast`` region), accumulates in float32,
+applies both inverse scales once and rounds to the input's dtype (the AMP level's). Backward
+casts the output gradient to the backward format (E5M2 under HYBRID) and runs two more FP8
+GEMMs: ``dx = g @ W^T`` and ``dW = x^T @ g``, with the FP8 copies forward saved (one byte
+an element).
+
+With a debugging tool on, each FP8 cast is also shown to the observers as op
+``cast_to_fp8``, its output the *plain* cast of the scaled tensor: the operator statistics
+count it, and an overflow the saturating cast hides shows up to the tensor checker as NaN
+(E4M3) or inf (E5M2).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...autograd import Tensor
+from ...autograd.dispatch import hooks
+from ...autograd.op import WHITE, Op
+from ...backend.device import get_array_module
+from ...backend.dtypes import float32
+from ...backend.fp8 import fp8_matmul, from_fp8, to_fp8
+
+__all__ = ["CastToFp8", "Fp8Linear", "Fp8Matmul"]
+
+
+class CastToFp8(Op, register=False):
+    """What the debugging tools see of an FP8 cast (never applied: observers are told)."""
+
+    name = "cast_to_fp8"
+
+
+def quantize(state, x):
+    """``state.cast(x)`` (saturating), shown to the debugging observers when they are on."""
+    out, scale_inv = state.cast(x)
+    if hooks.observers:
+        with np.errstate(all="ignore"):
+            scaled = x.astype(float32) * (np.float32(1.0) / scale_inv)
+            plain = Tensor._wrap(to_fp8(scaled, state.dtype, saturate=False))
+        for observe in hooks.observers:
+            observe(CastToFp8, plain)
+    return out, scale_inv
+
+
+def _gemm(a_q, b_q, scale_inv_a, scale_inv_b):
+    """float32 ``a @ b`` of two FP8 arrays, times both inverse scales (the epilogue)."""
+    if a_q.ndim == 2 and b_q.ndim == 2:
+        return fp8_matmul(a_q, b_q, scale_inv_a, scale_inv_b, float32)
+    xp = get_array_module(a_q)
+    # NOTE: batched products have no FP8 kernel here: widened exactly, float32 products
+    return xp.matmul(from_fp8(a_q), from_fp8(b_q)) * (scale_inv_a * scale_inv_b)
+
+
+class Fp8Linear(Op, register=False):
+    """``x @ weight + bias`` as an FP8 GEMM (weight ``[in, out]``, Paddle's layout).
+
+    AMP casts ``x`` by the matmul's rule (white) and the bias by the add's; the weight is
+    not cast: its FP8 copy comes from its own dtype (the fp32 master at O1, the O2 parameter).
+    """
+
+    name = "fp8_linear"
+    amp = WHITE
+    amp_inputs = (0,)
+    amp_also = ("linear", "matmul")
+    amp_bias = 2
+    promote = (0, 1, 2)
+
+    @staticmethod
+    def forward(ctx, x, weight, bias=None, *, meta, weight_fp8):
+        if x.shape[-1] != weight.shape[0]:
+            raise ValueError(
+                f"linear: input of shape {list(x.shape)} does not match weight of shape "
+                f"{list(weight.shape)} (weight is [in_features, out_features])"
+            )
+        rows = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
+        x_q, sx = quantize(meta.input, rows)
+        w_q, sw = weight_fp8
+        out = _gemm(x_q, w_q, sx, sw).astype(x.dtype, copy=False)
+        if bias is not None:
+            out = out + bias
+        ctx.saved = (x_q, sx, w_q, sw, x.shape, x.dtype, weight.dtype, bias, meta)
+        return out.reshape(*x.shape[:-1], weight.shape[1])
+
+    @staticmethod
+    def backward(ctx, grad):
+        x_q, sx, w_q, sw, x_shape, x_dtype, w_dtype, bias, meta = ctx.saved
+        needs = ctx.needs_grad
+        g = grad.reshape(-1, grad.shape[-1])
+        g_q, sg = quantize(meta.grad, g)  # E5M2 under HYBRID: gradients need the range
+        gx = gw = gb = None
+        if needs[0]:
+            gx = _gemm(g_q, w_q.T, sg, sw).astype(x_dtype, copy=False).reshape(x_shape)
+        if needs[1]:
+            gw = _gemm(x_q.T, g_q, sx, sg).astype(w_dtype, copy=False)
+        if bias is not None and len(needs) > 2 and needs[2]:
+            gb = g.sum(axis=0, dtype=float32).astype(bias.dtype, copy=False)
+        return gx, gw, gb
+
+
+def _swap(a, flag):
+    return a.swapaxes(-1, -2) if flag else a
+
+
+class Fp8Matmul(Op, register=False):
+    """``op(x) @ op(y)`` of two activations (both at least 2-D) as an FP8 GEMM with current
+    scaling: neither operand has a history to take a delayed scale from."""
+
+    name = "fp8_matmul"
+    amp = WHITE
+    amp_also = ("matmul",)
+    promote = (0, 1)
+
+    @staticmethod
+    def forward(ctx, x, y, transpose_x=False, transpose_y=False, *, meta):
+        a, b = _swap(x, transpose_x), _swap(y, transpose_y)
+        if a.shape[-1] != b.shape[-2]:
+            raise ValueError(
+                f"matmul: shapes {list(x.shape)} (transpose_x={transpose_x}) and "
+                f"{list(y.shape)} (transpose_y={transpose_y}) do not match"
+            )
+        a_q, sa = quantize(meta.input, a)
+        b_q, sb = quantize(meta.weight, b)
+        dtype = np.result_type(x.dtype, y.dtype) if x.dtype != y.dtype else x.dtype
+        ctx.saved = (a_q, sa, b_q, sb, transpose_x, transpose_y, x.dtype, y.dtype, meta)
+        return _gemm(a_q, b_q, sa, sb).astype(dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a_q, sa, b_q, sb, tx, ty, x_dtype, y_dtype, meta = ctx.saved
+        g_q, sg = quantize(meta.grad, grad)
+        ga = _gemm(g_q, b_q.swapaxes(-1, -2), sg, sb)
+        gb = _gemm(a_q.swapaxes(-1, -2), g_q, sa, sg)  # batch dims: the engine sums them
+        return (
+            _swap(ga, tx).astype(x_dtype, copy=False),
+            _swap(gb, ty).astype(y_dtype, copy=False),
+        )

@@ -1,0 +1,143 @@
+"""FP8 scaling recipes, with Transformer Engine's names: ``Format``, ``DelayedScaling`` and
+``Float8CurrentScaling`` (``transformer_engine.common.recipe``).
+
+A recipe is configuration only (frozen, hashable); the scales and amax histories it
+governs live on the device in :class:`~minitorch_amp.amp.fp8.scaling.ScalingState`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from ...backend.dtypes import FP8_MAX, float8_e4m3fn, float8_e5m2
+
+__all__ = ["DelayedScaling", "Float8CurrentScaling", "Format"]
+
+
+class Format(Enum):
+    """Which FP8 format the forward tensors (activations, weights) and the backward ones
+    (output gradients) take: ``(forward dtype, backward dtype)``.
+
+    E4M3: both E4M3 (more precision, max 448). E5M2: both E5M2. HYBRID (the default): E4M3
+    forward, E5M2 backward, whose range (max 57344, smallest subnormal 2**-16) gradients need.
+    """
+
+    E4M3 = (float8_e4m3fn, float8_e4m3fn)
+    E5M2 = (float8_e5m2, float8_e5m2)
+    HYBRID = (float8_e4m3fn, float8_e5m2)
+
+    @property
+    def fwd_dtype(self):
+        return self.value[0]
+
+    @property
+    def bwd_dtype(self):
+        return self.value[1]
+
+
+def _format(fp8_format) -> Format:
+    if isinstance(fp8_format, Format):
+        return fp8_format
+    if isinstance(fp8_format, str) and fp8_format.upper() in Format.__members__:
+        return Format[fp8_format.upper()]
+    raise ValueError(
+        f"unknown fp8_format {fp8_format!r}; use Format.HYBRID (E4M3 forward, E5M2 "
+        "gradients), Format.E4M3 or Format.E5M2 (or their names as strings)"
+    )
+
+
+class _Recipe:
+    """What both recipes share: the two formats."""
+
+    fp8_format: Format
+
+    def dtype(self, backward: bool):
+        """The FP8 dtype of a forward tensor (False) or of an output gradient (True)."""
+        return self.fp8_format.bwd_dtype if backward else self.fp8_format.fwd_dtype
+
+
+@dataclass(frozen=True)
+class DelayedScaling(_Recipe):
+    """Per-tensor scales taken from a history of the tensor's absolute maxima (TE's
+    ``DelayedScaling``): a cast uses the scale the previous steps left, records this step's
+    amax, and the scale is updated for the next step, all on the device (no host sync).
+
+    The update (TE's ``amax_and_scale_update``), after each cast of a tensor:
+
+    * ``amax = max(amax_history)`` (``'max'``) or ``amax_history[0]``, this step's
+      (``'most_recent'``);
+    * ``scale = fp8_max / amax / 2**margin`` where ``amax`` is finite and above 0, else the old
+      scale (a step with a NaN or only zeros does not move it); ``scale_inv = 1 / scale``;
+    * the history is rotated by one (``roll(-1)``) and its first entry zeroed, for the next
+      step's amax: it holds the last ``amax_history_len`` amaxes.
+
+    Args:
+        margin: scale down by ``2**margin`` more, headroom for growth (>= 0).
+        fp8_format: :class:`Format` (or its name): HYBRID (default), E4M3 or E5M2.
+        amax_history_len: how many steps' amaxes the scale looks back on (>= 1).
+        amax_compute_algo: ``'max'`` (default) or ``'most_recent'``.
+
+    Raises:
+        ValueError: an unknown format or algorithm, a negative margin, a history below 1.
+
+    Example:
+        >>> recipe = DelayedScaling(margin=1, amax_history_len=16)
+        >>> recipe.fp8_format.name, recipe.scale_for(amax=7.0, fp8_max=448.0)  # 448 / 7 / 2
+        ('HYBRID', 32.0)
+    """
+
+    margin: int = 0
+    fp8_format: Format = Format.HYBRID
+    amax_history_len: int = 1024
+    amax_compute_algo: str = "max"
+
+    def __post_init__(self):
+        object.__setattr__(self, "fp8_format", _format(self.fp8_format))
+        if isinstance(self.margin, bool) or not isinstance(self.margin, (int, float)):
+            raise TypeError(f"margin must be a number >= 0, got {self.margin!r}")
+        if not self.margin >= 0:
+            raise ValueError(
+                f"margin must be >= 0 (the scale leaves 2**margin of headroom), got "
+                f"{self.margin}; use 0 for none"
+            )
+        n = self.amax_history_len
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(
+                f"amax_history_len must be an integer >= 1 (1 keeps only the latest amax), "
+                f"got {n!r}"
+            )
+        if self.amax_compute_algo not in ("max", "most_recent"):
+            raise ValueError(
+                f"amax_compute_algo must be 'max' or 'most_recent', got {self.amax_compute_algo!r}"
+            )
+
+    def scale_for(self, amax: float, fp8_max: float) -> float:
+        """The scale for ``amax`` on the host: ``fp8_max / amax / 2**margin`` (for docs and
+        tests; the training step computes it on the device)."""
+        return fp8_max / amax / 2.0**self.margin
+
+
+@dataclass(frozen=True)
+class Float8CurrentScaling(_Recipe):
+    """Per-tensor scales from the tensor itself (TE's ``Float8CurrentScaling``): amax of this
+    very tensor, ``scale = fp8_max / amax`` (1 when amax is 0 or not finite), then the cast.
+    Nothing is remembered between steps; a spike is scaled for at once, at the price of a
+    second pass over the tensor (or a kernel that computes the amax first).
+
+    Args:
+        fp8_format: :class:`Format` (or its name): HYBRID (default), E4M3 or E5M2.
+
+    Raises:
+        ValueError: an unknown format.
+    """
+
+    fp8_format: Format = Format.HYBRID
+
+    def __post_init__(self):
+        object.__setattr__(self, "fp8_format", _format(self.fp8_format))
+
+
+def fp8_max(dtype) -> float:
+    """448.0 for float8_e4m3fn, 57344.0 for float8_e5m2."""
+    return FP8_MAX[dtype]

@@ -1,0 +1,114 @@
+"""One tensor's FP8 scaling state (scale, its inverse, the amax history) and its update.
+
+Every array here stays on the tensor's device and every update is an array operation, so a
+training step with FP8 casts reads nothing back to the host (and can be captured as a CUDA
+graph, like the loss scaler's step).
+
+Example:
+    >>> import numpy as np
+    >>> from minitorch_amp.amp.fp8.recipe import DelayedScaling
+    >>> state = ScalingState(DelayedScaling(amax_history_len=2), "float8_e4m3fn", np)
+    >>> for step in range(3):
+    ...     out, scale_inv = state.cast(np.array([1.0, -14.0], np.float32))
+    ...     print(step, out.astype(np.float32).tolist(), state.scale.tolist())
+    0 [1.0, -14.0] [32.0]
+    1 [32.0, -448.0] [32.0]
+    2 [32.0, -448.0] [32.0]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...backend.device import get_array_module as _xp
+from ...backend.dtypes import FP8_MAX, float32
+from ...backend.fp8 import cast_to_fp8
+from .recipe import DelayedScaling, Float8CurrentScaling
+
+__all__ = ["ScalingState", "current_scale", "update_amax_history_and_scale"]
+
+
+def update_amax_history_and_scale(amax_history, scale, scale_inv, fp8_max, margin, algo):
+    """Transformer Engine's delayed-scaling update, in place, on the arrays' device.
+
+    ``amax_history[0]`` holds this step's amax (the cast wrote it). Then:
+
+    * ``amax = max(amax_history)`` for ``'max'``, ``amax_history[0]`` for ``'most_recent'``;
+    * ``scale = fp8_max / amax / 2**margin`` where ``amax`` is finite and > 0, else unchanged;
+      ``scale_inv = 1 / scale``;
+    * ``amax_history`` rotated by -1 (this step's amax moves to the end, the oldest entry
+      comes to the front) and its first entry zeroed, ready for the next step's amax.
+
+    Args:
+        amax_history: float32 [history_len]; scale, scale_inv: float32 [1] (all updated).
+        fp8_max: the format's largest finite value; margin: >= 0; algo: 'max'|'most_recent'.
+    """
+    xp = _xp(amax_history)
+    amax = amax_history.max(keepdims=True) if algo == "max" else amax_history[:1].copy()
+    # NOTE: max() over a history holding a NaN is NaN: that step keeps the old scale
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        fresh = (np.float32(fp8_max) / amax) / np.float32(2.0**margin)
+        usable = xp.isfinite(amax) & (amax > 0)
+        scale[...] = xp.where(usable, fresh, scale).astype(float32)
+        scale_inv[...] = (np.float32(1.0) / scale).astype(float32)
+    amax_history[...] = xp.roll(amax_history, -1)
+    amax_history[0] = 0.0
+
+
+def current_scale(amax, fp8_max, margin=0.0):
+    """``fp8_max / amax / 2**margin`` for a float32 [1] ``amax``, 1 where amax is 0 or not
+    finite (current scaling: the scale of this very tensor), on ``amax``'s device."""
+    xp = _xp(amax)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        fresh = (np.float32(fp8_max) / amax) / np.float32(2.0**margin)
+        return xp.where(xp.isfinite(amax) & (amax > 0), fresh, np.float32(1.0)).astype(float32)
+
+
+class ScalingState:
+    """The scaling state of one tensor role (a layer's input, weight or output gradient).
+
+    Attributes:
+        recipe: the :class:`DelayedScaling` or :class:`Float8CurrentScaling` in force.
+        dtype: the FP8 dtype this role is cast to.
+        scale, scale_inv: float32 [1] on the device; the scale the next cast uses.
+        amax_history: float32 [amax_history_len] ([1] for current scaling): the amaxes seen,
+            ``amax_history[0]`` the slot the next cast fills.
+    """
+
+    def __init__(self, recipe, dtype, xp):
+        self.recipe = recipe
+        self.dtype = np.dtype(dtype)
+        length = recipe.amax_history_len if isinstance(recipe, DelayedScaling) else 1
+        self.amax_history = xp.zeros(length, dtype=float32)
+        self.scale = xp.ones(1, dtype=float32)
+        self.scale_inv = xp.ones(1, dtype=float32)
+
+    def cast(self, x, saturate: bool = True):
+        """``(x in FP8, the inverse scale used)``; records amax and updates the scale.
+
+        Delayed scaling casts with the current ``scale`` (the previous steps'), writes this
+        tensor's amax into ``amax_history[0]`` and runs
+        :func:`update_amax_history_and_scale`. Current scaling computes the amax first and
+        casts with the scale it gives.
+        """
+        fp8_max = FP8_MAX[self.dtype]
+        if isinstance(self.recipe, Float8CurrentScaling):
+            amax = _xp(x).abs(x).max(initial=0.0, keepdims=False).reshape(1).astype(float32)
+            self.amax_history[...] = amax
+            self.scale[...] = current_scale(amax, fp8_max)
+            self.scale_inv[...] = np.float32(1.0) / self.scale
+            out, _ = cast_to_fp8(x, self.dtype, self.scale, saturate)
+            return out, self.scale_inv.copy()
+        scale_inv = self.scale_inv.copy()  # the inverse of the scale this cast uses
+        out, amax = cast_to_fp8(x, self.dtype, self.scale, saturate)
+        self.amax_history[:1] = amax
+        recipe = self.recipe
+        update_amax_history_and_scale(
+            self.amax_history,
+            self.scale,
+            self.scale_inv,
+            fp8_max,
+            recipe.margin,
+            recipe.amax_compute_algo,
+        )
+        return out, scale_inv

@@ -1,0 +1,151 @@
+"""``amp.fp8_autocast``: Linear and matmul become FP8 GEMMs (emulated exactly on NumPy),
+composed with ``auto_cast`` and ``decorate``, seen by the debugging tools."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import minitorch_amp as mt
+import minitorch_amp.nn.functional as F
+from minitorch_amp import amp, nn
+from minitorch_amp.amp import debugging
+from minitorch_amp.backend import fp8
+from minitorch_amp.backend.dtypes import float8_e4m3fn, float8_e5m2
+
+
+def emulated_linear(x, w, scale_x, scale_w):
+    """The FP8 GEMM written out: scaled saturating E4M3 casts, float32 products, unscaled."""
+    xq = fp8.to_fp8(x * np.float32(scale_x), float8_e4m3fn, saturate=True).astype(np.float32)
+    wq = fp8.to_fp8(w * np.float32(scale_w), float8_e4m3fn, saturate=True).astype(np.float32)
+    return (xq @ wq) * (np.float32(1 / scale_x) * np.float32(1 / scale_w))
+
+
+def test_linear_is_an_fp8_gemm_with_current_scaling():
+    mt.seed(1)
+    layer = nn.Linear(8, 4)
+    x = mt.randn([5, 8])
+    with amp.fp8_autocast(recipe=amp.Float8CurrentScaling()):
+        y = layer(x)
+    xs, ws = x.numpy(), layer.weight.numpy()
+    scale_x, scale_w = 448 / np.abs(xs).max(), 448 / np.abs(ws).max()
+    expected = emulated_linear(xs, ws, scale_x, scale_w) + layer.bias.numpy()
+    np.testing.assert_allclose(y.numpy(), expected, rtol=1e-6, atol=1e-6)
+    plain = layer(x).numpy()
+    assert 0 < np.abs(y.numpy() - plain).max() < 0.1 * np.abs(plain).max()  # FP8's error
+
+
+def test_outside_the_region_linear_and_matmul_are_unchanged():
+    layer = nn.Linear(3, 2)
+    x = mt.randn([4, 3])
+    with amp.fp8_autocast(enabled=False):
+        assert np.array_equal(layer(x).numpy(), F.linear(x, layer.weight, layer.bias).numpy())
+        assert not amp.fp8.is_fp8_enabled()
+
+
+def test_gradients_flow_through_fp8_gemms_in_e5m2_under_hybrid():
+    mt.seed(2)
+    layer = nn.Linear(16, 8)
+    x = mt.randn([32, 16])
+    x.stop_gradient = False
+    with amp.fp8_autocast(recipe=amp.DelayedScaling()):
+        out = layer(x)
+    out.sum().backward()
+    meta = amp.fp8_meta(layer.weight)
+    assert meta.grad.dtype == float8_e5m2 and meta.input.dtype == float8_e4m3fn
+    assert meta.grad.amax_history[-1] == 1.0  # the output gradient of sum() is all ones
+    w = layer.weight.numpy()
+    np.testing.assert_allclose(x.grad.numpy(), np.ones([32, 8]) @ w.T, rtol=0.07, atol=0.05)
+    np.testing.assert_allclose(layer.bias.grad.numpy(), np.full(8, 32.0))
+    assert layer.weight.grad.dtype == np.float32
+
+
+def test_e4m3_format_takes_e4m3_gradients():
+    layer = nn.Linear(4, 4)
+    with amp.fp8_autocast(recipe=amp.DelayedScaling(fp8_format=amp.Format.E4M3)):
+        out = layer(mt.randn([2, 4]))
+    out.sum().backward()
+    assert amp.fp8_meta(layer.weight).grad.dtype == float8_e4m3fn
+
+
+def test_outputs_come_in_the_amp_levels_dtype_with_fp32_master_weights():
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+    opt = mt.optimizer.SGD(learning_rate=0.1, parameters=model.parameters())
+    model, opt = amp.decorate(model, opt, level="O2", dtype="bfloat16")
+    before = model[0].weight.numpy().astype(np.float32)
+    with amp.auto_cast(level="O2", dtype="bfloat16"), amp.fp8_autocast():
+        out = model(mt.randn([4, 8]))
+    assert out.dtype == mt.bfloat16 and model[0].weight.dtype == mt.bfloat16
+    out.astype("float32").mean().backward()  # no GradScaler: bf16 + FP8 need none
+    opt.step()
+    assert not np.array_equal(model[0].weight.numpy().astype(np.float32), before)
+    assert opt._master_weights  # fp32 masters, as in O2
+
+
+def test_each_weight_is_cast_to_fp8_once_per_region():
+    layer = nn.Linear(4, 4)
+    with amp.fp8_autocast():
+        layer(mt.randn([2, 4]))
+        layer(mt.randn([2, 4]))
+    meta = amp.fp8_meta(layer.weight)
+    assert np.count_nonzero(meta.weight.amax_history) == 1  # one cast of the weight
+    assert np.count_nonzero(meta.input.amax_history) == 2  # the inputs: one each call
+    with amp.fp8_autocast():
+        layer(mt.randn([2, 4]))
+    assert np.count_nonzero(meta.weight.amax_history) == 2  # a new region casts again
+
+
+def test_matmul_of_two_activations_uses_current_scaling():
+    a, b = mt.randn([2, 3, 5]), mt.randn([2, 4, 5])
+    a.stop_gradient = b.stop_gradient = False
+    with amp.fp8_autocast():
+        out = mt.matmul(a, b, transpose_y=True)
+        same = a @ b.transpose([0, 2, 1])
+    exact = a.numpy() @ b.numpy().transpose(0, 2, 1)
+    np.testing.assert_allclose(out.numpy(), exact, rtol=0.15, atol=0.15)
+    assert np.array_equal(out.numpy(), same.numpy())
+    out.sum().backward()
+    assert a.grad.shape == [2, 3, 5] and b.grad.shape == [2, 4, 5]
+
+
+def test_operator_stats_count_fp8_gemms_and_casts(capsys):
+    layer = nn.Linear(4, 4)
+    with debugging.collect_operator_stats() as stats, amp.fp8_autocast():
+        layer(mt.randn([2, 4])).sum().backward()
+    counts = stats.counts
+    assert counts["fp8_linear"]["fp32"] == 1
+    assert counts["cast_to_fp8"]["other"] == 3  # input, weight, output gradient
+    assert "fp8_linear" in capsys.readouterr().out
+
+
+def test_the_tensor_checker_sees_an_overflow_the_saturating_cast_hides(capsys):
+    layer = nn.Linear(2, 2)
+    recipe = amp.DelayedScaling(amax_history_len=4)
+    with amp.fp8_autocast(recipe=recipe):
+        layer(mt.ones([1, 2]))  # amax 1 recorded: the next scale is 448
+    config = debugging.TensorCheckerConfig(True, debugging.DebugMode.CHECK_NAN_INF)
+    debugging.enable_tensor_checker(config)
+    try:
+        with amp.fp8_autocast(recipe=recipe):
+            y = layer(mt.to_tensor([[10.0, 1.0]]))  # 10 * 448 is past E4M3's 448
+    finally:
+        debugging.disable_tensor_checker()
+    report = capsys.readouterr().out
+    assert "op=cast_to_fp8" in report and "num_nan=1" in report
+    assert np.isfinite(y.numpy()).all()  # the GEMM itself saturated: finite
+
+
+def test_a_delayed_fp8_step_reads_nothing_back_to_the_host():
+    layer = nn.Linear(4, 4)
+    x = mt.randn([2, 4])
+    with amp.fp8_autocast():  # the first step makes the scaling state
+        layer(x).sum().backward()
+    with mt.device.sync_debug_mode("error"), amp.fp8_autocast():  # a host read would raise
+        layer(x).sum().backward()
+    assert amp.fp8_meta(layer.weight).input.scale[0] == np.float32(448) / np.abs(x.numpy()).max()
+
+
+@pytest.mark.parametrize("bad", [1, "yes", None])
+def test_enabled_must_be_a_bool(bad):
+    with pytest.raises(TypeError, match="enabled must be True or False"):
+        amp.fp8_autocast(enabled=bad)
