@@ -39,13 +39,10 @@ def is_float16_supported(device=None) -> bool:
 
 
 def _usable_device(device, what: str) -> None:
-    from ..backend.device import DeviceError, parse_device
+    from ..backend.device import parse_device
 
     _check_device(device, what)
-    try:
-        parse_device(device)
-    except DeviceError as exc:
-        raise ValueError(f"{what}: {exc}") from None
+    parse_device(device, what)  # a DeviceError, also a ValueError
 
 
 __all__ = [

@@ -36,10 +36,8 @@ def is_bfloat16_supported(device=None) -> bool:
 
     if device is not None:
         check_device(device, "is_bfloat16_supported")
-    try:
-        return bfloat16_unsupported_reason(device) is None
-    except _device.DeviceError as exc:
-        raise ValueError(f"is_bfloat16_supported: {exc}") from None
+        _device.parse_device(device, "is_bfloat16_supported")  # a DeviceError, a ValueError
+    return bfloat16_unsupported_reason(device) is None
 
 
 def bfloat16_unsupported_reason(device=None) -> str | None:

@@ -20,8 +20,9 @@ import warnings
 
 import numpy as np
 
+from ..backend import device_errors as _errors
 from ..backend.device import Place
-from ..backend.dtypes import float16
+from ..backend.dtypes import SUPPORTED, float16
 from .auto_cast import amp_state, auto_cast
 
 _DEVICE = re.compile(r"(cpu|gpu|cuda)(:\d+)?")
@@ -29,16 +30,16 @@ _DEVICE_TYPES = ("cuda", "gpu", "cpu")
 
 
 def check_device(device, what: str) -> None:
-    """Raise ValueError unless ``device`` names a device kind minitorch_amp knows: a
+    """Raise a ``DeviceError`` (a ValueError, as Paddle raises for ``'xxx'`` and for ``111``)
+    unless ``device`` names a device kind minitorch_amp knows: a
     :class:`~minitorch_amp.Place`, or ``'cpu'``, ``'gpu'``, ``'gpu:N'``, ``'cuda'``,
-    ``'cuda:N'`` (Paddle raises ValueError for ``'xxx'`` and for ``111``)."""
+    ``'cuda:N'``. Whether this machine has that device is not checked."""
     if isinstance(device, Place):
         return
-    if not isinstance(device, str) or not _DEVICE.fullmatch(device.strip().lower()):
-        raise ValueError(
-            f"{what}: unknown device {device!r}; use 'cpu', 'gpu', 'gpu:N', 'cuda' or 'cuda:N' "
-            "(N = device number), or a Place"
-        )
+    if not isinstance(device, str):
+        raise _errors.device_of_wrong_type(device, what)
+    if not _DEVICE.fullmatch(device.strip().lower()):
+        raise _errors.unknown_device(device, SUPPORTED, what)
 
 
 def _amp_dtype(dtype, device_type: str, enabled: bool) -> tuple[str, bool]:
@@ -108,8 +109,9 @@ class autocast(auto_cast):  # noqa: N801 - PyTorch's name; a context and a decor
 
     def __init__(self, device_type: str, dtype=None, enabled: bool = True, cache_enabled=None):
         if not isinstance(device_type, str) or device_type.lower() not in _DEVICE_TYPES:
-            raise ValueError(
-                f"autocast: device_type must be 'cuda', 'gpu' or 'cpu', got {device_type!r}"
+            raise _errors.DeviceError(
+                f"autocast: device_type must be 'cuda', 'gpu' or 'cpu', got {device_type!r}; "
+                "use one of those (one region covers every device here)"
             )
         _check_flag("enabled", enabled)
         if cache_enabled is not None:

@@ -1,12 +1,17 @@
 """Functions that make new tensors: from data, filled, ranges and random.
 
 Every random function draws from ``backend.random``, so ``seed(n)`` makes them reproducible.
-``shape`` may be a list/tuple of ints, an int, or a 1-D integer Tensor (Paddle).
+``shape`` may be a list/tuple of ints, an int, or a 1-D integer Tensor (Paddle). PyTorch's
+spread-out shape, ``randn(32, 16)``, puts 16 in the dtype slot: the error says
+``randn([32, 16])``.
 """
 
 from __future__ import annotations
 
+import numbers
+
 from ..backend import device as _device
+from ..backend import device_errors as _errors
 from ..backend import dtypes as _dtypes
 from ..backend import memory as _memory
 from ..backend import random as _random
@@ -22,6 +27,23 @@ def _float_dtype(dtype):
     if not _dtypes.is_floating(dt):
         raise TypeError(f"random values need a floating dtype, got {dt}")
     return dt
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _no_spread_shape(function: str, head: tuple, values: tuple, tail: int = 0) -> None:
+    """Refuse PyTorch's spread-out shape: ``randn(32, 16)`` lands 16 in the dtype slot.
+
+    ``values`` are the arguments from the shape to the dtype slot, then the place; the last
+    ``tail`` of the numbers belong after the shape (``full``'s fill value).
+    """
+    *before, dtype, place = values
+    if _is_count(dtype):
+        numbers_given = (*before, dtype, *((place,) if _is_count(place) else ()))
+        cut = len(numbers_given) - tail
+        raise _errors.spread_shape(function, head, numbers_given[:cut], numbers_given[cut:], dtype)
 
 
 def _checked_shape(shape):
@@ -50,6 +72,7 @@ def to_tensor(data, dtype=None, place=None, stop_gradient: bool = True) -> Tenso
 
 def full(shape, fill_value, dtype=None, place=None) -> Tensor:
     """A tensor of ``shape`` filled with ``fill_value``."""
+    _no_spread_shape("full", (), (shape, fill_value, dtype, place), tail=1)
     if dtype is None:
         dtype = (
             _dtypes.bool_
@@ -73,6 +96,7 @@ def empty(shape, dtype=None) -> Tensor:
         >>> mt.empty([2, 3]).shape
         [2, 3]
     """
+    _no_spread_shape("empty", (), (shape, dtype, None))
     dt = _dtypes.default_float() if dtype is None else _dtypes.convert_dtype(dtype)
     xp = _device.xp_for(_place())
     return Tensor._wrap(xp.empty(_checked_shape(shape), dtype=dt))
@@ -85,11 +109,13 @@ def empty_like(x: Tensor, dtype=None) -> Tensor:
 
 
 def zeros(shape, dtype=None, place=None) -> Tensor:
-    return full(shape, 0.0, dtype or _dtypes.default_float(), place)
+    _no_spread_shape("zeros", (), (shape, dtype, place))
+    return full(shape, 0.0, _dtypes.default_float() if dtype is None else dtype, place)
 
 
 def ones(shape, dtype=None, place=None) -> Tensor:
-    return full(shape, 1.0, dtype or _dtypes.default_float(), place)
+    _no_spread_shape("ones", (), (shape, dtype, place))
+    return full(shape, 1.0, _dtypes.default_float() if dtype is None else dtype, place)
 
 
 def zeros_like(x: Tensor, dtype=None) -> Tensor:
@@ -121,6 +147,7 @@ def arange(start=0, end=None, step=1, dtype=None, place=None) -> Tensor:
 
 def randn(shape, dtype=None, place=None) -> Tensor:
     """Standard normal samples (drawn in float32/64, then cast)."""
+    _no_spread_shape("randn", (), (shape, dtype, place))
     dt = _float_dtype(dtype)
     p = _place(place)
     rng = _random.generator(_device.xp_for(p))
@@ -132,11 +159,13 @@ def randn(shape, dtype=None, place=None) -> Tensor:
 
 def rand(shape, dtype=None, place=None) -> Tensor:
     """Uniform samples in ``[0, 1)``."""
+    _no_spread_shape("rand", (), (shape, dtype, place))
     return uniform(shape, dtype, 0.0, 1.0, place)
 
 
 def uniform(shape, dtype=None, min: float = -1.0, max: float = 1.0, place=None) -> Tensor:  # noqa: A002
     """Uniform samples in ``[min, max)`` (Paddle's ``paddle.uniform``)."""
+    _no_spread_shape("uniform", (), (shape, dtype, min))
     dt = _float_dtype(dtype)
     p = _place(place)
     rng = _random.generator(_device.xp_for(p))
@@ -147,6 +176,7 @@ def uniform(shape, dtype=None, min: float = -1.0, max: float = 1.0, place=None) 
 
 def normal(mean: float = 0.0, std: float = 1.0, shape=(1,), dtype=None, place=None) -> Tensor:
     """Normal samples with the given mean and standard deviation."""
+    _no_spread_shape("normal", (mean, std), (shape, dtype, place))
     t = randn(shape, dtype, place)
     t._data *= std
     t._data += mean
@@ -157,6 +187,7 @@ def randint(low: int = 0, high=None, shape=(1,), dtype=None, place=None) -> Tens
     """Integers in ``[low, high)`` (``randint(n)`` draws from ``[0, n)``)."""
     if high is None:
         low, high = 0, low
+    _no_spread_shape("randint", (low, high), (shape, dtype, place))
     if high <= low:
         raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
     dt = _dtypes.convert_dtype(dtype or "int64")

@@ -178,6 +178,11 @@ def apply(op: type[Op], *inputs, **attrs) -> Tensor:
                 wants.append(None)
                 versions.append((_weak(x), x._version))
         else:
+            if x.__class__ is list:  # the op would fail on it with an AttributeError
+                raise TypeError(
+                    f"{op.name}: got a Python list where a Tensor goes; make one first with "
+                    "minitorch_amp.to_tensor(data) (PyTorch's torch.tensor(data))"
+                )
             a = x
             dtype = getattr(x, "dtype", None)
             wants.append(None)

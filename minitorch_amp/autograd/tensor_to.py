@@ -14,12 +14,10 @@ cannot belong (``x.to("float16", "cpu")``), rather than guessed.
 
 from __future__ import annotations
 
-import re
-
 from ..backend import device as _device
+from ..backend import device_errors as _errors
 from ..backend import dtypes as _dtypes
 
-_DEVICE_STRING = re.compile(r"^\s*(cpu|gpu|cuda)(:\d+)?\s*$", re.IGNORECASE)
 _KEYWORDS = ("device", "dtype", "blocking", "other", "non_blocking")
 _FORMS = (
     "to(dtype, blocking=None), to(device, dtype=None, blocking=None) or "
@@ -31,7 +29,7 @@ def is_device(value) -> bool:
     """True for a Place or a device string (``'cpu'``, ``'gpu:1'``, ``'cuda'``)."""
     if isinstance(value, _device.Place):
         return True
-    return isinstance(value, str) and _DEVICE_STRING.match(value) is not None
+    return isinstance(value, str) and _errors.DEVICE_STRING.match(value) is not None
 
 
 def is_dtype(value) -> bool:
@@ -54,7 +52,7 @@ def tensor_to(tensor, args: tuple, kwargs: dict):
     device, dtype = parse_to_args(args, kwargs)
     out = tensor
     if device is not None:
-        place = _device.parse_device(device)
+        place = _device.parse_device(device, "Tensor.to()")
         if place != tensor.place:
             out = apply(ops.CopyTo, out, place=place)
     if dtype is not None:
@@ -76,9 +74,9 @@ def parse_to_args(args: tuple, kwargs: dict, where: str = "Tensor.to()"):
     """``(device, dtype)`` from the arguments of ``to`` (either may be None).
 
     Raises:
-        TypeError: no argument, too many, an unknown keyword, a value given twice, or a value
-            of the wrong kind in its slot.
-        ValueError: a string that is neither a device nor a dtype.
+        TypeError: no argument, too many, an unknown keyword, a value given twice.
+        DeviceError: a device or dtype that is unknown or in the other's slot (also a
+            ValueError and a TypeError).
     """
     from .tensor import Tensor
 
@@ -105,14 +103,11 @@ def parse_to_args(args: tuple, kwargs: dict, where: str = "Tensor.to()"):
         elif is_device(first):
             names = ("device", "dtype", "blocking")
         elif isinstance(first, str):
-            raise ValueError(
-                f"{where}: {first!r} is neither a device ('cpu', 'gpu', 'gpu:N') nor a dtype "
-                f"({', '.join(str(d) for d in _dtypes.SUPPORTED)})"
-            )
+            raise _errors.neither(first, _dtypes.SUPPORTED, where)
         else:
-            raise TypeError(
+            raise _errors.DeviceError(
                 f"{where}: the first argument must be a device, a dtype or a Tensor, got "
-                f"{type(first).__name__}; {_FORMS}"
+                f"{type(first).__name__} {first!r}; {_FORMS}"
             )
         if len(args) > len(names):
             raise TypeError(f"{where}: too many positional arguments for the form {_FORMS}")
@@ -130,9 +125,10 @@ def parse_to_args(args: tuple, kwargs: dict, where: str = "Tensor.to()"):
         slots["device"], slots["dtype"] = other.place, other.dtype
     device, dtype = slots.get("device"), slots.get("dtype")
     if device is not None and not is_device(device):
-        kind = "a dtype" if is_dtype(device) else type(device).__name__
-        raise TypeError(f"{where}: device must be a Place or a device string, got {kind}")
+        if isinstance(device, str):
+            raise _errors.unknown_device(device, _dtypes.SUPPORTED, where)
+        raise _errors.device_of_wrong_type(device, where)
     if dtype is not None and not is_dtype(dtype):
-        raise TypeError(f"{where}: dtype must be a dtype such as 'float16', got {dtype!r}")
+        raise _errors.unsupported_dtype(dtype, _dtypes.SUPPORTED, where)
     _check_blocking(slots.get("blocking"), where)
     return device, dtype

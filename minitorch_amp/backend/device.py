@@ -2,7 +2,8 @@
 
 The choice is made once, at import:
 
-* ``MINITORCH_AMP_DEVICE=cpu`` forces NumPy; ``=gpu`` forces CuPy and fails loudly without it.
+* ``MINITORCH_AMP_DEVICE=cpu`` forces NumPy; ``=gpu`` (or ``cuda``, ``gpu:N``, ``cuda:N``:
+  the strings ``.to()`` takes) forces CuPy and fails loudly without it.
 * Otherwise CuPy is used when it imports, a CUDA device answers, and the two CUDA libraries
   every run needs load: NVRTC (CuPy compiles every kernel with it, ours and its own) and
   cuBLAS. Else NumPy, and :data:`cpu_reason` says why.
@@ -29,7 +30,8 @@ import numpy as np
 # NOTE: kernels imports this module back. backend/__init__.py imports this module first, so
 # this line runs kernels' module code while this one is half-run, which kernels (and the
 # graphs and sync modules it imports) only bind; kernels is complete before the probe below.
-from . import kernels
+from . import dtypes, kernels
+from .device_errors import DEVICE_STRING, DeviceError, device_of_wrong_type, unknown_device
 
 _ENV = "MINITORCH_AMP_DEVICE"
 logger = logging.getLogger("minitorch_amp")
@@ -40,10 +42,6 @@ _CTK_HINT = (
     "install CUDA's libraries with CuPy's 'ctk' extra (`pip install \"cupy-cuda12x[ctk]\"`, "
     "which the 'cuda12' and 'cuda13' extras of minitorch_amp do) or a CUDA toolkit"
 )
-
-
-class DeviceError(RuntimeError):
-    """A device was asked for that this machine cannot provide."""
 
 
 def _probe_cupy():
@@ -102,18 +100,37 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _choose_backend():
-    forced = os.environ.get(_ENV, "").strip().lower()
-    if forced not in ("", "cpu", "gpu"):
-        raise DeviceError(f"{_ENV}={forced!r} is not understood; use 'cpu' or 'gpu'")
-    if forced == "cpu":
+    """``(cupy or None, 'cpu' | 'gpu' | 'gpu:N')``: the backend and the first default device.
+
+    ``MINITORCH_AMP_DEVICE`` takes the device strings ``.to()`` takes: ``cpu``, ``gpu``,
+    ``cuda``, ``gpu:N``, ``cuda:N`` (N chooses the default GPU).
+    """
+    raw = os.environ.get(_ENV, "")
+    forced = raw.strip().lower().replace("cuda", "gpu")
+    if forced and not DEVICE_STRING.match(forced):
+        raise DeviceError(
+            f"{_ENV}={raw!r} is not understood; use 'cpu' or 'gpu' ('cuda', 'gpu:N' and "
+            f"'cuda:N' work too), or unset it to choose the GPU when one is usable"
+        )
+    if forced.startswith("cpu"):
+        if forced != "cpu":
+            raise DeviceError(f"{_ENV}={raw!r}: the CPU has no device number; use 'cpu'")
         return None, "cpu"
     cupy, reason = _probe_cupy()
-    if forced == "gpu" and cupy is None:
+    if forced and cupy is None:
         raise DeviceError(
-            f"{_ENV}=gpu but {reason}. Install CuPy from the repository root with "
+            f"{_ENV}={raw} but {reason}. Install CuPy from the repository root with "
             '`python -m pip install -e ".[cuda12]"` (or ".[cuda13]") on a machine with an NVIDIA '
             f"GPU, or set {_ENV}=cpu."
         )
+    if forced.startswith("gpu:"):
+        count = cupy.cuda.runtime.getDeviceCount()
+        if int(forced[4:]) >= count:
+            raise DeviceError(
+                f"{_ENV}={raw!r}: this machine has {count} GPU(s); use 'gpu:0' to "
+                f"'gpu:{count - 1}', or 'gpu' for the first"
+            )
+        return cupy, forced
     if cupy is None:
         global cpu_reason
         cpu_reason = reason
@@ -209,12 +226,17 @@ def synchronize(place: Place) -> None:
         cupy.cuda.Device(place.index).synchronize()
 
 
-def parse_device(device) -> Place:
+def parse_device(device, where: str = "") -> Place:
     """Turn ``'cpu'``, ``'gpu'``, ``'gpu:1'``, ``'cuda:0'`` or a :class:`Place` into a Place.
 
+    Args:
+        device: the device.
+        where: the call to name in an error message, e.g. ``'Tensor.to()'``.
+
     Raises:
-        ValueError: an unknown device string.
-        DeviceError: a GPU was asked for but none is usable.
+        DeviceError: an unknown device string (a dtype name is called one), a device of
+            the wrong type, or a GPU this machine cannot provide. It is also a ValueError,
+            TypeError and RuntimeError (``backend/device_errors.py``).
     """
     if isinstance(device, Place):
         place = device
@@ -228,25 +250,27 @@ def parse_device(device) -> Place:
             or (index and not index.isdigit())
             or (kind == "cpu" and index)
         ):
-            raise ValueError(
-                f"unknown device {device!r}; use 'cpu', 'gpu' or 'gpu:N' (N = device number)"
-            )
+            raise unknown_device(device, dtypes.SUPPORTED, where)
         place = Place(kind, int(index or 0))
     else:
-        raise TypeError(
-            f"device must be a string like 'cpu' or 'gpu:0', got {type(device).__name__}"
-        )
+        raise device_of_wrong_type(device, where)
     if place.kind == "gpu":
+        prefix = f"{where}: " if where else ""
         if cupy is None:
             _, reason = _probe_cupy()
-            raise DeviceError(f"cannot use {device!r}: {reason}")
+            raise DeviceError(f"{prefix}cannot use {device!r}: {reason}; or run on the CPU: 'cpu'")
         count = cupy.cuda.runtime.getDeviceCount()
         if place.index >= count:
-            raise DeviceError(f"cannot use {device!r}: this machine has {count} GPU(s)")
+            raise DeviceError(
+                f"{prefix}cannot use {device!r}: this machine has {count} GPU(s); use "
+                f"'gpu:0' to 'gpu:{count - 1}', or 'cpu'"
+            )
     return place
 
 
-_current = Place("gpu", 0) if _initial_kind == "gpu" else CPU
+_current = CPU if _initial_kind == "cpu" else parse_device(_initial_kind)
+if _current.index:  # MINITORCH_AMP_DEVICE=gpu:N with N > 0
+    cupy.cuda.Device(_current.index).use()
 
 
 def set_device(device) -> Place:

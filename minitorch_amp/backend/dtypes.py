@@ -65,7 +65,7 @@ def convert_dtype(dtype) -> np.dtype:
     except TypeError:
         dt = None
     if dt is None or dt not in SUPPORTED:
-        raise unsupported_dtype(dtype)  # a DeviceError, also a TypeError
+        raise unsupported_dtype(dtype, SUPPORTED)  # a DeviceError, also a TypeError
     return dt
 
 

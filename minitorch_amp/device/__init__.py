@@ -1,8 +1,10 @@
 """``minitorch_amp.device``: choosing a device, how much memory it has, and when the host waits
 for it (Paddle's ``paddle.device``; ``device.cuda.graphs`` holds CUDA graphs).
 
-Memory accounting works on the CPU too, against a budget you can set, and so does the sync
-debug mode: the NumPy backend reports the same host reads a GPU would wait on.
+A wrong device or dtype argument anywhere raises :class:`DeviceError` (also a ValueError,
+TypeError and RuntimeError). Memory accounting works on the CPU too, against a budget you can
+set, and so does the sync debug mode: the NumPy backend reports the same host reads a GPU
+would wait on.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from ..backend import device as _device
 from ..backend import sync as _sync
 from ..backend.device import Place, device_count, get_device, is_compiled_with_cuda, set_device
+from ..backend.device_errors import DeviceError
 from ..backend.memory import (
     OutOfMemoryError,
     get_memory_limit,
@@ -46,6 +49,7 @@ def synchronize(device=None) -> None:
 
 
 __all__ = [
+    "DeviceError",
     "OutOfMemoryError",
     "Place",
     "SyncError",

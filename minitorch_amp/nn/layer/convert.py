@@ -22,6 +22,7 @@ from ...autograd.tensor import Tensor
 from ...autograd.tensor_to import is_dtype
 from ...backend import device as _device
 from ...backend import dtypes as _dtypes
+from ...backend.device_errors import DeviceError, unsupported_dtype
 from .tensor_convert import convert_all_
 from .tensor_convert import convert_tensor_ as convert_tensor_  # (re-exported: decorate uses it)
 
@@ -51,7 +52,9 @@ class ConvertMixin:
             blocking: True, False or None (copies here always complete; kept for Paddle).
 
         Raises:
-            ValueError: an unknown or unusable device. TypeError: a non-bool ``blocking``.
+            DeviceError: an unknown or unusable device, an unsupported dtype, or one in the
+                other's place (also a ValueError and a TypeError). TypeError: a non-bool
+                ``blocking``.
 
         Example:
             >>> from minitorch_amp import nn
@@ -119,8 +122,9 @@ def to_impl(
     """``Layer._to_impl``: check every argument, then convert each tensor in place.
 
     Raises:
-        ValueError: ``device`` is not a device string or Place, or names no usable device.
-        TypeError: ``blocking`` is not a bool or None; ``dtype`` is not supported.
+        DeviceError: ``device`` is not a device string or Place, or names no usable device;
+            ``dtype`` is not supported (also a ValueError and a TypeError).
+        TypeError: ``blocking`` is not a bool or None.
         OutOfMemoryError: the conversion does not fit; nothing was converted.
     """
     if device is None and dtype is None and blocking is None:
@@ -131,7 +135,7 @@ def to_impl(
             f"blocking must be True, False or None, got {blocking!r}; it says whether a "
             "device copy waits for completion"
         )
-    dtype = None if dtype is None else parse_dtype(dtype)
+    dtype = None if dtype is None else parse_dtype(dtype, "Layer.to()")
     # NOTE: blocking is accepted for Paddle's signature; copies here always complete before
     # the array is used (CuPy orders them on the stream), so there is nothing to wait for.
     named = list(layer.named_sublayers(include_self=True)) if include_sublayers else [("", layer)]
@@ -159,21 +163,18 @@ def _describe(label: str, t: Tensor) -> str:
 
 
 def parse_place(device) -> _device.Place:
-    """A ``Place`` from ``'cpu'``, ``'gpu'``, ``'gpu:N'`` or a Place; ValueError otherwise."""
-    if not isinstance(device, (str, _device.Place)):
-        raise ValueError(
-            "device must be None, a string such as 'cpu', 'gpu' or 'gpu:0', or a Place; got "
-            f"{type(device).__name__}"
-        )
+    """A ``Place`` from ``'cpu'``, ``'gpu'``, ``'gpu:N'``, ``'cuda:N'`` or a Place; else a
+    ``DeviceError`` (also a ValueError, as this raised before, and Paddle does)."""
+    return _device.parse_device(device, "Layer.to()")
+
+
+def parse_dtype(dtype, where: str = ""):
+    """The numpy dtype for ``dtype`` (a name, ``'paddle.bfloat16'``, a dtype); else a
+    ``DeviceError`` (also a TypeError, as this raised before)."""
     try:
-        return _device.parse_device(device)
-    except _device.DeviceError as exc:
-        raise ValueError(str(exc)) from exc
-
-
-def parse_dtype(dtype):
-    """The numpy dtype for ``dtype`` (a name, ``'paddle.bfloat16'``, a dtype); TypeError else."""
-    return _dtypes.convert_dtype(dtype)
+        return _dtypes.convert_dtype(dtype)
+    except DeviceError:
+        raise unsupported_dtype(dtype, _dtypes.SUPPORTED, where) from None
 
 
 def stays_float32(layer, dtype, purpose: str) -> bool:
