@@ -25,6 +25,7 @@ from minitorch_amp.utils import (
     kernel_check,
     run_check,
 )
+from minitorch_amp.utils.kernel_cache import KernelCache
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = (ROOT / "docs" / "environment.md").read_text()
@@ -77,7 +78,18 @@ def test_the_report_wraps_at_88_columns_and_lists_variables_in_effect(monkeypatc
     text = format_report(info, [("cast.cu", "not run (no GPU)")])
     assert max(len(line) for line in text.splitlines()) <= 88
     assert "  MINITORCH_AMP_RAW_KERNELS=0" in text
-    assert "  cast.cu        not run (no GPU)" in text
+    assert re.search(r"^  cast.cu +not run \(no GPU\)$", text, re.M)
+
+
+def test_kernel_names_and_statuses_stand_in_two_columns():
+    from minitorch_amp.backend import kernels
+
+    files = list(kernels.REGISTRY)
+    text = format_report(collect_env(), [(file, "not run (no GPU)") for file in files])
+    rows = [line for line in text.splitlines() if line.endswith("not run (no GPU)")]
+    assert [row.split()[0] for row in rows] == files
+    longest = max(map(len, files))  # gemm_bf16_sm90.cu: two spaces after it, too
+    assert {row.index("not run") for row in rows} == {2 + longest + 2}
 
 
 # ---- the kernel checks, run with NumPy on both sides -----------------------------------------
@@ -142,18 +154,35 @@ def test_without_a_gpu_each_file_is_compiled_for_its_own_target(monkeypatch):
         "compile_source",
         lambda source, file, options, names, arch: compiled.update({file: arch}),
     )
-    results = dict(kernel_check.compile_checks())
+    heading, lines = kernel_check.compile_checks(KernelCache(None))
+    results = dict(lines)
     assert compiled["gemm_sm90.cu"] == "sm_90a"  # it refuses (#error) any other target
     assert compiled["gemm_fp16.cu"] == "compute_80"
     assert set(compiled) == set(kernels.REGISTRY)
-    assert results["gemm_sm90.cu"] == "compiles for sm_90a with NVRTC 12.8; not run (no GPU)"
+    assert heading == "kernels (cuda/*.cu), compiled with NVRTC 12.8, not run (no GPU):"
+    assert re.fullmatch(r"sm_90a {6}compiled in \d+\.\d s", results["gemm_sm90.cu"])
+
+
+def test_a_kernel_that_does_not_compile_is_reported_failed(monkeypatch):
+    from minitorch_amp.backend import nvrtc
+
+    def refuse(source, file, options, names, arch):
+        raise RuntimeError(f"NVRTC failed to compile {file} for {arch}:\nerror: ...")
+
+    monkeypatch.setattr(nvrtc, "version", lambda: (12, 8))
+    monkeypatch.setattr(nvrtc, "include_dir", lambda: "/cuda/include")
+    monkeypatch.setattr(nvrtc, "compile_source", refuse)
+    results = dict(kernel_check.compile_checks(KernelCache(None))[1])
+    assert results["amp.cu"] == (
+        "FAILED to compile for compute_80: NVRTC failed to compile amp.cu for compute_80:"
+    )
 
 
 @pytest.mark.gpu
 def test_on_a_gpu_every_kernel_matches_its_twin():
     from minitorch_amp.backend import gemm_sm90
 
-    results = dict(kernel_check.check_kernels())
+    results = dict(kernel_check.check_kernels()[1])
     if not gemm_sm90.device_is_hopper():
         assert results.pop("gemm_sm90.cu").startswith("not run: needs compute capability 9.0")
     assert set(results.values()) == {"compiles, matches its twin"}
@@ -184,6 +213,99 @@ def test_python_dash_m_exits_1_when_the_gemm_setting_is_wrong():
     assert out.returncode == 1
     assert "MINITORCH_AMP_GEMM_KERNEL must be auto, sm80 or sm90, got 'hopper'" in out.stderr
     assert "  MINITORCH_AMP_GEMM_KERNEL=hopper" in out.stdout  # among the variables in effect
+
+
+# ---- the command talks while it works -------------------------------------------------------
+# The child's NVRTC is a fake that compiles kernel i only once the parent has read every line
+# printed before it (the parent says so with a file named i): a header or a kernel line left
+# in the child's buffer stops the exchange, and the parent's read times out.
+SLOW_REPORT = """
+import sys, time
+from pathlib import Path
+from minitorch_amp.backend import nvrtc
+from minitorch_amp.__main__ import main
+
+said, calls = Path(sys.argv[1]), []
+
+
+def compile_source(source, name, options=(), names=(), arch="compute_80"):
+    deadline = time.monotonic() + 10
+    while not (said / str(len(calls))).exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError("the lines before this kernel were not read: not flushed?")
+        time.sleep(0.01)
+    calls.append(name)
+    return {"ptx": name, "log": "", "lowered": {n: n for n in names}}
+
+
+nvrtc.compile_source, nvrtc.version = compile_source, lambda: (12, 8)
+nvrtc.include_dir = lambda: Path("/cuda/include")
+sys.exit(main(["--no-cache"]))
+"""
+
+
+def test_the_header_comes_at_once_and_each_kernel_line_as_it_is_compiled(tmp_path):
+    import queue
+    import threading
+
+    from minitorch_amp.backend import kernels
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MINITORCH_AMP_DEVICE": "cpu"}
+    child = subprocess.Popen(
+        [sys.executable, "-c", SLOW_REPORT, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in child.stdout], daemon=True).start()
+    try:
+        assert lines.get(timeout=60) == "minitorch_amp environment report\n"
+        while not (line := lines.get(timeout=20)).startswith("kernels (cuda/*.cu)"):
+            assert ".cu " not in line  # no kernel before its heading
+        for i, file in enumerate(kernels.REGISTRY):
+            (tmp_path / str(i)).touch()  # the parent has read everything before kernel i
+            row = lines.get(timeout=20)  # read before kernel i + 1 compiles
+            assert row.split()[0] == file and "compiled in" in row, row
+        (tmp_path / str(len(kernels.REGISTRY))).touch()
+        assert child.wait(timeout=60) == 0
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_help_lists_every_option_with_its_default(capsys, monkeypatch, tmp_path):
+    from minitorch_amp.__main__ import main
+
+    monkeypatch.setenv("MINITORCH_AMP_KERNEL_CACHE", str(tmp_path))
+    monkeypatch.setenv("COLUMNS", "400")  # argparse wraps to the terminal, at hyphens too
+    with pytest.raises(SystemExit) as stopped:
+        main(["--help"])
+    assert stopped.value.code == 0
+    text = capsys.readouterr().out
+    for option in ("--no-compile", "--no-cache", "--cache-dir DIR"):
+        assert option in text
+    assert text.count("(default: False)") == 2
+    assert f"(default: {tmp_path})" in text
+
+
+def test_no_cache_and_cache_dir_choose_the_cache_the_kernels_use(monkeypatch, tmp_path):
+    from minitorch_amp import __main__
+
+    used = []
+
+    def check_kernels(compile_without_gpu, cache):
+        used.append(cache.directory)
+        return "kernels (cuda/*.cu):", iter([])
+
+    monkeypatch.setattr(__main__.kernel_check, "check_kernels", check_kernels)
+    monkeypatch.setattr(__main__, "run_check", lambda: None)
+    monkeypatch.setenv("MINITORCH_AMP_KERNEL_CACHE", str(tmp_path / "env"))
+    assert __main__.main([]) == 0
+    assert __main__.main(["--cache-dir", str(tmp_path / "flag")]) == 0
+    assert __main__.main(["--no-cache"]) == 0
+    assert used == [tmp_path / "env", tmp_path / "flag", None]
 
 
 def test_every_registered_kernel_file_has_a_check():

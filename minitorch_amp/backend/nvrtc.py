@@ -79,6 +79,11 @@ def _load():
     return _lib
 
 
+def library_path() -> str:
+    """The file of the NVRTC library in use (loaded on the first call)."""
+    return _load()._name
+
+
 def version() -> tuple[int, int]:
     lib = _load()
     major, minor = ctypes.c_int(), ctypes.c_int()

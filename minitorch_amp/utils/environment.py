@@ -1,7 +1,8 @@
 """What this installation runs on: versions, the device, CUDA, and the environment variables.
 
 ``python -m minitorch_amp`` prints :func:`format_report` of :func:`collect_env` (in the spirit
-of ``python -m torch.utils.collect_env``), then runs :func:`minitorch_amp.utils.run_check`.
+of ``python -m torch.utils.collect_env``), then a :func:`kernel_line` per kernel as each is
+checked, then runs :func:`minitorch_amp.utils.run_check`.
 Every environment variable minitorch_amp reads is listed in :data:`ENVIRONMENT_VARIABLES`
 and, with more words, in ``docs/environment.md``.
 """
@@ -27,6 +28,8 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "MINITORCH_AMP_GEMM_KERNEL": "'auto', 'sm80' or 'sm90': which GEMM kernel runs on a GPU",
     "MINITORCH_AMP_DIST_BACKEND": "'mpi', 'nccl' or 'local': force the distributed backend",
     "MINITORCH_AMP_DIST_TIMEOUT": "seconds a collective waits for the other ranks (600)",
+    "MINITORCH_AMP_KERNEL_CACHE": "where the report keeps compiled kernels; '0': no cache",
+    "XDG_CACHE_HOME": "the kernel cache is in its minitorch_amp/kernels (~/.cache)",
     "CUDA_PATH": "the CUDA toolkit whose headers the NVRTC compile check uses",
     "CUDA_HOME": "the same, when CUDA_PATH is not set",
     # set by mpiexec, read to learn the ranks
@@ -106,8 +109,8 @@ def collect_env() -> dict:
 
 
 def format_report(info: dict, kernels: list | None = None) -> str:
-    """The report as text: ``name: value`` per fact (wrapped at 88 columns), then the kernels
-    and the variables that are set."""
+    """The report as text: ``name: value`` per fact (wrapped at 88 columns), the variables
+    that are set, then the kernels (``python -m minitorch_amp`` prints those as they come)."""
     lines = ["minitorch_amp environment report", ""]
     for key in (
         "minitorch_amp",
@@ -126,12 +129,19 @@ def format_report(info: dict, kernels: list | None = None) -> str:
         lines += [f"{'':<15}{more}" for more in text[1:]]
     lines.append(f"{'gpus:':<15}{'none' if not info['gpus'] else info['gpus'][0]}")
     lines += [f"{'':<15}{gpu}" for gpu in info["gpus"][1:]]
-    if kernels is not None:
-        lines += ["", "kernels (cuda/*.cu):"]
-        lines += [f"  {file:<15}{status}" for file, status in kernels]
     lines += ["", "environment variables in effect:"]
     if info["environment"]:
         lines += [f"  {key}={value}" for key, value in info["environment"].items()]
     else:
         lines.append("  none of those minitorch_amp reads is set (see docs/environment.md)")
+    if kernels is not None:
+        lines += ["", "kernels (cuda/*.cu):"]
+        lines += [kernel_line(file, status) for file, status in kernels]
     return "\n".join(lines)
+
+
+def kernel_line(file: str, status: str) -> str:
+    """One kernel's line: its file in a column as wide as the longest registered name, then
+    its status."""
+    width = max([len(file), *map(len, _kernels.REGISTRY)]) + 2
+    return f"  {file:<{width}}{status}"

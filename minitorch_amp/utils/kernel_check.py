@@ -8,7 +8,9 @@ whose float32 sums are exact in any order), within two float16 ulps for ``gemm_f
 adds in another order). Each GEMM check chooses its kernel with ``MINITORCH_AMP_GEMM_KERNEL``;
 ``gemm_sm90.cu`` runs only on compute capability 9.0 and is reported "not run" elsewhere.
 Without a GPU, each file is compiled with NVRTC for its target when the library is here
-(``pip install nvidia-cuda-nvrtc``), and nothing runs.
+(``pip install nvidia-cuda-nvrtc``), and nothing runs; the compiled kernels are kept between
+runs (:mod:`minitorch_amp.utils.kernel_cache`). Every check is a generator: the report prints
+each kernel's line as it is done.
 
 The checks take ``to_device`` and ``to_host`` so that the tests can run them with NumPy on
 both sides; :func:`check_kernels` uses CuPy.
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -30,6 +32,8 @@ from ..backend import kernels as _kernels
 from ..backend import loss_scaling as _loss_scaling
 from ..backend import primitives as _primitives
 from ..backend.dtypes import bfloat16
+from . import kernel_cache as _kernel_cache
+from .kernel_cache import KernelCache
 
 Move = Callable[[np.ndarray], object]
 
@@ -249,50 +253,69 @@ CHECKS: dict[str, Callable[[Move, Move], bool]] = {
 }
 
 
-def run_checks(to_device: Move, to_host: Move) -> list[tuple[str, str]]:
-    """``(file, status)`` for every check: launch, hold to the twin, report; never raise."""
-    results = []
+def run_checks(to_device: Move, to_host: Move) -> Iterator[tuple[str, str]]:
+    """``(file, status)`` for every check, each as it is done: launch, hold to the twin,
+    report; never raise."""
     for file, check in CHECKS.items():
         try:
             ok = check(to_device, to_host)
         except NotApplicableError as reason:
-            results.append((file, f"not run: {reason}"))
+            yield file, f"not run: {reason}"
             continue
         except Exception as exc:
-            results.append((file, f"FAILED: {type(exc).__name__}: {exc}".splitlines()[0]))
+            yield file, f"FAILED: {type(exc).__name__}: {exc}".splitlines()[0]
             continue
-        results.append((file, "compiles, matches its twin" if ok else "MISMATCH with its twin"))
-    return results
+        yield file, "compiles, matches its twin" if ok else "MISMATCH with its twin"
 
 
-def compile_checks() -> list[tuple[str, str]]:
-    """Without a GPU: compile each registered file with NVRTC, as the loader would."""
+HEADING = "kernels (cuda/*.cu):"
+
+
+def compile_checks(cache: KernelCache) -> tuple[str, Iterator[tuple[str, str]]]:
+    """Without a GPU: the heading, and ``(file, status)`` for each registered file compiled
+    with NVRTC as the loader would, each as it is done (through ``cache``; never raises)."""
     from ..backend import nvrtc
 
     try:
         version = "{}.{}".format(*nvrtc.version())
         nvrtc.include_dir()
     except Exception as exc:
-        return [(file, f"not checked: no GPU, and {exc}") for file in _kernels.REGISTRY]
-    results = []
+        return HEADING, iter([(f, f"not checked: no GPU, and {exc}") for f in _kernels.REGISTRY])
+    heading = f"kernels (cuda/*.cu), compiled with NVRTC {version}, not run (no GPU):"
+    return heading, _compile_each(cache)
+
+
+def _compile_each(cache: KernelCache) -> Iterator[tuple[str, str]]:
+    targets = {file: entry.arch or "compute_80" for file, entry in _kernels.REGISTRY.items()}
+    width = max(map(len, targets.values())) + 2  # the target, then the outcome, in columns
     for file, entry in _kernels.REGISTRY.items():
-        arch = entry.arch or "compute_80"  # a file built for one target only, else Ampere's
+        arch = targets[file]  # a file built for one target only, else Ampere's
         try:
-            nvrtc.compile_source(entry.source(), file, entry.all_options(), entry.names, arch)
+            done = cache.compile(entry.source(), file, entry.all_options(), entry.names, arch)
         except Exception as exc:
-            results.append((file, f"FAILED to compile: {str(exc).splitlines()[0]}"))
+            yield file, f"FAILED to compile for {arch}: {str(exc).splitlines()[0]}"
             continue
-        results.append((file, f"compiles for {arch} with NVRTC {version}; not run (no GPU)"))
-    return results
+        if done.cached:
+            yield file, f"{arch:<{width}}from the cache (a cold compile took {done.seconds:.1f} s)"
+        else:
+            problem = f" ({done.problem})" if done.problem else ""
+            yield file, f"{arch:<{width}}compiled in {done.seconds:.1f} s{problem}"
 
 
-def check_kernels(compile_without_gpu: bool = True) -> list[tuple[str, str]]:
-    """The kernel lines of the report: run on the GPU, else compiled only (or skipped)."""
+def check_kernels(
+    compile_without_gpu: bool = True, cache: KernelCache | None = None
+) -> tuple[str, Iterator[tuple[str, str]]]:
+    """The kernel section of the report: its heading, and its lines, each made as it is asked
+    for (run on the GPU, else compiled only through ``cache``, by default the one
+    :func:`~minitorch_amp.utils.kernel_cache.cache_dir` names, or skipped)."""
     cupy = _device.cupy
     if cupy is not None and _device.current_place().kind == "gpu":
         if not _kernels.enabled():
-            return [(f, "not run: MINITORCH_AMP_RAW_KERNELS=0") for f in _kernels.REGISTRY]
-        return run_checks(cupy.asarray, cupy.asnumpy)
+            return HEADING, iter(
+                [(f, "not run: MINITORCH_AMP_RAW_KERNELS=0") for f in _kernels.REGISTRY]
+            )
+        heading = "kernels (cuda/*.cu), run on the GPU and held to their NumPy twins:"
+        return heading, run_checks(cupy.asarray, cupy.asnumpy)
     if not compile_without_gpu:
-        return [(file, "not run (no GPU)") for file in _kernels.REGISTRY]
-    return compile_checks()
+        return HEADING, iter([(file, "not run (no GPU)") for file in _kernels.REGISTRY])
+    return compile_checks(KernelCache(_kernel_cache.cache_dir()) if cache is None else cache)
