@@ -14,10 +14,9 @@ import numpy as np
 from ...backend import get_array_module
 from ...backend.dtypes import accumulation_dtype
 from ...backend.primitives import relu_backward
-from ...backend.special import erf
+from ...backend.special import normal_cdf
 from ..op import BLACK, GRAY, Op
 
-_SQRT_HALF = math.sqrt(0.5)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_CUBIC = 0.044715
@@ -78,10 +77,7 @@ class Gelu(Op):
             ctx.t = xp.tanh(_SQRT_2_OVER_PI * (xa + _GELU_CUBIC * xa * xa * xa))
             out = 0.5 * xa * (1.0 + ctx.t)
         else:
-            cdf = erf(xa * _SQRT_HALF)  # a new array: updated in place
-            cdf += 1.0
-            cdf *= 0.5
-            ctx.cdf = cdf
+            ctx.cdf = cdf = normal_cdf(xa)  # float32 in float32 alone: no erf, no widening
             out = xa * cdf
         return out.astype(x.dtype, copy=False)
 
