@@ -254,7 +254,7 @@ def normal_cdf(x):
     Example:
         >>> import numpy as np
         >>> print(normal_cdf(np.array([-np.inf, -2.0, 0.0, 1.0, 9.0], dtype=np.float32)))
-        [0.         0.02275013 0.5        0.8413447  1.        ]
+        [0.         0.02275013 0.5        0.8413448  1.        ]
     """
     xp = get_array_module(x)
     dtype = x.dtype if getattr(x, "dtype", None) is not None else float64
