@@ -32,6 +32,7 @@ import ml_dtypes
 import numpy as np
 
 from . import device as _device
+from . import gemm_sm90 as _sm90
 from . import kernels
 
 E4M3, E5M2 = 0, 1
@@ -178,3 +179,124 @@ def cast_transpose_fp8(x, scale, out_dtype_code: int, saturate: bool = True, ama
         grid = (min(tiles, _MAX_BLOCKS),)
         kernels.launch(CAST_FILE, name, grid, (_THREADS,), args)
     return out, out_t, amax
+
+
+# ---- the FP8 GEMM --------------------------------------------------------------------------
+
+GEMM_FILE = "gemm_fp8_sm90.cu"
+_OUT_TYPES = {
+    np.dtype("float32"): "float",
+    np.dtype("float16"): "__half",
+    _bfloat16: "__nv_bfloat16",
+}
+_FORMAT_PAIRS = ((E4M3, E4M3), (E4M3, E5M2), (E5M2, E4M3))  # torch._scaled_mm's, too
+TILE_WIDTHS = (128, 256)
+K_MULTIPLE = 16  # TMA: the rows of a K-major FP8 operand must be 16 bytes apart
+
+
+def gemm_kernel_name(out_dtype, a_code: int, b_code: int, bn: int) -> str:
+    return f"gemm_fp8_sm90<{_OUT_TYPES[np.dtype(out_dtype)]},{a_code},{b_code},{bn}>"
+
+
+GEMM_KERNELS = kernels.register(
+    GEMM_FILE,
+    names=tuple(
+        gemm_kernel_name(out, a, b, bn)
+        for out in _OUT_TYPES
+        for a, b in _FORMAT_PAIRS
+        for bn in TILE_WIDTHS
+    ),
+    arch=_sm90.ARCH,
+)
+
+
+def gemm_plan(m: int, n: int, sms: int) -> tuple[int, int]:
+    """``(tile width, grid)``: 128 x 256 tiles when they still fill every SM (fewer loads
+    per product), else 128 x 128; one persistent CTA per SM at most."""
+    tiles_m = math.ceil(m / _sm90.BM)
+    bn = 256 if tiles_m * math.ceil(n / 256) >= sms else 128
+    return bn, min(tiles_m * math.ceil(n / bn), sms)
+
+
+def _check_gemm_args(a, b_t, scale_a, scale_b, out_dtype, a_code, b_code) -> tuple[int, int]:
+    codes = (format_of(a.dtype, a_code), format_of(b_t.dtype, b_code))
+    if codes not in _FORMAT_PAIRS:
+        raise ValueError(
+            "an FP8 GEMM takes E4M3 x E4M3, E4M3 x E5M2 or E5M2 x E4M3, not E5M2 x E5M2"
+        )
+    if a.ndim != 2 or b_t.ndim != 2 or a.shape[1] != b_t.shape[1]:
+        raise ValueError(f"fp8 GEMM shapes do not match: a {a.shape}, b as [N, K] {b_t.shape}")
+    if np.dtype(out_dtype) not in _OUT_TYPES:
+        raise TypeError(f"out_dtype must be float32, float16 or bfloat16, got {out_dtype}")
+    for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if s.shape != (1,) or s.dtype != np.float32:
+            raise ValueError(
+                f"{name} must be a float32 array of shape [1], got {s.dtype} {s.shape}"
+            )
+    return codes
+
+
+def fp8_gemm(a, b, scale_a, scale_b, out_dtype, a_code=None, b_code=None):
+    """``out_dtype((a @ b) * scale_a * scale_b)``, float32 accumulation (``torch._scaled_mm``).
+
+    Args:
+        a: [M, K] FP8 (``float8_e4m3fn`` / ``float8_e5m2``, or uint8 storage with ``a_code``).
+        b: [K, N] FP8, as NumPy sees it; ``w.T`` of a contiguous ``w`` [N, K] costs no copy
+            (the kernel reads B K-major), any other layout is copied K-major first.
+        scale_a, scale_b: the inverse scales, float32 arrays of shape [1] on the operands'
+            device (read on the device only).
+        out_dtype: float32, float16 or bfloat16.
+
+    NumPy operands run the twin; CuPy ones the Hopper kernel where it applies (compute
+    capability 9.0, ``K % 16 == 0``, ``MINITORCH_AMP_GEMM_KERNEL`` not ``sm80``), else the
+    twin's arithmetic on CuPy (decoded through a 256-entry table, float32 matmul).
+    """
+    return fp8_gemm_nt(a, b.T, scale_a, scale_b, out_dtype, a_code, b_code)
+
+
+def fp8_gemm_nt(a, b_t, scale_a, scale_b, out_dtype, a_code=None, b_code=None):
+    """:func:`fp8_gemm` with B given K-major, as ``b_t`` [N, K] (what the kernel reads)."""
+    codes = _check_gemm_args(a, b_t, scale_a, scale_b, out_dtype, a_code, b_code)
+    if isinstance(a, np.ndarray):
+        return twin_gemm(a, b_t.T, scale_a, scale_b, out_dtype, *codes)
+    cp = _device.cupy
+    m, k = a.shape
+    n = b_t.shape[0]
+    a8 = cp.ascontiguousarray(a.view(np.uint8))
+    b8 = cp.ascontiguousarray(b_t.view(np.uint8))
+    if not _kernel_applies(a8, b8, m, n, k):
+        return _gemm_on_cupy(a8, b8, scale_a, scale_b, out_dtype, codes)
+    out = cp.empty((m, n), dtype=out_dtype)
+    bn, grid = gemm_plan(m, n, _sm90.sm_count())
+    # Each FP8 row as K / 2 two-byte words: gemm_sm90.py's maps, boxes of 128 bytes.
+    map_a = _sm90.encode(a8.view(np.float16), k_major=True, rows=_sm90.BM)
+    map_b = _sm90.encode(b8.view(np.float16), k_major=True, rows=bn)
+    i32 = np.int32
+    args = (map_a, map_b, out, scale_a, scale_b, i32(m), i32(n), i32(k), i32(n))
+    name = gemm_kernel_name(out_dtype, *codes, bn)
+    kernels.launch(GEMM_FILE, name, (grid, 1, 1), (_sm90.THREADS, 1, 1), args, _sm90.smem_bytes(bn))
+    return out
+
+
+def _kernel_applies(a8, b8, m: int, n: int, k: int) -> bool:
+    if _sm90.requested() == "sm80" or not _sm90.device_is_hopper():
+        return False
+    if k < K_MULTIPLE or k % K_MULTIPLE or min(m, n) < 1:
+        return False
+    return all(_sm90.tma_addressable(x.view(np.float16)) for x in (a8, b8))
+
+
+def _gemm_on_cupy(a8, b8, scale_a, scale_b, out_dtype, codes):
+    """The twin's arithmetic on CuPy: decode through a table kept on the device, float32
+    matmul, the scales' float32 product, one rounding."""
+    cp = _device.cupy
+    decoded = []
+    for x, code in ((a8, codes[0]), (b8, codes[1])):
+        key = ("fp8 decode table", cp.cuda.runtime.getDevice(), code)
+        table = kernels.device_table(
+            key,
+            lambda code=code: np.arange(256, dtype=np.uint8).view(FORMATS[code]).astype(np.float32),
+        )
+        decoded.append(table[x])
+    alpha = scale_a * scale_b
+    return (cp.matmul(decoded[0], decoded[1].T) * alpha).astype(out_dtype)
