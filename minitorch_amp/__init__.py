@@ -106,3 +106,11 @@ from .nn import ParamAttr
 bool = bool_  # noqa: A001 - Paddle exposes paddle.bool
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """A PyTorch name this package spells differently raises an AttributeError that says
+    what to use (``minitorch_amp.pytorch_hints``); called only for names not found."""
+    from .pytorch_hints import missing
+
+    raise missing("minitorch_amp", name, names=globals())

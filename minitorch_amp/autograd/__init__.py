@@ -12,8 +12,9 @@ from .gradients import backward, grad
 from .op import OP_TABLE, Context, Op
 from .py_layer import PyLayer, PyLayerContext
 
-# (imported for their effect: Tensor.topk, .split, ... and their double backward)
-from . import higher_order_more, tensor_methods  # isort: skip
+# (imported for their effect: Tensor.topk, .split, ..., their double backward, and
+# PyTorch's requires_grad with hints for the names Tensor lacks)
+from . import higher_order_more, tensor_methods, tensor_torch  # isort: skip
 
 __all__ = [
     "OP_TABLE",

@@ -9,6 +9,9 @@ would wait on.
 
 from __future__ import annotations
 
+import sys
+import types
+
 from ..backend import device as _device
 from ..backend import sync as _sync
 from ..backend.device import Place, device_count, get_device, is_compiled_with_cuda, set_device
@@ -72,3 +75,28 @@ __all__ = [
     "sync_debug_mode",
     "synchronize",
 ]
+
+
+class _DeviceModule(types.ModuleType):
+    """This module's type: Paddle's ``paddle.device`` module that can also be called as
+    PyTorch's ``torch.device``.
+
+    NOTE: ``mt.device("cuda" if mt.cuda.is_available() else "cpu")`` is the first line of most
+    PyTorch scripts; Paddle's module is not callable, so calling it means nothing else here.
+    It returns the :class:`Place`, which ``.to()``, ``place=`` and ``set_device`` take.
+    """
+
+    def __call__(self, device, index: int | None = None) -> Place:
+        """``device('cuda')``, ``device('cuda:1')``, ``device('cuda', 1)`` or ``device('cpu')``:
+        the Place, checked as ``.to()`` checks it (a GPU this machine lacks is refused)."""
+        if index is not None:
+            if not isinstance(device, str) or ":" in device:
+                raise _device.DeviceError(
+                    f"device({device!r}, {index!r}): give the number once, as "
+                    "device('cuda', 1) or device('cuda:1')"
+                )
+            device = f"{device}:{index}"
+        return _device.parse_device(device, "minitorch_amp.device()")
+
+
+sys.modules[__name__].__class__ = _DeviceModule

@@ -25,6 +25,7 @@ import inspect
 import numbers
 
 from ..autograd.tensor import Tensor
+from ..pytorch_hints import missing
 from .lr import LRScheduler
 
 _RENAMED = {"lr": "learning_rate", "eps": "epsilon", "params": "parameters"}
@@ -134,7 +135,14 @@ def _put(owner: str, kwargs: dict, name: str, value, spelled: str) -> None:
 
 
 class TorchOptimizerMethods:
-    """``zero_grad`` and ``load_state_dict``, PyTorch's names, on every optimizer."""
+    """``zero_grad`` and ``load_state_dict``, PyTorch's names, on every optimizer; and for
+    a PyTorch name it lacks (``param_groups``), an AttributeError that says what to use."""
+
+    def __getattr__(self, name: str):
+        # Only called when normal lookup fails, so existing attributes pay nothing.
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise missing("Optimizer", name, f"{type(self).__name__!r} object")
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """PyTorch's ``zero_grad``: drop every ``.grad`` (``set_to_none=True``, PyTorch's

@@ -32,7 +32,7 @@ from .convert import ConvertMixin
 from .hooks import HookRemoveHelper
 from .printing import layer_repr
 from .state_dict import collect_state_dict, load_state_dict
-from .torch_compat import TorchLayerMethods
+from .torch_compat import TorchLayerMethods, missing_attribute
 
 
 def _camel_to_snake(name: str) -> str:
@@ -259,7 +259,7 @@ class Layer(ConvertMixin, TorchLayerMethods):
         for store in ("_parameters", "_sub_layers", "_buffers"):
             if store in d and name in d[store]:
                 return d[store][name]
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        raise missing_attribute(self, name)  # with what to use for a PyTorch name
 
     def __delattr__(self, name: str) -> None:
         for store in (self._parameters, self._sub_layers, self._buffers):

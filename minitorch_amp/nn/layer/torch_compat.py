@@ -1,9 +1,12 @@
-"""PyTorch's names on ``Layer``: ``load_state_dict(state_dict, strict=True)`` and ``zero_grad``."""
+"""PyTorch's names on ``Layer``: ``load_state_dict(state_dict, strict=True)`` and ``zero_grad``;
+for a PyTorch name it lacks, what to use instead."""
 
 from __future__ import annotations
 
 import warnings
 from typing import NamedTuple
+
+from ...pytorch_hints import missing
 
 
 class IncompatibleKeys(NamedTuple):
@@ -60,3 +63,9 @@ class TorchLayerMethods:
         """PyTorch's ``zero_grad``: drop every parameter's ``.grad`` (``set_to_none=True``,
         PyTorch's default) or zero it; Paddle's ``clear_gradients`` zeroes by default."""
         self.clear_gradients(set_to_zero=not set_to_none)
+
+
+def missing_attribute(layer, name: str) -> AttributeError:
+    """What ``Layer.__getattr__`` raises for a name no layer has: Python's message, plus what
+    to use for a PyTorch name (``model.half()`` -> ``model.float16()``)."""
+    return missing("Layer", name, f"{type(layer).__name__!r} object")
