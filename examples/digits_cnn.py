@@ -15,6 +15,7 @@ same batch order (``seed`` fixes both), so the table shows what AMP alone change
 
     python examples/digits_cnn.py               # fp32, O1 and O2 side by side
     python examples/digits_cnn.py --mode O1     # one mode
+    python examples/digits_cnn.py --dtype float8     # bfloat16, the Linear in FP8
     python examples/digits_cnn.py --device gpu  # on the GPU (CuPy and a CUDA device)
 
 Needs scikit-learn (``python -m pip install -e ".[examples]"`` from the repository root).
@@ -32,7 +33,16 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout too
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # digits_mlp, beside this file
 
-from digits_mlp import MODES, Digits, Result, autocast_for, load_data, print_table
+from digits_mlp import (
+    DTYPES,
+    MODES,
+    Digits,
+    Result,
+    amp_dtype,
+    autocast_for,
+    load_data,
+    print_table,
+)
 
 import minitorch_amp as mt
 from minitorch_amp import amp, nn
@@ -66,11 +76,13 @@ def as_images(x: np.ndarray) -> np.ndarray:
     return x.reshape(-1, 1, 8, 8)
 
 
-def evaluate(model: nn.Layer, x: np.ndarray, y: np.ndarray, mode: str) -> float:
+def evaluate(
+    model: nn.Layer, x: np.ndarray, y: np.ndarray, mode: str, dtype: str = "float16"
+) -> float:
     """Test accuracy, as deployed: eval mode (running batch-norm statistics), no graph, the
-    training mode's ``auto_cast`` level."""
+    training mode's ``auto_cast`` level and dtype."""
     model.eval()
-    with mt.no_grad(), autocast_for(mode):
+    with mt.no_grad(), autocast_for(mode, dtype):
         predicted = model(mt.to_tensor(as_images(x))).argmax(axis=-1).numpy()
     model.train()
     return float((predicted == y).mean())
@@ -85,14 +97,19 @@ def train(
     seed: int = 0,
     data: Digits | None = None,
     log=print,
+    dtype: str = "float16",
 ) -> Result:
     """Train :class:`DigitsCNN` in ``mode``; return its test accuracy, loss and time.
 
     O1 wraps forward and loss in ``auto_cast`` and scales the loss with a ``GradScaler``;
     O2 also ``decorate``s model and optimizer (float16 weights, float32 master weights).
+    ``dtype='bfloat16'`` needs no GradScaler; ``'float8'`` is bfloat16 with the Linear
+    classifier as an FP8 GEMM (the convolutions stay bfloat16).
     """
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} is not available; choose one of {MODES}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     if min(epochs, batch_size, channels) < 1:
         raise ValueError(
             f"epochs, batch_size and channels must be at least 1, got {epochs}, {batch_size}, "
@@ -105,9 +122,11 @@ def train(
     mt.seed(seed)  # the initial weights, then the batch order: the same in every mode
     model = DigitsCNN(channels)
     optimizer = mt.optimizer.Adam(learning_rate=learning_rate, parameters=model.parameters())
-    scaler = amp.GradScaler(enable=mode != "fp32", init_loss_scaling=1024)
+    scaler = amp.GradScaler(enable=mode != "fp32" and dtype == "float16", init_loss_scaling=1024)
     if mode == "O2":
-        model, optimizer = amp.decorate(models=model, optimizers=optimizer, level="O2")
+        model, optimizer = amp.decorate(
+            models=model, optimizers=optimizer, level="O2", dtype=amp_dtype(dtype)
+        )
     train_set = TensorDataset([mt.to_tensor(as_images(data.x_train)), mt.to_tensor(data.y_train)])
     loader = DataLoader(train_set, batch_size=batch_size, shuffle=True)
 
@@ -115,7 +134,7 @@ def train(
     for epoch in progress(range(epochs), desc=f"{mode}, {epochs} epochs"):
         batch_losses = []  # device scalars, read once per epoch: no host sync per step
         for x, y in loader:
-            with autocast_for(mode):
+            with autocast_for(mode, dtype):
                 loss = nn.functional.cross_entropy(model(x), y)
             scaler.scale(loss).backward()
             scaler.minimize(optimizer, loss)  # = optimizer.step() when scaling is off
@@ -125,7 +144,7 @@ def train(
         log(f"{mode} epoch {epoch + 1}/{epochs}: train loss = {epoch_losses[-1]:.4f}")
     seconds = time.perf_counter() - start
 
-    accuracy = evaluate(model, data.x_test, data.y_test, mode)
+    accuracy = evaluate(model, data.x_test, data.y_test, mode, dtype)
     return Result(mode, accuracy, epoch_losses[-1], seconds, epoch_losses)
 
 
@@ -140,6 +159,7 @@ def main(argv=None) -> None:
     parser.add_argument("--channels", type=int, default=16, help="channels of the first conv")
     parser.add_argument("--learning-rate", type=float, default=5e-3, help="Adam's step size")
     parser.add_argument("--seed", type=int, default=0, help="initial weights and batch order")
+    parser.add_argument("--dtype", default="float16", choices=DTYPES, help="O1/O2's type")
     parser.add_argument("--device", default=None, help="'cpu', 'gpu' or 'gpu:N' (None: auto)")
     parser.add_argument("--verbose", action="store_true", help="print the loss of every epoch")
     args = parser.parse_args(argv)
@@ -165,6 +185,7 @@ def main(argv=None) -> None:
             seed=args.seed,
             data=data,
             log=write if args.verbose else None,
+            dtype=args.dtype,
         )
         for mode in modes
     ]

@@ -14,6 +14,7 @@ alone changes: on a CPU float16 is emulated and slower, and the test accuracy st
     python examples/digits_mlp.py               # fp32, O1 and O2 side by side
     python examples/digits_mlp.py --mode O2     # pure fp16 with fp32 master weights only
     python examples/digits_mlp.py --dtype bfloat16   # O1 and O2 in bfloat16 (no loss scaling)
+    python examples/digits_mlp.py --dtype float8     # bfloat16, the Linear layers in FP8
     python examples/digits_mlp.py --device gpu  # on the GPU (CuPy and a CUDA device)
 
 Needs scikit-learn (``python -m pip install -e ".[examples]"`` from the repository root).
@@ -22,6 +23,7 @@ Needs scikit-learn (``python -m pip install -e ".[examples]"`` from the reposito
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from dataclasses import dataclass, field
@@ -112,11 +114,26 @@ class DigitsMLP(nn.Layer):
         return self.net(x)
 
 
-def autocast_for(mode: str, dtype: str = "float16") -> amp.auto_cast:
-    """``auto_cast`` at the mode's level in ``dtype``; switched off (a no-op region) for fp32."""
+DTYPES = ("float16", "bfloat16", "float8")  # float8: bfloat16 AMP plus FP8 GEMMs
+
+
+@contextlib.contextmanager
+def autocast_for(mode: str, dtype: str = "float16"):
+    """``auto_cast`` at the mode's level in ``dtype``; switched off (a no-op region) for fp32.
+    ``'float8'``: bfloat16, and inside ``amp.fp8_autocast`` the Linear layers' GEMMs in FP8
+    (Transformer Engine's default recipe: E4M3 forward, E5M2 gradients, delayed scaling)."""
     if mode == "fp32":
-        return amp.auto_cast(enable=False)
-    return amp.auto_cast(level=mode, dtype=dtype)
+        with amp.auto_cast(enable=False):
+            yield
+        return
+    fp8 = dtype == "float8"
+    with amp.auto_cast(level=mode, dtype=amp_dtype(dtype)), amp.fp8_autocast(enabled=fp8):
+        yield
+
+
+def amp_dtype(dtype: str) -> str:
+    """The 16-bit type AMP computes in: bfloat16 for ``'float8'`` (around the FP8 GEMMs)."""
+    return "bfloat16" if dtype == "float8" else dtype
 
 
 def evaluate(
@@ -148,7 +165,8 @@ def train(
     weights, fp32 master weights kept and updated by Adam). ``seed`` fixes the initial
     weights, the batch order and the dropout masks, identically for every mode.
     ``dtype='bfloat16'`` runs O1/O2 in bfloat16, without a GradScaler (bfloat16 has float32's
-    exponent range: nothing underflows that loss scaling would rescue).
+    exponent range: nothing underflows that loss scaling would rescue); ``'float8'`` too, with
+    the Linear layers as FP8 GEMMs (per-tensor scales take the place of a loss scale).
 
     Example:
         >>> result = train("O2", epochs=1, log=None)  # doctest: +SKIP
@@ -157,8 +175,8 @@ def train(
     """
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} is not available; choose one of {MODES}")
-    if dtype not in ("float16", "bfloat16"):
-        raise ValueError(f"dtype must be 'float16' or 'bfloat16', got {dtype!r}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     if epochs < 1 or batch_size < 1:
         raise ValueError(f"epochs and batch_size must be at least 1, got {epochs}, {batch_size}")
     data = load_data() if data is None else data
@@ -170,7 +188,7 @@ def train(
     optimizer = mt.optimizer.Adam(learning_rate=learning_rate, parameters=model.parameters())
     scaler = amp.GradScaler(enable=mode != "fp32" and dtype == "float16", init_loss_scaling=1024)
     if mode == "O2":
-        model, optimizer = amp.decorate(model, optimizer, level="O2", dtype=dtype)
+        model, optimizer = amp.decorate(model, optimizer, level="O2", dtype=amp_dtype(dtype))
 
     order = np.random.default_rng(seed)  # the batch order: a NumPy generator, same every mode
     n = len(data.y_train)
@@ -217,7 +235,7 @@ def main(argv=None) -> None:
     parser.add_argument("--learning-rate", type=float, default=2e-3, help="Adam's step")
     parser.add_argument("--seed", type=int, default=0, help="weights and batch order")
     parser.add_argument(
-        "--dtype", default="float16", choices=("float16", "bfloat16"), help="O1/O2's 16-bit type"
+        "--dtype", default="float16", choices=DTYPES, help="O1/O2's type (float8: bf16 + FP8)"
     )
     parser.add_argument(
         "--device", default=None, help="'cpu', 'gpu' or 'gpu:N'; None: the GPU if usable"

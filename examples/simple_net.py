@@ -7,6 +7,7 @@ CPU; ``--full`` uses the tutorial's sizes (4096 wide, batch 512, 50 batches, 5 e
     python examples/simple_net.py                  # fp32, small and quick, CPU or GPU
     python examples/simple_net.py --mode O2        # pure fp16 with fp32 master weights
     python examples/simple_net.py --mode O2 --dtype bfloat16   # pure bf16 (no loss scaling)
+    python examples/simple_net.py --mode O2 --dtype float8     # bf16, Linear as FP8 GEMMs
     python examples/simple_net.py --accumulate 10  # update every 10 batches
     python examples/simple_net.py --compare        # fp32, O1 and O2 side by side, each warmed up
     python examples/simple_net.py --compare --dtype bfloat16   # plus O1 and O2 in bfloat16
@@ -33,6 +34,7 @@ from minitorch_amp.utils.progress import progress as progress_bar
 from minitorch_amp.utils.progress import write
 
 MODES = ("fp32", "O1", "O2")
+DTYPES = ("float16", "bfloat16", "float8")  # float8: bfloat16 AMP plus FP8 GEMMs
 
 
 class SimpleNet(nn.Layer):
@@ -86,9 +88,12 @@ def train(
     ``dtype='bfloat16'`` runs O1/O2 in bfloat16 without a GradScaler: bfloat16 has float32's
     exponent range, so there is no underflow for a loss scale to prevent (Paddle's GradScaler
     turns dynamic scaling off by itself after a bfloat16 auto_cast, with a warning).
+    ``dtype='float8'`` is bfloat16 with the three Linear layers' GEMMs in FP8 inside
+    ``amp.fp8_autocast`` (Transformer Engine's default recipe: E4M3 forward, E5M2 gradients,
+    delayed per-tensor scaling); no GradScaler either.
     """
-    if dtype not in ("float16", "bfloat16"):
-        raise ValueError(f"dtype must be 'float16' or 'bfloat16', got {dtype!r}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} is not available; choose one of {MODES}")
     if accumulate < 1:
@@ -101,12 +106,16 @@ def train(
     mse = nn.MSELoss()
     data, labels = make_data(input_size, batch_size, batches)
     scaler = amp.GradScaler(enable=mode != "fp32" and dtype == "float16", init_loss_scaling=1024)
+    amp_dtype = "bfloat16" if dtype == "float8" else dtype
     if mode == "O2":
-        model, optimizer = amp.decorate(models=model, optimizers=optimizer, level="O2", dtype=dtype)
+        model, optimizer = amp.decorate(
+            models=model, optimizers=optimizer, level="O2", dtype=amp_dtype
+        )
+    fp8 = amp.fp8_autocast(enabled=dtype == "float8" and mode != "fp32")
 
     def forward_backward(x, y):
         level = "O1" if mode == "fp32" else mode
-        with amp.auto_cast(enable=mode != "fp32", level=level, dtype=dtype):
+        with amp.auto_cast(enable=mode != "fp32", level=level, dtype=amp_dtype), fp8:
             loss = mse(model(x), y)
         scaler.scale(loss).backward()
         return loss
@@ -170,12 +179,13 @@ def warm_up(mode: str, seconds: float = 1.0, **kwargs) -> int:
             return done
 
 
-def compare(graph=False, bfloat16=False, **kwargs) -> None:
+def compare(graph=False, bfloat16=False, float8=False, **kwargs) -> None:
     """Run every mode on the same data; print time, speed-up, final loss, peak device memory.
 
     With ``graph=True`` the O1 and O2 runs are repeated with every update replayed as a
     CUDA graph (rows ``O1 graph``, ``O2 graph``). With ``bfloat16=True`` O1 and O2 run in
-    bfloat16 as well (rows ``O1 bf16``, ``O2 bf16``).
+    bfloat16 as well (rows ``O1 bf16``, ``O2 bf16``); with ``float8=True`` in bfloat16 and
+    again with FP8 GEMMs (rows ``O1 fp8``, ``O2 fp8``).
 
     Each mode is timed after its own :func:`warm_up`. NOTE: timing a cold run is wrong on a
     GPU: its first steps compile the kernels the mode launches, which is not training time
@@ -187,7 +197,8 @@ def compare(graph=False, bfloat16=False, **kwargs) -> None:
     rows, warmup_batches = [], float("inf")
     runs = [(mode, False, "float16") for mode in MODES]
     runs += [(mode, True, "float16") for mode in MODES if graph and mode != "fp32"]
-    runs += [(mode, False, "bfloat16") for mode in MODES if bfloat16 and mode != "fp32"]
+    runs += [(mode, False, "bfloat16") for mode in MODES if (bfloat16 or float8) and mode != "fp32"]
+    runs += [(mode, False, "float8") for mode in MODES if float8 and mode != "fp32"]
     for mode, graphed, dtype in runs:
         warmup_batches = min(warmup_batches, warm_up(mode, graph=graphed, dtype=dtype, **kwargs))
         gc.collect()
@@ -197,7 +208,8 @@ def compare(graph=False, bfloat16=False, **kwargs) -> None:
         run = {**kwargs, "mode": mode, "graph": graphed, "dtype": dtype, "log": lambda *_: None}
         losses = train(**run, progress=True)
         seconds = time.perf_counter() - start
-        name = f"{mode} graph" if graphed else f"{mode} bf16" if dtype == "bfloat16" else mode
+        short = {"bfloat16": " bf16", "float8": " fp8"}.get(dtype, "")
+        name = f"{mode} graph" if graphed else f"{mode}{short}"
         rows.append((name, seconds, losses[-1], mt.device.max_memory_allocated() - base))
     base = rows[0][1]
     print(
@@ -252,7 +264,7 @@ def make_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--mode", default="fp32", choices=MODES, help="precision")
     parser.add_argument(
-        "--dtype", default="float16", choices=("float16", "bfloat16"), help="O1/O2's 16-bit type"
+        "--dtype", default="float16", choices=DTYPES, help="O1/O2's type (float8: bf16 + FP8)"
     )
     parser.add_argument("--accumulate", type=int, default=1, help="batches per update")
     parser.add_argument("--compare", action="store_true", help="run fp32, O1 and O2; a table")
@@ -294,11 +306,17 @@ def main(argv=None) -> None:
         except ValueError as exc:
             parser.error(str(exc))
     if args.compare:
-        compare(graph=args.graph, bfloat16=args.dtype == "bfloat16", **sizes)
+        compare(
+            graph=args.graph,
+            bfloat16=args.dtype == "bfloat16",
+            float8=args.dtype == "float8",
+            **sizes,
+        )
         return
     start = time.perf_counter()
     train(**sizes, mode=args.mode, progress=True, log=write, graph=args.graph, dtype=args.dtype)
-    bf16 = " bf16" if args.dtype == "bfloat16" and args.mode != "fp32" else ""
+    short = {"bfloat16": " bf16", "float8": " fp8"}.get(args.dtype, "")
+    bf16 = short if args.mode != "fp32" else ""
     name = f"{args.mode}{bf16}{' graph' if args.graph else ''}"
     print(f"\n{name} time:\ntotal time = {time.perf_counter() - start:.3f} sec")
 

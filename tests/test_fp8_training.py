@@ -1,0 +1,61 @@
+"""FP8 training on the CPU (emulated FP8 GEMMs): SimpleNet and the digits MLP and CNN learn
+as well in FP8 as in bfloat16 (issue 28's targets), from the same weights and batches."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import needs
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+
+import simple_net  # noqa: E402
+
+from minitorch_amp.amp.debugging import collect_operator_stats  # noqa: E402
+
+SIMPLE = dict(input_size=64, batch_size=16, batches=4, epochs=4, learning_rate=0.2)
+
+
+@pytest.mark.parametrize("mode", ["O1", "O2"])
+def test_simple_net_in_fp8_ends_within_one_percent_of_bfloat16(mode, capsys):
+    bf16 = simple_net.train(**SIMPLE, mode=mode, dtype="bfloat16", log=lambda *_: None)
+    with collect_operator_stats() as stats:
+        fp8 = simple_net.train(**SIMPLE, mode=mode, dtype="float8", log=lambda *_: None)
+    capsys.readouterr()
+    assert fp8[-1] < 0.9 * fp8[0]  # it learns
+    assert abs(fp8[-1] - bf16[-1]) <= 0.01 * bf16[-1]
+    # three Linear layers, 16 batches: every product was an FP8 GEMM, none a plain linear
+    assert sum(stats.counts["fp8_linear"].values()) == 3 * 16 and "linear" not in stats.counts
+
+
+@pytest.fixture(scope="module")
+def digits():
+    needs.module("sklearn", "scikit-learn comes with the test extra")
+    import digits_mlp
+
+    return digits_mlp.load_data()
+
+
+def test_digits_mlp_in_fp8_is_within_half_a_point_of_bfloat16(digits):
+    import digits_mlp
+
+    runs = {
+        dtype: digits_mlp.train("O2", epochs=8, data=digits, log=None, dtype=dtype)
+        for dtype in ("bfloat16", "float8")
+    }
+    assert runs["float8"].accuracy >= 0.9
+    assert abs(runs["float8"].accuracy - runs["bfloat16"].accuracy) <= 0.005
+
+
+def test_digits_cnn_in_fp8_is_within_half_a_point_of_bfloat16(digits):
+    import digits_cnn
+
+    runs = {
+        dtype: digits_cnn.train("O2", epochs=4, data=digits, log=None, dtype=dtype)
+        for dtype in ("bfloat16", "float8")
+    }
+    assert runs["float8"].accuracy >= 0.9
+    assert abs(runs["float8"].accuracy - runs["bfloat16"].accuracy) <= 0.005
