@@ -38,12 +38,17 @@ class Hooks:
         counters: functions ``count(name, dtype)`` told of the kernels that run outside
             ``apply`` (the optimizer's update ``adamw_``, the scaler's unscale), for operator
             statistics.
+        inputs: while observers run, what the op being observed read: after a forward, its
+            inputs as the forward saw them (arrays after AMP's casts, or constants); after a
+            backward, the gradient of its output (one array). The model properties of
+            ``minitorch_amp.testing`` print their ranges next to the first inf/NaN.
     """
 
     autocast = None
     observers: tuple = ()
     grad_observers: tuple = ()
     counters: tuple = ()
+    inputs: tuple = ()
 
 
 hooks = Hooks()
@@ -210,6 +215,8 @@ def apply(op: type[Op], *inputs, **attrs) -> Tensor:
         out._node = Node(op, ctx, tuple(wants), versions)
         out.stop_gradient = False
     if hooks.observers:
+        hooks.inputs = tuple(arrays)
         for observe in hooks.observers:
             observe(op, out)
+        hooks.inputs = ()  # not kept alive
     return out

@@ -293,7 +293,7 @@ def _propagate(node, grad, create_graph: bool, capture: bool, blocked, arrive) -
     if not isinstance(in_grads, tuple):
         in_grads = (in_grads,)
     if hooks.grad_observers:  # the NaN/Inf checker, when on: the gradients that flow
-        _observe(node, in_grads)
+        _observe(node, in_grads, grad)
     for t, g in zip(node.inputs, in_grads):
         if t is None or g is None or id(t) in blocked:
             continue
@@ -303,7 +303,7 @@ def _propagate(node, grad, create_graph: bool, capture: bool, blocked, arrive) -
         arrive(t, g, owned=not create_graph and g is not grad and getattr(g, "base", 0) is None)
 
 
-def _observe(node, in_grads: tuple) -> None:
+def _observe(node, in_grads: tuple, grad_out) -> None:
     """Show ``hooks.grad_observers`` the arrays ``node``'s backward returned for its inputs."""
     flowing = []
     for t, g in zip(node.inputs, in_grads):
@@ -313,8 +313,10 @@ def _observe(node, in_grads: tuple) -> None:
             flowing.extend(x._data if isinstance(x, Tensor) else x for x in g.grads)
         else:
             flowing.append(g._data if isinstance(g, Tensor) else g)
+    hooks.inputs = (grad_out._data if isinstance(grad_out, Tensor) else grad_out,)
     for observe in hooks.grad_observers:
         observe(node.op, tuple(flowing))
+    hooks.inputs = ()
 
 
 def _meta(grad) -> tuple:

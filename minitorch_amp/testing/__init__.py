@@ -12,8 +12,22 @@ Three modules, importable on any machine (no GPU needed):
   :func:`tensors`, :func:`shapes`,
   :func:`broadcastable_shapes`, :func:`gradient_magnitudes`.
 
-The strategies are re-exported here too, but loaded only when first used, so that
-``import minitorch_amp.testing`` works without Hypothesis installed.
+Whole models under AMP (issue 29; see docs/testing.md, "Whole models under AMP"):
+
+* :mod:`~minitorch_amp.testing.model_properties` (NumPy only): :func:`check_finite_under_amp`
+  (no inf/NaN forward or backward; names the first op that made one, beside the float32
+  run's same op) and :func:`check_close_to_fp32` (layer by layer; names the first layer past
+  the bound), for one example; :mod:`~minitorch_amp.testing.training_properties`:
+  :func:`check_loss_scale_stream` (skipped steps change nothing, skip streaks and the scale
+  stay bounded).
+* :mod:`~minitorch_amp.testing.model_search` (needs Hypothesis): the same as searches that
+  shrink: :func:`assert_finite_under_amp`, :func:`assert_close_to_fp32`,
+  :func:`assert_loss_scale_healthy`.
+* :mod:`~minitorch_amp.testing.model_strategies` (needs Hypothesis): model inputs:
+  :func:`log_uniform_tensors`, :func:`scaled_batches`, :func:`adversarial_tensors`.
+
+The strategies and the model tools are re-exported here too, but loaded only when first used,
+so that ``import minitorch_amp.testing`` works without Hypothesis installed.
 
 Example:
     >>> import numpy as np
@@ -40,18 +54,40 @@ _STRATEGIES = (
 )
 
 
-def __getattr__(name: str):
-    """Load :mod:`.strategies` (and Hypothesis) on first use of a strategy or the module."""
-    if name in _STRATEGIES or name == "strategies":
-        import importlib
+# name -> the module that defines it, imported on first use
+_MODEL_TOOLS = {
+    "AmpDivergenceError": "model_properties",
+    "AmpNotFiniteError": "model_properties",
+    "check_close_to_fp32": "model_properties",
+    "check_finite_under_amp": "model_properties",
+    "LossScaleError": "training_properties",
+    "check_loss_scale_stream": "training_properties",
+    "assert_close_to_fp32": "model_search",
+    "assert_finite_under_amp": "model_search",
+    "assert_loss_scale_healthy": "model_search",
+    "adversarial_tensors": "model_strategies",
+    "log_uniform_tensors": "model_strategies",
+    "scaled_batches": "model_strategies",
+}
+_MODULES = ("strategies", "model_properties", "model_search", "model_strategies")
 
+
+def __getattr__(name: str):
+    """Load a strategy or model tool (and Hypothesis, where it needs it) on first use."""
+    import importlib
+
+    if name in _STRATEGIES or name == "strategies":
         strategies = importlib.import_module(f"{__name__}.strategies")
         return strategies if name == "strategies" else getattr(strategies, name)
+    if name in _MODEL_TOOLS:
+        return getattr(importlib.import_module(f"{__name__}.{_MODEL_TOOLS[name]}"), name)
+    if name in _MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted([*__all__, "strategies"])
+    return sorted([*__all__, *_MODULES])
 
 
 __all__ = [
@@ -63,4 +99,5 @@ __all__ = [
     "fp16",
     "ulp_distance",
     *_STRATEGIES,
+    *_MODEL_TOOLS,
 ]

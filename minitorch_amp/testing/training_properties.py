@@ -1,0 +1,163 @@
+"""Training-level properties of the dynamic loss scale, over a stream of batches.
+
+:func:`check_loss_scale_stream` trains a fresh copy of a model on a list of batches with
+``GradScaler`` and checks, at every step:
+
+* a step whose unscaled gradients hold inf/NaN (found independently of the scaler, by
+  reading the gradients after ``unscale_``) leaves every parameter bit-identical;
+* no more than ``max_skip_streak`` steps in a row are skipped;
+* after ``update()`` the loss scale lies in ``scale_band`` (inclusive).
+
+It raises :class:`LossScaleError` (an ``AssertionError``) naming the step and the rule, and
+returns the :class:`ScaleHistory` otherwise. ``assert_loss_scale_healthy``
+(:mod:`~minitorch_amp.testing.model_search`) runs it over a Hypothesis strategy of streams.
+
+Example:
+    >>> import minitorch_amp as mt
+    >>> from minitorch_amp import nn
+    >>> model = nn.Linear(4, 2)
+    >>> batches = [mt.full([3, 4], v) for v in (1.0, 1e5, 1e5, 1.0)]
+    >>> history = check_loss_scale_stream(
+    ...     model, batches, scaler=lambda: mt.amp.GradScaler(init_loss_scaling=1024.0),
+    ...     max_skip_streak=2)
+    >>> history.skipped, history.scales
+    ([False, True, True, False], [1024.0, 512.0, 256.0, 256.0])
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..amp import GradScaler, auto_cast, decorate
+from ..nn import Layer
+from ..optimizer import SGD
+from .assertions import assert_bit_equal
+from .model_properties import _as_inputs, _checked, _first_tensor
+
+__all__ = ["LossScaleError", "ScaleHistory", "check_loss_scale_stream"]
+
+
+@dataclass
+class ScaleHistory:
+    """Per step: whether it was skipped and the loss scale after ``update()``."""
+
+    skipped: list[bool] = field(default_factory=list)
+    scales: list[float] = field(default_factory=list)
+
+    def longest_skip_streak(self) -> int:
+        """The most steps in a row that were skipped."""
+        longest = run = 0
+        for skipped in self.skipped:
+            run = run + 1 if skipped else 0
+            longest = max(longest, run)
+        return longest
+
+
+class LossScaleError(AssertionError):
+    """A stream of batches broke a loss-scale property; ``step`` (0-based) and ``history``
+    say where."""
+
+    def __init__(self, message: str, step: int, history: ScaleHistory):
+        super().__init__(
+            f"step {step}: {message}\n  skipped: {history.skipped}\n  scales:  {history.scales}"
+        )
+        self.step = step
+        self.history = history
+
+
+def _finite_grads(params) -> bool:
+    for p in params:
+        if p.grad is not None:
+            with np.errstate(all="ignore"):
+                if not np.isfinite(p.grad.numpy().astype(np.float32)).all():
+                    return False
+    return True
+
+
+def check_loss_scale_stream(
+    model: Layer,
+    batches,
+    *,
+    optimizer: Callable | None = None,
+    scaler: Callable | None = None,
+    loss_fn: Callable | None = None,
+    level: str = "O1",
+    dtype: str = "float16",
+    max_skip_streak: int | None = None,
+    scale_band: tuple[float, float] | None = None,
+) -> ScaleHistory:
+    """Train a copy of ``model`` on ``batches`` with AMP and a ``GradScaler``; check the rules.
+
+    Args:
+        model: an ``nn.Layer``; a deep copy is trained (decorated for O2), never ``model``.
+        batches: a list of examples: a Tensor, or a tuple whose first item is the model's
+            input and whose rest go to ``loss_fn(output, *rest)``.
+        optimizer: ``optimizer(parameters) -> Optimizer``; default SGD with learning rate 0.01.
+        scaler: ``scaler() -> GradScaler``; default ``GradScaler()`` (scale 2**15).
+        loss_fn: default the output's mean.
+        level, dtype: as ``auto_cast`` takes them.
+        max_skip_streak: the most skipped steps allowed in a row (None: any).
+        scale_band: ``(low, high)``: the scale after every update stays in it (None: any).
+
+    Raises:
+        LossScaleError: a skipped step changed a parameter, or a rule broke.
+    """
+    level, dtype = _checked(level, dtype)
+    if not isinstance(model, Layer):
+        raise TypeError(f"model must be an nn.Layer, got {type(model).__name__}")
+    if not isinstance(batches, (list, tuple)):
+        raise TypeError(
+            f"batches must be a list of examples, got {type(batches).__name__}; to draw "
+            "streams use hypothesis.strategies.lists(...) with assert_loss_scale_healthy"
+        )
+    net = copy.deepcopy(model)
+    opt = (optimizer or (lambda params: SGD(learning_rate=0.01, parameters=params)))(
+        net.parameters()
+    )
+    if level == "O2":
+        net, opt = decorate(models=net, optimizers=opt, level="O2", dtype=dtype)
+    sc = (scaler or GradScaler)()
+    params = net.parameters()
+    history = ScaleHistory()
+    streak = 0
+    for step, batch in enumerate(batches):
+        x, *rest = batch if isinstance(batch, (tuple, list)) else (batch,)
+        with auto_cast(level=level, dtype=dtype):
+            out = net(*_as_inputs(x))
+            loss = loss_fn(out, *rest) if loss_fn else _first_tensor(out).mean()
+        sc.scale(loss).backward()
+        sc.unscale_(opt)
+        skipped = not _finite_grads(params)
+        before = [p.numpy().copy() for p in params]
+        sc.step(opt)
+        sc.update()
+        opt.clear_grad()
+        history.skipped.append(skipped)
+        history.scales.append(float(sc.get_loss_scaling()))
+        if skipped:
+            for p, old in zip(params, before):
+                try:
+                    assert_bit_equal(p.numpy(), old)
+                except AssertionError as err:
+                    raise LossScaleError(
+                        f"a skipped step changed parameter {p.name}: {err}", step, history
+                    ) from None
+        streak = streak + 1 if skipped else 0
+        if max_skip_streak is not None and streak > max_skip_streak:
+            raise LossScaleError(
+                f"{streak} steps in a row were skipped (at most {max_skip_streak} allowed)",
+                step,
+                history,
+            )
+        if scale_band is not None and not scale_band[0] <= history.scales[-1] <= scale_band[1]:
+            raise LossScaleError(
+                f"the loss scale {history.scales[-1]:g} left the band "
+                f"[{scale_band[0]:g}, {scale_band[1]:g}]",
+                step,
+                history,
+            )
+    return history
