@@ -2,7 +2,7 @@
 
 # device first: it chooses NumPy or CuPy at import, after compiling cuda/probe.cu through
 # kernels, which imports device back (device.py says how that works).
-from . import device
+from . import device, host_memory
 
 # isort: split
 from . import (
