@@ -173,3 +173,56 @@ def test_emulated_kernel_meets_the_twin_on_random_values_and_edges(emulator, tmp
     bound = np.abs(a.astype(np.float64)) @ np.abs(b_t.T.astype(np.float64)) * 0.5 * 160 * 2.0**-24
     assert np.all(np.abs(out - exact) <= bound + 1e-30)
     assert np.all(np.abs(twin - exact) <= bound + 1e-30)
+
+
+# --- 4. the launcher's CuPy path, with NumPy posing as CuPy ----------------------------------
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """NumPy arrays as CuPy ones (tests/emulated_gpu.py), a Hopper with 132 SMs, and a
+    kernels.launch that records instead of launching."""
+    import emulated_gpu
+
+    launches = []
+    emulated_gpu.install(None, monkeypatch, "fp8_cast.cu", block=256)
+    fake = fp8_kernels._device.cupy
+    fake.empty = lambda shape, dtype: np.zeros(shape, dtype).view(emulated_gpu.HostArray)
+    fake.ascontiguousarray = lambda a: np.ascontiguousarray(a).view(emulated_gpu.HostArray)
+    fake.matmul = np.matmul
+    fake.cuda.runtime = type("runtime", (), {"getDevice": staticmethod(lambda: 0)})
+    monkeypatch.setattr(gemm_sm90, "device_is_hopper", lambda: True)
+    monkeypatch.setattr(gemm_sm90, "sm_count", lambda: 132)
+    monkeypatch.setattr(gemm_sm90, "encode", lambda x, k_major, rows: (x.shape, rows))
+    monkeypatch.setattr(kernels, "launch", lambda *call: launches.append(call))
+    monkeypatch.delenv(gemm_sm90.KERNEL_ENV, raising=False)
+    return emulated_gpu.HostArray, launches
+
+
+def test_the_launcher_feeds_the_kernel_k_major_words_and_device_scales(fake_gpu):
+    host, launches = fake_gpu
+    a = np.zeros((300, 4096), np.uint8).view(host)
+    w = np.zeros((1000, 4096), np.uint8).view(host)  # b = w.T: already K-major, no copy
+    scale = np.ones(1, np.float32).view(host)
+    out = fp8_gemm(a, w.T, scale, scale, ml_dtypes.bfloat16, E4M3, E5M2)
+    assert out.shape == (300, 1000) and out.dtype == ml_dtypes.bfloat16
+    ((file, name, grid, block, args, shared),) = launches
+    assert (file, name) == (fp8_kernels.GEMM_FILE, "gemm_fp8_sm90<__nv_bfloat16,0,1,128>")
+    assert grid == (3 * 8, 1, 1) and block == (gemm_sm90.THREADS, 1, 1)
+    assert shared == gemm_sm90.smem_bytes(128)
+    map_a, map_b, c, sa, sb, m, n, k, ldc = args
+    assert map_a == ((300, 2048), gemm_sm90.BM) and map_b == ((1000, 2048), 128)  # words
+    assert c is out and sa is scale and sb is scale  # the scales stay on the device
+    assert [type(v) for v in (m, n, k, ldc)] == [np.int32] * 4
+    assert (m, n, k, ldc) == (300, 1000, 4096, 1000)
+
+
+def test_the_launcher_falls_back_to_the_twin_arithmetic_where_tma_cannot_go(fake_gpu):
+    host, launches = fake_gpu
+    rng = np.random.default_rng(4)
+    a, b = small_integers(rng, (5, 24), E4M3), small_integers(rng, (24, 3), E4M3)  # K % 16
+    scale = np.array([0.5], np.float32)
+    out = fp8_gemm(a.view(np.uint8).view(host), b.view(np.uint8).view(host),
+                   scale.view(host), scale.view(host), np.float32, E4M3, E4M3)  # fmt: skip
+    assert launches == []
+    np.testing.assert_array_equal(np.asarray(out), twin_gemm(a, b, scale, scale, np.float32))

@@ -257,7 +257,7 @@ def fp8_gemm(a, b, scale_a, scale_b, out_dtype, a_code=None, b_code=None):
 def fp8_gemm_nt(a, b_t, scale_a, scale_b, out_dtype, a_code=None, b_code=None):
     """:func:`fp8_gemm` with B given K-major, as ``b_t`` [N, K] (what the kernel reads)."""
     codes = _check_gemm_args(a, b_t, scale_a, scale_b, out_dtype, a_code, b_code)
-    if isinstance(a, np.ndarray):
+    if _device.get_array_module(a, b_t) is np:
         return twin_gemm(a, b_t.T, scale_a, scale_b, out_dtype, *codes)
     cp = _device.cupy
     m, k = a.shape
