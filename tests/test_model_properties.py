@@ -10,6 +10,7 @@ from hypothesis import settings
 
 import minitorch_amp as mt
 from minitorch_amp import nn
+from minitorch_amp.autograd.dispatch import hooks
 from minitorch_amp.testing import (
     AmpDivergenceError,
     AmpNotFiniteError,
@@ -131,6 +132,7 @@ def test_finite_inputs_pass_and_the_model_is_left_unchanged():
     )
     assert model.weight.dtype == mt.float32 and np.array_equal(model.weight.numpy(), weight)
     assert model.weight.grad is None
+    assert hooks.observers == () and hooks.grad_observers == ()  # the watchers are gone
 
 
 def test_a_step_function_can_stand_for_the_model():
@@ -239,8 +241,6 @@ def test_the_differential_property_needs_a_layer():
 
 
 def test_observers_see_what_each_op_read_and_nothing_is_kept_after():
-    from minitorch_amp.autograd.dispatch import hooks
-
     seen = []
 
     def observe(op, out):

@@ -152,14 +152,12 @@ class NotFiniteReport:
 
     def __str__(self) -> str:
         inputs = "; ".join(describe(x) for x in self.example)
-        fp32 = "no such op (a cast AMP inserted)" if self.fp32 is None else str(self.fp32)
-        return "\n".join(
-            [
-                f"under auto_cast(level={self.level!r}, dtype={self.dtype!r}) the first inf/NaN "
-                f"came from {self.op}",
-                f"the example: {inputs}",
-                "the float32 run, same op: " + fp32.replace("\n", "\n  "),
-            ]
+        fp32 = (
+            " no such op (a cast AMP inserted)" if self.fp32 is None else "\n" + self.fp32.values()
+        )
+        return (
+            f"under auto_cast(level={self.level!r}, dtype={self.dtype!r}) the first inf/NaN "
+            f"came from {self.op}\nthe float32 run, same op:{fp32}\nthe example: {inputs}"
         )
 
 
@@ -202,7 +200,7 @@ def check_finite_under_amp(
     bad = trace.first_bad
     if bad is None:
         return
-    with OpTrace(want=(bad.op, bad.occurrence)) as reference:
+    with OpTrace(want=(bad.op, bad.occurrence, bad.slot)) as reference:
         copies.run(inputs, False, backward, loss_scale, loss_fn)
     example = tuple(t.numpy() for t in inputs)
     raise AmpNotFiniteError(

@@ -70,8 +70,10 @@ class OpRecord:
         occurrence: how many applications of this name came before it in the run (0: first).
         inputs: :func:`describe` of what it read: the forward's inputs after AMP's casts, or
             the backward's incoming gradient.
-        output: :func:`describe` of the first non-finite result (or of the first result).
+        output: :func:`describe` of the first non-finite result (a backward has one per
+            input: the gradient of input ``slot``).
         dtype: that result's dtype, short (``fp16``, ``bf16``, ``fp32``).
+        slot: which of the op's results ``output`` describes.
     """
 
     op: str
@@ -79,21 +81,24 @@ class OpRecord:
     inputs: tuple[str, ...]
     output: str
     dtype: str
+    slot: int = 0
 
     @property
     def phase(self) -> str:
         return "backward" if self.op.endswith("_grad") else "forward"
 
-    def __str__(self) -> str:
-        lines = [f"op {self.op!r} (application #{self.occurrence}, {self.phase})"]
+    def values(self) -> str:
+        """Two lines: what the op read and the result it wrote."""
         read = "gradient in" if self.phase == "backward" else "inputs"
-        lines += [f"  {read}: {'; '.join(self.inputs) or '(none)'}", f"  output: {self.output}"]
-        return "\n".join(lines)
+        return f"  {read}: {'; '.join(self.inputs) or '(none)'}\n  output: {self.output}"
+
+    def __str__(self) -> str:
+        return f"op {self.op!r} (application #{self.occurrence}, {self.phase})\n{self.values()}"
 
 
 class OpTrace:
     """Watch the ops of a run (a context manager): the first one with a non-finite result, or
-    the application ``want=(op, occurrence)``.
+    the application ``want=(op, occurrence, slot)`` (``slot``: which result to describe).
 
     Attributes:
         first_bad: the :class:`OpRecord` of the first op whose result held inf or NaN (None).
@@ -101,20 +106,23 @@ class OpTrace:
         counts: how many times each op name ran.
     """
 
-    def __init__(self, want: tuple[str, int] | None = None):
+    def __init__(self, want: tuple[str, int, int] | None = None):
         self.want = want
         self.first_bad: OpRecord | None = None
         self.wanted: OpRecord | None = None
         self.counts: dict[str, int] = {}
+        # NOTE: one bound method each, kept: ``self._forward`` makes a new object at every
+        # access, and uninstall removes the very object that was installed.
+        self._observers = (self._forward, self._backward)
 
     def __enter__(self) -> OpTrace:
-        observers.install(self._forward)
-        observers.install_grad_observer(self._backward)
+        observers.install(self._observers[0])
+        observers.install_grad_observer(self._observers[1])
         return self
 
     def __exit__(self, *exc) -> None:
-        observers.uninstall(self._forward)
-        observers.uninstall_grad_observer(self._backward)
+        observers.uninstall(self._observers[0])
+        observers.uninstall_grad_observer(self._observers[1])
 
     def _forward(self, op, out) -> None:
         self._seen(op.name, (out._data,))
@@ -125,21 +133,23 @@ class OpTrace:
     def _seen(self, name: str, results) -> None:
         occurrence = self.counts.get(name, 0)
         self.counts[name] = occurrence + 1
-        wanted = self.want == (name, occurrence)
+        wanted = self.want is not None and self.want[:2] == (name, occurrence)
         if self.first_bad is not None and not wanted:
             return
-        bad = next((r for r in results if not _finite(r)), None)
-        if bad is None and not wanted:
-            return
-        shown = bad if bad is not None else next((r for r in results if r is not None), None)
-        record = OpRecord(
+        bad = next((i for i, r in enumerate(results) if not _finite(r)), None)
+        if bad is not None and self.first_bad is None:
+            self.first_bad = self._record(name, occurrence, results, bad)
+        if wanted and self.want[2] < len(results):
+            self.wanted = self._record(name, occurrence, results, self.want[2])
+
+    @staticmethod
+    def _record(name: str, occurrence: int, results, slot: int) -> OpRecord:
+        shown = results[slot]
+        return OpRecord(
             op=name,
             occurrence=occurrence,
             inputs=tuple(describe(x) for x in hooks.inputs if x is not None),
             output=describe(shown),
             dtype=_dtype_name(shown.dtype) if shown is not None else "none",
+            slot=slot,
         )
-        if wanted:
-            self.wanted = record
-        if bad is not None and self.first_bad is None:
-            self.first_bad = record
