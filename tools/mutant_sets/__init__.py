@@ -25,6 +25,7 @@ SETS = (
     "gpt",
     "newcomer_docs",
     "newcomer_code",
+    "step_speed",
 )
 
 
