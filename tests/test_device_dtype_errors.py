@@ -69,6 +69,17 @@ def test_layer_to_and_tensor_to_refuse_a_missing_gpu_alike(text):
     assert f"cannot use {text!r}" in layer_message and "'cpu'" in layer_message
 
 
+@pytest.mark.parametrize("text", ["tpu", "gpu:x", "float8", "int4"])
+def test_layer_to_and_tensor_to_give_the_same_message_for_the_same_argument(text):
+    with pytest.raises(DeviceError) as on_layer:
+        nn.Linear(2, 2).to(text)
+    with pytest.raises(DeviceError) as on_tensor:
+        mt.ones([2]).to(text)
+    layer_message = str(on_layer.value).removeprefix("Layer.to(): ")
+    assert layer_message == str(on_tensor.value).removeprefix("Tensor.to(): ")
+    assert repr(text) in layer_message and "'cuda:N'" in layer_message
+
+
 @pytest.mark.parametrize(
     "call",
     [

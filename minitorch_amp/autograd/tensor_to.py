@@ -103,7 +103,7 @@ def parse_to_args(args: tuple, kwargs: dict, where: str = "Tensor.to()"):
         elif is_device(first):
             names = ("device", "dtype", "blocking")
         elif isinstance(first, str):
-            raise _errors.neither(first, _dtypes.SUPPORTED, where)
+            raise _errors.unknown_device(first, _dtypes.SUPPORTED, where)  # or 'neither'
         else:
             raise _errors.DeviceError(
                 f"{where}: the first argument must be a device, a dtype or a Tensor, got "
