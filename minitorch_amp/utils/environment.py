@@ -23,7 +23,7 @@ from ..backend import kernels as _kernels
 
 ENVIRONMENT_VARIABLES: dict[str, str] = {
     # read by minitorch_amp itself
-    "MINITORCH_AMP_DEVICE": "'cpu' or 'gpu': force the backend chosen at import",
+    "MINITORCH_AMP_DEVICE": "'cpu' or 'gpu' ('cuda', 'gpu:N'): force the backend chosen at import",
     "MINITORCH_AMP_RAW_KERNELS": "'0': CuPy's own array code instead of the kernels of cuda/",
     "MINITORCH_AMP_GEMM_KERNEL": "'auto', 'sm80' or 'sm90': which GEMM kernel runs on a GPU",
     "MINITORCH_AMP_DIST_BACKEND": "'mpi', 'nccl' or 'local': force the distributed backend",
