@@ -107,9 +107,8 @@ def missing(owner: str, name: str, shown: str | None = None, names=()) -> Attrib
         names: the owner's names, to suggest one that differs only in case
             (``nn.Conv2d`` -> ``Conv2D``).
     """
-    if shown is None:
-        shown = f"module {owner!r}" if "." in owner or owner == "minitorch_amp" else repr(owner)
-        shown = f"{shown} object" if not shown.startswith("module") else shown
+    if shown is None:  # Python's own wording for a module or an instance
+        shown = f"module {owner!r}" if owner.startswith("minitorch_amp") else f"{owner!r} object"
     message = f"{shown} has no attribute {name!r}"
     hint = HINTS.get(owner, {}).get(name)
     if hint is None and names and not name.startswith("_"):
