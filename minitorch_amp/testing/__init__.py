@@ -12,6 +12,13 @@ Three modules, importable on any machine (no GPU needed):
   :func:`tensors`, :func:`shapes`,
   :func:`broadcastable_shapes`, :func:`gradient_magnitudes`.
 
+FP8 (issue 28): :mod:`~minitorch_amp.testing.fp8` holds both formats' landmarks
+(``fp8.E4M3.MAX`` 448, ``fp8.E5M2.OVERFLOW_THRESHOLD`` 61440, ...);
+:mod:`~minitorch_amp.testing.fp8_assertions` (NumPy only) :func:`assert_fp8_close` and
+:func:`fp8_error_in_ulps` in FP8 ulps, :func:`fp8_ulp_distance`, :func:`assert_fp8_bit_equal`;
+:mod:`~minitorch_amp.testing.fp8_strategies` (needs Hypothesis) :func:`fp8_values` and
+:func:`fp32_values_near_fp8_edges`.
+
 Whole models under AMP (issue 29; see docs/testing.md, "Whole models under AMP"):
 
 * :mod:`~minitorch_amp.testing.model_properties` (NumPy only): :func:`check_finite_under_amp`
@@ -37,8 +44,14 @@ Example:
     ...     assert_bit_equal(x.astype(np.float16), np.float16([np.inf, fp16.MAX, 0.0]))
 """
 
-from . import bf16, fp16
+from . import bf16, fp8, fp16
 from .assertions import DEFAULT_TOLERANCES, as_numpy, assert_bit_equal, assert_close, ulp_distance
+from .fp8_assertions import (
+    assert_fp8_bit_equal,
+    assert_fp8_close,
+    fp8_error_in_ulps,
+    fp8_ulp_distance,
+)
 
 _STRATEGIES = (
     "BF16_EDGE_VALUES",
@@ -70,6 +83,8 @@ _MODEL_TOOLS = {
     "scaled_batches": "model_strategies",
 }
 _MODULES = ("strategies", "model_properties", "model_search", "model_strategies")
+# FP8 strategies (issue 28), loaded like the others: fp8_strategies needs Hypothesis
+_FP8_STRATEGIES = ("FP8_EDGE_VALUES", "fp32_values_near_fp8_edges", "fp8_values")
 
 
 def __getattr__(name: str):
@@ -83,11 +98,15 @@ def __getattr__(name: str):
         return getattr(importlib.import_module(f"{__name__}.{_MODEL_TOOLS[name]}"), name)
     if name in _MODULES:
         return importlib.import_module(f"{__name__}.{name}")
+    if name in _FP8_STRATEGIES:
+        return getattr(importlib.import_module(f"{__name__}.fp8_strategies"), name)
+    if name == "fp8_strategies":
+        return importlib.import_module(f"{__name__}.fp8_strategies")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted([*__all__, *_MODULES])
+    return sorted([*__all__, *_MODULES, "fp8_strategies"])
 
 
 __all__ = [
@@ -100,4 +119,10 @@ __all__ = [
     "ulp_distance",
     *_STRATEGIES,
     *_MODEL_TOOLS,
+    "assert_fp8_bit_equal",
+    "assert_fp8_close",
+    "fp8",
+    "fp8_error_in_ulps",
+    "fp8_ulp_distance",
+    *_FP8_STRATEGIES,
 ]
