@@ -94,8 +94,13 @@ def test_kernel_names_and_statuses_stand_in_two_columns():
 
 # ---- the kernel checks, run with NumPy on both sides -----------------------------------------
 def test_kernel_checks_hold_each_launcher_to_its_twin():
-    results = kernel_check.run_checks(np.array, np.asarray)
-    assert dict(results) == dict.fromkeys(kernel_check.CHECKS, "compiles, matches its twin")
+    from minitorch_amp.backend import kernels
+
+    results = dict(kernel_check.run_checks(np.array, np.asarray))
+    checked = {file: results.pop(file) for file in kernel_check.CHECKS}
+    assert checked == dict.fromkeys(kernel_check.CHECKS, "compiles, matches its twin")
+    assert set(results) == set(kernels.REGISTRY) - set(kernel_check.CHECKS)  # listed, too:
+    assert all(status.startswith("not run: no check against") for status in results.values())
 
 
 def test_kernel_checks_report_a_mismatch_and_a_failure():
@@ -106,13 +111,14 @@ def test_kernel_checks_report_a_mismatch_and_a_failure():
         return array
 
     results = dict(kernel_check.run_checks(np.array, corrupt))
-    assert set(results.values()) == {"MISMATCH with its twin"}
+    assert {results[file] for file in kernel_check.CHECKS} == {"MISMATCH with its twin"}
 
     def broken(array):
         raise OSError("CUDA_ERROR_NO_BINARY_FOR_GPU")
 
     results = dict(kernel_check.run_checks(broken, np.asarray))
-    assert all(s == "FAILED: OSError: CUDA_ERROR_NO_BINARY_FOR_GPU" for s in results.values())
+    statuses = {results[file] for file in kernel_check.CHECKS}
+    assert statuses == {"FAILED: OSError: CUDA_ERROR_NO_BINARY_FOR_GPU"}
 
 
 def test_the_hopper_gemm_check_is_not_run_on_another_gpu(monkeypatch):
@@ -215,103 +221,49 @@ def test_python_dash_m_exits_1_when_the_gemm_setting_is_wrong():
     assert "  MINITORCH_AMP_GEMM_KERNEL=hopper" in out.stdout  # among the variables in effect
 
 
-# ---- the command talks while it works -------------------------------------------------------
-# The child's NVRTC is a fake that compiles kernel i only once the parent has read every line
-# printed before it (the parent says so with a file named i): a header or a kernel line left
-# in the child's buffer stops the exchange, and the parent's read times out.
-SLOW_REPORT = """
-import sys, time
-from pathlib import Path
-from minitorch_amp.backend import nvrtc
-from minitorch_amp.__main__ import main
-
-said, calls = Path(sys.argv[1]), []
-
-
-def compile_source(source, name, options=(), names=(), arch="compute_80"):
-    deadline = time.monotonic() + 10
-    while not (said / str(len(calls))).exists():
-        if time.monotonic() > deadline:
-            raise RuntimeError("the lines before this kernel were not read: not flushed?")
-        time.sleep(0.01)
-    calls.append(name)
-    return {"ptx": name, "log": "", "lowered": {n: n for n in names}}
-
-
-nvrtc.compile_source, nvrtc.version = compile_source, lambda: (12, 8)
-nvrtc.include_dir = lambda: Path("/cuda/include")
-sys.exit(main(["--no-cache"]))
-"""
-
-
-def test_the_header_comes_at_once_and_each_kernel_line_as_it_is_compiled(tmp_path):
-    import queue
-    import threading
-
-    from minitorch_amp.backend import kernels
-
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MINITORCH_AMP_DEVICE": "cpu"}
-    child = subprocess.Popen(
-        [sys.executable, "-c", SLOW_REPORT, str(tmp_path)],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=ROOT,
-    )
-    lines: queue.Queue = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in child.stdout], daemon=True).start()
-    try:
-        assert lines.get(timeout=60) == "minitorch_amp environment report\n"
-        while not (line := lines.get(timeout=20)).startswith("kernels (cuda/*.cu)"):
-            assert ".cu " not in line  # no kernel before its heading
-        for i, file in enumerate(kernels.REGISTRY):
-            (tmp_path / str(i)).touch()  # the parent has read everything before kernel i
-            row = lines.get(timeout=20)  # read before kernel i + 1 compiles
-            assert row.split()[0] == file and "compiled in" in row, row
-        (tmp_path / str(len(kernels.REGISTRY))).touch()
-        assert child.wait(timeout=60) == 0
-    finally:
-        child.kill()
-        child.wait()
-
-
-def test_help_lists_every_option_with_its_default(capsys, monkeypatch, tmp_path):
-    from minitorch_amp.__main__ import main
-
-    monkeypatch.setenv("MINITORCH_AMP_KERNEL_CACHE", str(tmp_path))
-    monkeypatch.setenv("COLUMNS", "400")  # argparse wraps to the terminal, at hyphens too
-    with pytest.raises(SystemExit) as stopped:
-        main(["--help"])
-    assert stopped.value.code == 0
-    text = capsys.readouterr().out
-    for option in ("--no-compile", "--no-cache", "--cache-dir DIR"):
-        assert option in text
-    assert text.count("(default: False)") == 2
-    assert f"(default: {tmp_path})" in text
-
-
-def test_no_cache_and_cache_dir_choose_the_cache_the_kernels_use(monkeypatch, tmp_path):
-    from minitorch_amp import __main__
-
-    used = []
-
-    def check_kernels(compile_without_gpu, cache):
-        used.append(cache.directory)
-        return "kernels (cuda/*.cu):", iter([])
-
-    monkeypatch.setattr(__main__.kernel_check, "check_kernels", check_kernels)
-    monkeypatch.setattr(__main__, "run_check", lambda: None)
-    monkeypatch.setenv("MINITORCH_AMP_KERNEL_CACHE", str(tmp_path / "env"))
-    assert __main__.main([]) == 0
-    assert __main__.main(["--cache-dir", str(tmp_path / "flag")]) == 0
-    assert __main__.main(["--no-cache"]) == 0
-    assert used == [tmp_path / "env", tmp_path / "flag", None]
-
-
 def test_every_registered_kernel_file_has_a_check():
     from minitorch_amp.backend import kernels
 
     assert set(kernels.REGISTRY) == set(kernel_check.CHECKS)
+
+
+# ---- the page shows what the command prints -------------------------------------------------
+SHOWN = re.findall(r"```text\n(.*?)```", PAGE, re.S)
+NUMBERS = {"eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
+
+
+def test_the_page_shows_the_options_as_help_prints_them(capsys, monkeypatch):
+    from minitorch_amp.__main__ import main
+
+    monkeypatch.setenv("HOME", "/root")  # the machine the page's output comes from
+    for name in ("MINITORCH_AMP_KERNEL_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("COLUMNS", "88")
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    printed = capsys.readouterr().out.replace("optional arguments:", "options:")  # 3.10
+    assert printed in SHOWN
+
+
+def test_the_page_shows_every_kernel_as_the_report_prints_it():
+    from minitorch_amp.backend import kernels
+    from minitorch_amp.utils.environment import kernel_line
+
+    said = re.search(r"each raw kernel file of `cuda/`, (\w+) of them", PAGE)
+    assert NUMBERS[said.group(1)] == len(kernels.REGISTRY)
+    runs = [block for block in SHOWN if "compute_80" in block]
+    assert len(runs) == 2  # the first run, and the second from the cache
+    times = []
+    for block in runs:
+        rows = [line for line in block.splitlines() if line.startswith("  ") and ".cu " in line]
+        assert [row.split()[0] for row in rows] == list(kernels.REGISTRY)
+        for row in rows:  # the columns as the command aligns them
+            file, status = row.split(maxsplit=1)
+            assert row == kernel_line(file, status)
+        times.append([re.search(r"(\d+\.\d) s", row).group(1) for row in rows])
+    cold, warm = runs
+    assert "from the cache" not in cold and warm.count("from the cache") == len(times[1])
+    assert times[0] == times[1]  # the second run reads the first run's compile times
 
 
 # ---- the environment-variable page -----------------------------------------------------------
