@@ -30,6 +30,7 @@ MISTAKES = {
     "set_device(unknown device)": lambda: mt.set_device("tpu"),
     "to_tensor(place=unknown device)": lambda: mt.to_tensor([1.0], place="tpu"),
     "zeros(place=a number)": lambda: mt.zeros([2], place=3),
+    "CUDAPlace(a negative number)": lambda: mt.CUDAPlace(-1),
     "Tensor.to(a number)": lambda: mt.ones([2]).to(3),
     "to_tensor(dtype=unknown dtype)": lambda: mt.to_tensor([1.0], dtype="float8"),
     "astype(unknown dtype)": lambda: mt.ones([2]).astype("complex64"),

@@ -203,7 +203,9 @@ class CUDAPlace(Place):
 
     def __init__(self, id: int):  # noqa: A002 - Paddle's argument name
         if isinstance(id, bool) or not isinstance(id, int) or id < 0:
-            raise TypeError(f"CUDAPlace(id) needs a device number >= 0, got {id!r}")
+            raise DeviceError(
+                f"CUDAPlace(id) needs a device number >= 0, got {id!r}; e.g. CUDAPlace(0)"
+            )
         super().__init__("gpu", id)
 
 
