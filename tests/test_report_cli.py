@@ -52,7 +52,8 @@ def test_the_header_comes_at_once_and_each_kernel_line_as_it_is_compiled(tmp_pat
 
     from minitorch_amp.backend import kernels
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MINITORCH_AMP_DEVICE": "cpu"}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # a pipe buffers
+    env.update(PYTHONPATH=str(ROOT), MINITORCH_AMP_DEVICE="cpu")
     child = subprocess.Popen(
         [sys.executable, "-c", SLOW_REPORT, str(tmp_path)],
         stdout=subprocess.PIPE,
