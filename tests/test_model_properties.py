@@ -100,7 +100,7 @@ def test_the_report_shows_the_ops_input_ranges_output_dtype_and_the_fp32_values(
     assert fp32.inputs[0] == "fp32[2, 4] in [2e+04, 2e+04]"
     assert fp32.output == "fp32[2, 3] in [8e+04, 8e+04]" and fp32.dtype == "fp32"
     text = str(info.value)
-    assert "first inf/NaN came from op 'linear' (application #0, forward)" in text
+    assert "the first inf/NaN came from\nop 'linear' (application #0, forward)" in text
     assert "the float32 run, same op" in text
 
 

@@ -156,8 +156,8 @@ class NotFiniteReport:
             " no such op (a cast AMP inserted)" if self.fp32 is None else "\n" + self.fp32.values()
         )
         return (
-            f"under auto_cast(level={self.level!r}, dtype={self.dtype!r}) the first inf/NaN "
-            f"came from {self.op}\nthe float32 run, same op:{fp32}\nthe example: {inputs}"
+            f"under auto_cast(level={self.level!r}, dtype={self.dtype!r}), the first inf/NaN "
+            f"came from\n{self.op}\nthe float32 run, same op:{fp32}\nthe example: {inputs}"
         )
 
 

@@ -59,14 +59,15 @@ class ScaleHistory:
 
 class LossScaleError(AssertionError):
     """A stream of batches broke a loss-scale property; ``step`` (0-based) and ``history``
-    say where."""
+    say where, ``batches`` is the stream."""
 
-    def __init__(self, message: str, step: int, history: ScaleHistory):
+    def __init__(self, message: str, step: int, history: ScaleHistory, batches=()):
         super().__init__(
             f"step {step}: {message}\n  skipped: {history.skipped}\n  scales:  {history.scales}"
         )
         self.step = step
         self.history = history
+        self.batches = list(batches)
 
 
 def _finite_grads(params) -> bool:
@@ -144,7 +145,7 @@ def check_loss_scale_stream(
                     assert_bit_equal(p.numpy(), old)
                 except AssertionError as err:
                     raise LossScaleError(
-                        f"a skipped step changed parameter {p.name}: {err}", step, history
+                        f"a skipped step changed parameter {p.name}: {err}", step, history, batches
                     ) from None
         streak = streak + 1 if skipped else 0
         if max_skip_streak is not None and streak > max_skip_streak:
@@ -152,6 +153,7 @@ def check_loss_scale_stream(
                 f"{streak} steps in a row were skipped (at most {max_skip_streak} allowed)",
                 step,
                 history,
+                batches,
             )
         if scale_band is not None and not scale_band[0] <= history.scales[-1] <= scale_band[1]:
             raise LossScaleError(
@@ -159,5 +161,6 @@ def check_loss_scale_stream(
                 f"[{scale_band[0]:g}, {scale_band[1]:g}]",
                 step,
                 history,
+                batches,
             )
     return history
