@@ -127,3 +127,53 @@ def test_promotion_with_wider_floats_gives_the_wider_float():
     assert result_type(float8_e5m2, "bfloat16") == mt.bfloat16
     assert result_type(float8_e4m3fn, float8_e5m2) == np.float16
     assert result_type(float8_e4m3fn, "int64") == float8_e4m3fn
+
+
+def test_layer_to_fp8_converts_parameters_to_one_byte_each():
+    layer = mt.nn.Linear(32, 32)
+    layer.to(dtype="float8_e4m3fn")
+    assert layer.weight.dtype == float8_e4m3fn and layer.weight._data.nbytes == 32 * 32
+
+
+class _RecordingKernels:
+    """Stands in for backend.fp8_kernels (h22's CUDA launchers), recording the calls."""
+
+    def __init__(self):
+        self.calls = []
+
+    def cast_fp8_with_amax(self, x, scale, out_dtype_code, saturate=True, amax=None):
+        self.calls.append(("cast", out_dtype_code, saturate))
+        dtype = [float8_e4m3fn, float8_e5m2][out_dtype_code]
+        scaled = x * scale
+        if saturate:
+            scaled = np.clip(scaled, -FP8_MAX[dtype], FP8_MAX[dtype])
+        out = scaled.astype(dtype).view(np.uint8)  # the bits, as the kernel returns them
+        return out, np.abs(x).max(keepdims=True).reshape(1).astype(np.float32)
+
+    def fp8_gemm(self, a, b, scale_a, scale_b, out_dtype, a_code=None, b_code=None):
+        self.calls.append(("gemm", np.dtype(out_dtype)))
+        return (a.astype(np.float32) @ b.astype(np.float32)) * (scale_a * scale_b)
+
+
+def test_on_a_gpu_the_casts_and_the_gemm_go_to_the_fp8_kernels(monkeypatch):
+    import inspect
+
+    from minitorch_amp.backend import fp8_kernels
+
+    fake = _RecordingKernels()
+    for name in ("cast_fp8_with_amax", "fp8_gemm"):  # the calls fit the real launchers
+        real, ours = (
+            inspect.signature(getattr(fp8_kernels, name)),
+            inspect.signature(getattr(fake, name)),
+        )
+        assert list(real.parameters) == list(ours.parameters)
+    not_numpy = type("FakeCuPy", (), {"ones": staticmethod(np.ones)})
+    monkeypatch.setattr(fp8, "get_array_module", lambda array: not_numpy)
+    monkeypatch.setattr(fp8, "_fp8_kernels", lambda: fake)
+    x = np.array([1.0, 500.0], np.float32)
+    out, amax = fp8.cast_to_fp8(x, float8_e5m2, np.ones(1, np.float32), saturate=False)
+    assert out.dtype == float8_e5m2 and amax.tolist() == [500.0]
+    assert fp8.to_fp8(x, float8_e4m3fn).dtype == float8_e4m3fn
+    product = fp8.fp8_matmul(out.reshape(1, 2), out.reshape(2, 1), amax, amax, "bfloat16")
+    assert product.shape == (1, 1)
+    assert fake.calls == [("cast", 1, False), ("cast", 0, False), ("gemm", mt.bfloat16)]

@@ -66,6 +66,10 @@ def to_fp8(x, dtype, saturate: bool = False):
     dtype = _fp8_dtype(dtype)
     xp = get_array_module(x)
     if xp is not np:
+        if x.dtype in FP8:  # the kernel reads float32, float16 or bfloat16
+            x = from_fp8(x)
+        elif x.dtype not in _EXACT_IN_FLOAT32:  # exact in float32 after this
+            x = round_in_float64(x, dtype).astype(float32)
         return _gpu_cast(x, dtype, xp.ones(1, float32), saturate)[0]
     with np.errstate(over="ignore", invalid="ignore"):
         if x.dtype not in _EXACT_IN_FLOAT32:

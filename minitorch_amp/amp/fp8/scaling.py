@@ -93,7 +93,9 @@ class ScalingState:
         """
         fp8_max = FP8_MAX[self.dtype]
         if isinstance(self.recipe, Float8CurrentScaling):
-            amax = _xp(x).abs(x).max(initial=0.0, keepdims=False).reshape(1).astype(float32)
+            xp = _xp(x)
+            amax = xp.abs(x).max(keepdims=True).reshape(1) if x.size else xp.zeros(1)
+            amax = amax.astype(float32)  # NOTE: no max(initial=...): CuPy lacks it
             self.amax_history[...] = amax
             self.scale[...] = current_scale(amax, fp8_max)
             self.scale_inv[...] = np.float32(1.0) / self.scale
