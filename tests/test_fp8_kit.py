@@ -174,11 +174,6 @@ def test_a_cast_with_the_scale_of_its_own_amax_never_overflows(fmt, x, margin):
 TINY_AMAX = np.float32([7.523164e-37])  # 448 / it is beyond float32: the scale would be inf
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="amp/fp8/scaling.py lets 448 / amax overflow to an infinite scale; Transformer "
-    "Engine clamps it to float32's largest (recipe_common.cuh, compute_scale_from_amax)",
-)
 @pytest.mark.parametrize("scale_of", ["current", "delayed"])
 def test_a_tiny_amax_gets_the_largest_float32_scale_not_inf(scale_of):
     x = -TINY_AMAX

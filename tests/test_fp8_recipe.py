@@ -75,6 +75,14 @@ def test_a_zero_or_non_finite_amax_keeps_the_old_scale(amax):
     assert scale.tolist() == [3.0] and history.tolist() == [0.0]
 
 
+def test_a_tiny_amax_gets_float32s_largest_scale_not_inf():
+    # 448 / 1e-37 overflows float32; Transformer Engine clamps the scale to float32's max
+    history, scale, scale_inv = f32(1e-37), f32(1.0), f32(1.0)
+    update_amax_history_and_scale(history, scale, scale_inv, 448.0, 0, "max")
+    largest = np.finfo(np.float32).max
+    assert scale.tolist() == [largest] and current_scale(f32(1e-37), 448.0).tolist() == [largest]
+
+
 def test_current_scale_is_fp8_max_over_this_tensors_amax():
     assert current_scale(f32(7.0), 448.0).tolist() == [64.0]
     assert current_scale(f32(0.0), 448.0).tolist() == [1.0]

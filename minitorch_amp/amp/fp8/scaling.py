@@ -34,7 +34,8 @@ def update_amax_history_and_scale(amax_history, scale, scale_inv, fp8_max, margi
     ``amax_history[0]`` holds this step's amax (the cast wrote it). Then:
 
     * ``amax = max(amax_history)`` for ``'max'``, ``amax_history[0]`` for ``'most_recent'``;
-    * ``scale = fp8_max / amax / 2**margin`` where ``amax`` is finite and > 0, else unchanged;
+    * ``scale = fp8_max / 2**margin / amax`` where ``amax`` is finite and > 0, else unchanged;
+      float32's largest value where that quotient overflows (a tiny amax, as TE does);
       ``scale_inv = 1 / scale``;
     * ``amax_history`` rotated by -1 (this step's amax moves to the end, the oldest entry
       comes to the front) and its first entry zeroed, ready for the next step's amax.
@@ -47,7 +48,7 @@ def update_amax_history_and_scale(amax_history, scale, scale_inv, fp8_max, margi
     amax = amax_history.max(keepdims=True) if algo == "max" else amax_history[:1].copy()
     # NOTE: max() over a history holding a NaN is NaN: that step keeps the old scale
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        fresh = (np.float32(fp8_max) / amax) / np.float32(2.0**margin)
+        fresh = _finite(np.float32(fp8_max * 2.0**-margin) / amax)
         usable = xp.isfinite(amax) & (amax > 0)
         scale[...] = xp.where(usable, fresh, scale).astype(float32)
         scale_inv[...] = (np.float32(1.0) / scale).astype(float32)
@@ -56,12 +57,26 @@ def update_amax_history_and_scale(amax_history, scale, scale_inv, fp8_max, margi
 
 
 def current_scale(amax, fp8_max, margin=0.0):
-    """``fp8_max / amax / 2**margin`` for a float32 [1] ``amax``, 1 where amax is 0 or not
-    finite (current scaling: the scale of this very tensor), on ``amax``'s device."""
+    """``fp8_max / 2**margin / amax`` for a float32 [1] ``amax``, 1 where amax is 0 or not
+    finite, float32's largest value where the quotient overflows (current scaling: the scale
+    of this very tensor), on ``amax``'s device."""
     xp = _xp(amax)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        fresh = (np.float32(fp8_max) / amax) / np.float32(2.0**margin)
+        fresh = _finite(np.float32(fp8_max * 2.0**-margin) / amax)
         return xp.where(xp.isfinite(amax) & (amax > 0), fresh, np.float32(1.0)).astype(float32)
+
+
+def _finite(scale):
+    """``scale`` with inf replaced by float32's largest value.
+
+    NOTE: an amax below fp8_max / 3.4e38 (a tensor of subnormal float32s) makes the quotient
+    inf, and x * inf is NaN for the tensor's zeros: Transformer Engine clamps such a scale to
+    float32's largest, and so do we."""
+    xp = _xp(scale)
+    return xp.where(xp.isinf(scale), _FLOAT32_MAX, scale)
+
+
+_FLOAT32_MAX = np.finfo(np.float32).max
 
 
 class ScalingState:
