@@ -80,6 +80,9 @@ def test_the_search_lands_within_10_percent_of_the_hand_computed_threshold_and_n
     assert report.examples_run <= 200
     assert report.op.op == ("linear_grad" if backward else "linear")
     assert report.op.occurrence == 0 and report.fp32.op == report.op.op
+    shape = "[4, 3]" if backward else "[2, 3]"  # the weight's gradient; the output
+    assert report.op.output.startswith(report.op.dtype + shape)
+    assert report.fp32.output.startswith("fp32" + shape)  # the same result of the same op
     assert "inf" in report.op.output
     if dtype == "float16":  # float32 holds what float16 cannot (bfloat16's range is its own)
         assert "inf" not in report.fp32.output
@@ -253,7 +256,9 @@ def test_observers_see_what_each_op_read_and_nothing_is_kept_after():
     x.stop_gradient = False
     hooks.observers, hooks.grad_observers = (observe,), (observe_grads,)
     try:
-        (x * 2.0).sum().backward()
+        loss = (x * 2.0).sum()
+        assert hooks.inputs == ()  # the forward's arrays are not kept after its observers
+        loss.backward()
     finally:
         hooks.observers = hooks.grad_observers = ()
     assert seen == [
