@@ -225,6 +225,8 @@ def test_an_overflowing_layer_diverges_without_bound():
         (dict(dtype="float8"), ValueError, "dtype must be 'float16' or 'bfloat16'"),
         (dict(inputs=[mt.ones([2, 4])]), TypeError, "must be a Hypothesis strategy.*sampled_from"),
         (dict(settings={"max_examples": 5}), TypeError, "settings must be a hypothesis.settings"),
+        (dict(loss_scale=-1.0), ValueError, r"loss_scale must be positive and finite"),
+        (dict(loss_scale="2**15"), TypeError, r"loss_scale must be a number such as 2\.0\*\*15"),
     ],
 )
 def test_bad_arguments_say_what_to_pass(kwargs, error, match):

@@ -67,6 +67,18 @@ def _checked(level, dtype) -> tuple[str, str]:
     return level.upper(), dtype.lower()
 
 
+def _checked_scale(loss_scale) -> float | None:
+    if loss_scale is None:
+        return None
+    if isinstance(loss_scale, bool) or not isinstance(loss_scale, (int, float, np.floating)):
+        raise TypeError(f"loss_scale must be a number such as 2.0**15, or None; got {loss_scale!r}")
+    if not (np.isfinite(loss_scale) and loss_scale > 0):
+        raise ValueError(
+            f"loss_scale must be positive and finite, such as 2.0**15; got {loss_scale}"
+        )
+    return float(loss_scale)
+
+
 def _as_inputs(x) -> tuple:
     """An example as the model's positional inputs: a Tensor, an array, or a tuple of them."""
     items = x if isinstance(x, (tuple, list)) else (x,)
@@ -98,7 +110,7 @@ class ModelCopies:
 
     ``model`` may also be a plain function of the inputs (a step function); it then runs as
     is in both runs (decorate its layers yourself for O2; its float32 run is the same function
-    outside ``auto_cast``).
+    outside ``auto_cast``; the gradients its backward leaves are yours to clear).
     """
 
     def __init__(self, model, level: str, dtype: str, white=None, black=None):
@@ -123,7 +135,7 @@ class ModelCopies:
             loss = (loss_fn or (lambda o: _first_tensor(o).mean()))(out) if backward else None
         if backward:
             if loss_scale is not None:  # as GradScaler.scale: times a float32 scale
-                loss = loss * Tensor._wrap(np.float32(loss_scale))
+                loss = loss * Tensor._wrap(np.array(loss_scale, dtype=np.float32))
             loss.backward()
             for p in model.parameters() if isinstance(model, Layer) else ():
                 p.clear_grad()
@@ -192,6 +204,7 @@ def check_finite_under_amp(
         AmpNotFiniteError: the report names the first op, forward or backward.
         ValueError, TypeError: a bad level, dtype, model or input; they say what to pass.
     """
+    loss_scale = _checked_scale(loss_scale)
     if copies is None:
         copies = ModelCopies(model, level, dtype, custom_white_list, custom_black_list)
     inputs = _as_inputs(x)

@@ -45,6 +45,7 @@ from .model_properties import (
     AmpDivergenceError,
     AmpNotFiniteError,
     ModelCopies,
+    _checked_scale,
     check_close_to_fp32,
     check_finite_under_amp,
 )
@@ -118,6 +119,7 @@ def assert_finite_under_amp(
         AmpNotFiniteError: for the shrunk example; ``report`` names the first op.
     """
     strategy = _strategy(inputs, "inputs")
+    loss_scale = _checked_scale(loss_scale)
     copies = ModelCopies(model, level, dtype, custom_white_list, custom_black_list)
     kwargs = dict(backward=backward, loss_scale=loss_scale, loss_fn=loss_fn, copies=copies)
     _search(strategy, settings, lambda x: check_finite_under_amp(model, x, **kwargs))
