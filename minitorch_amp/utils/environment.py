@@ -29,6 +29,7 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "MINITORCH_AMP_DIST_BACKEND": "'mpi', 'nccl' or 'local': force the distributed backend",
     "MINITORCH_AMP_DIST_TIMEOUT": "seconds a collective waits for the other ranks (600)",
     "MINITORCH_AMP_KERNEL_CACHE": "where the report keeps compiled kernels; '0': no cache",
+    "MINITORCH_AMP_MALLOC": "'heap' (default) or 'system': glibc's thresholds for temporaries",
     "XDG_CACHE_HOME": "the kernel cache is in its minitorch_amp/kernels (~/.cache)",
     "CUDA_PATH": "the CUDA toolkit whose headers the NVRTC compile check uses",
     "CUDA_HOME": "the same, when CUDA_PATH is not set",
