@@ -185,3 +185,25 @@ def test_the_twin_matches_the_kernel_on_edges(on_emulator):
 def test_bad_arguments_are_refused_before_any_launch(x, scale, code, error):
     with pytest.raises((TypeError, ValueError), match=error):
         cast_fp8_with_amax(x, scale, code)
+
+
+def test_the_environment_check_of_the_cast_passes_on_the_kernel(on_emulator):
+    """``fp8_kernels.check_cast`` (what ``python -m minitorch_amp`` runs on a GPU) holds the
+    emulated kernel to the twin: every float16 value, both formats and modes, the transpose."""
+    assert fp8_kernels.check_cast(on_device, np.asarray)
+    names = {name for name, _ in on_emulator}
+    assert names == {"cast_fp8_amax<__half>", "cast_transpose_fp8_amax<__half>"}
+
+
+def test_on_numpy_arrays_the_launchers_run_the_twin_and_fold_a_given_amax():
+    x = np.float32([[1.0, -600.0], [3e-3, np.inf]])
+    scale = np.float32([1.0])
+    amax = np.float32([700.0])
+    out, out_t, folded = cast_transpose_fp8(x[:, :1], scale, E4M3, amax=amax)
+    assert folded is amax and amax.tolist() == [700.0] and np.array_equal(out_t, out.T)
+    out, again = cast_fp8_with_amax(x, scale, E4M3)
+    assert np.array_equal(out, twin_cast(x, scale, E4M3)[0]) and again.tolist() == [np.inf]
+    assert np.asarray(out).view(FORMATS[E4M3]).astype(np.float32)[1].tolist() == [
+        2.0**-8,
+        448,
+    ]  # 1.5 units

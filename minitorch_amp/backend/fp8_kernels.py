@@ -15,12 +15,14 @@ read on the host, so an FP8 step stays free of host syncs.
 
 The twins (:func:`twin_cast`, :func:`twin_gemm`) are the specification, in NumPy and
 ``ml_dtypes``; the kernels match the cast twin bit for bit (``tests/fp8_cast_emulator.cpp``
-checks every float16 and bfloat16 value and 10^6 float32 ones).
+checks every float16 and bfloat16 value and 10^6 float32 ones). On NumPy arrays every
+launcher runs its twin. :func:`check_cast` and :func:`check_gemm` hold each kernel to its
+twin on one small input, for ``python -m minitorch_amp``'s kernel check.
 
 Example (the twin, without a GPU):
     >>> import numpy as np
     >>> out, amax = twin_cast(np.array([1.0, 500.0, -3e-3], "float32"), np.float32(1.0), 0)
-    >>> out.tolist(), float(amax[0])  # 500 saturates to 448; 3e-3 is 1.5 subnormal units
+    >>> out.tolist(), float(amax[0])  # 500 saturates to 448; -3e-3 is 1.54 units of 2**-9: 2
     ([56, 126, 130], 500.0)
 """
 
@@ -93,7 +95,8 @@ def twin_cast(x, scale, code: int, saturate: bool = True):
     the product in float32, rounded once to nearest even; with ``saturate`` finite overflow
     and +-inf become +-max, without it what ``astype`` gives (E4M3 NaN, E5M2 inf). The amax is
     ``max |x|`` of the unscaled input, NaN if any element is NaN, 0 for an empty ``x``."""
-    v = np.asarray(x).astype(np.float32) * np.float32(np.asarray(scale).reshape(-1)[0])
+    with np.errstate(invalid="ignore", over="ignore"):  # (signalling NaNs, overflow to inf)
+        v = np.asarray(x).astype(np.float32) * np.float32(np.asarray(scale).reshape(-1)[0])
     if saturate:
         big = FP8_MAX[code]
         v = np.where(np.isnan(v), v, np.clip(v, -big, big)).astype(np.float32)
@@ -116,6 +119,15 @@ def twin_gemm(a, b, scale_a, scale_b, out_dtype, a_code=None, b_code=None):
 
 
 # ---- the cast kernels ----------------------------------------------------------------------
+
+
+def _twin_cast_into(x, scale, code: int, saturate: bool, amax):
+    """:func:`twin_cast`, folding its amax into ``amax`` when one is given (as the kernel)."""
+    out, fresh = twin_cast(x, scale, code, saturate)
+    if amax is None:
+        return out, fresh
+    amax[...] = fresh if np.isnan(fresh[0]) or np.isnan(amax[0]) else np.maximum(amax, fresh)
+    return out, amax
 
 
 def _aligned_input(x):
@@ -141,8 +153,10 @@ def cast_fp8_with_amax(x, scale, out_dtype_code: int, saturate: bool = True, ama
     Returns:
         ``out``: uint8 array of ``x``'s shape (the FP8 bits), ``amax``: float32 [1].
     """
-    cp = _device.cupy
     _check_cast_args(x, scale, out_dtype_code, amax)
+    if _device.get_array_module(x) is np:  # NumPy: the twin
+        return _twin_cast_into(x, scale, out_dtype_code, saturate, amax)
+    cp = _device.cupy
     x = _aligned_input(x)
     out = cp.empty(x.shape, dtype=np.uint8)
     if amax is None:
@@ -159,12 +173,15 @@ def cast_fp8_with_amax(x, scale, out_dtype_code: int, saturate: bool = True, ama
 def cast_transpose_fp8(x, scale, out_dtype_code: int, saturate: bool = True, amax=None):
     """``(out, out_t, amax)``: :func:`cast_fp8_with_amax` of a 2-D ``x`` [R, C], plus
     ``out_t`` [C, R] = ``out.T`` made contiguous, in the same pass."""
-    cp = _device.cupy
     _check_cast_args(x, scale, out_dtype_code, amax)
     if x.ndim != 2:
         raise ValueError(f"cast_transpose_fp8 takes a 2-D array, got shape {x.shape}")
     if x.shape[0] >= 2**31 or x.shape[1] >= 2**31:
         raise ValueError(f"each dimension must be below 2**31, got shape {x.shape}")
+    if _device.get_array_module(x) is np:  # NumPy: the twin
+        out, amax = _twin_cast_into(x, scale, out_dtype_code, saturate, amax)
+        return out, np.ascontiguousarray(out.T), amax
+    cp = _device.cupy
     x = _aligned_input(x)
     rows, cols = x.shape
     out = cp.empty((rows, cols), dtype=np.uint8)
@@ -300,3 +317,46 @@ def _gemm_on_cupy(a8, b8, scale_a, scale_b, out_dtype, codes):
         decoded.append(table[x])
     alpha = scale_a * scale_b
     return (cp.matmul(decoded[0], decoded[1].T) * alpha).astype(out_dtype)
+
+
+# ---- each kernel against its twin (python -m minitorch_amp's kernel check) ------------------
+
+
+def check_cast(to_device, to_host) -> bool:
+    """Every float16 value, NaNs included, through both casts in both formats and overflow
+    modes, scaled by 0.75: the bytes and the amax are the twin's (``to_device`` /
+    ``to_host`` move arrays; NumPy on both sides checks the twin against itself)."""
+    x = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    scale = np.float32([0.75])
+    same = True
+    for code in FORMATS:
+        for saturate in (True, False):
+            out, amax = cast_fp8_with_amax(to_device(x), to_device(scale), code, saturate)
+            expected, expected_amax = twin_cast(x, scale, code, saturate)
+            same = same and np.array_equal(np.asarray(to_host(out)), expected)
+            same = same and bool(np.isnan(np.asarray(to_host(amax))[0]))  # NaNs in x
+    grid = x[:4096][np.isfinite(x[:4096])][:3000].reshape(40, 75)
+    out, out_t, amax = cast_transpose_fp8(to_device(grid), to_device(scale), E4M3)
+    expected, expected_amax = twin_cast(grid, scale, E4M3)
+    same = same and np.array_equal(np.asarray(to_host(out_t)), expected.T)
+    return same and np.asarray(to_host(amax)).tolist() == expected_amax.tolist()
+
+
+def check_gemm(to_device, to_host) -> bool:
+    """Small integers (exact float32 sums in any order) through every format pair, with tails
+    in M, N and K: the result's bytes are the twin's. On a GPU it needs compute capability
+    9.0 (else the launcher runs the twin's arithmetic on CuPy, which proves nothing here)."""
+    rng = np.random.default_rng(0)
+    scale_a, scale_b = np.float32([0.5]), np.float32([0.375])
+    same = True
+    for (a_code, b_code), out_dtype in zip(_FORMAT_PAIRS, _OUT_TYPES):
+        a = rng.integers(-4, 5, (136, 272)).astype(np.float32).astype(FORMATS[a_code])
+        b_t = rng.integers(-4, 5, (200, 272)).astype(np.float32).astype(FORMATS[b_code])
+        a8, b8 = a.view(np.uint8), b_t.view(np.uint8)
+        moved = [to_device(v) for v in (a8, b8, scale_a, scale_b)]
+        out = fp8_gemm_nt(*moved, out_dtype, a_code, b_code)
+        expected = twin_gemm(a, b_t.T, scale_a, scale_b, out_dtype)
+        same = same and np.array_equal(
+            np.asarray(to_host(out)).view(np.uint8), expected.view(np.uint8)
+        )
+    return same
