@@ -26,6 +26,7 @@ SETS = (
     "newcomer_docs",
     "newcomer_code",
     "step_speed",
+    "device_errors",
 )
 
 
