@@ -3,12 +3,15 @@ digits in fp32, O1 and O2, and the three agree on the test set."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import subprocess
 import sys
 from pathlib import Path
 
 import needs
 import pytest
+from docs_tables import text_block_after
 
 needs.module("sklearn", "scikit-learn comes with the test extra")
 from threadpoolctl import threadpool_limits  # noqa: E402 (installed with scikit-learn)
@@ -27,19 +30,50 @@ def data():
 
 
 @pytest.fixture(scope="module")
-def results(data):
-    """Each mode trained once with the example's defaults, and the casts it made.
+def command():
+    """``python examples/digits_cnn.py`` (its main, defaults): printed lines, each mode's casts.
 
     NOTE: one BLAS thread: these GEMMs are small (1024 x 144 by 144 x 32), and OpenBLAS's
-    threads made them several times slower on a busy two-core machine.
+    threads made them several times slower on a busy two-core machine. The printed losses and
+    accuracies are the same with 1 or 2 threads.
     """
-    runs = {}
-    with threadpool_limits(limits=1, user_api="blas"):
-        for mode in digits_cnn.MODES:
-            amp.reset_cast_counts()
-            result = digits_cnn.train(mode, data=data, log=None)
-            runs[mode] = (result, amp.cast_counts())
-    return runs
+    runs, original = {}, digits_cnn.train
+
+    def train_recording_casts(mode, **kwargs):
+        amp.reset_cast_counts()
+        result = original(mode, **kwargs)
+        runs[mode] = (result, amp.cast_counts())
+        return result
+
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, threadpool_limits(limits=1, user_api="blas"):
+        patch.setattr(digits_cnn, "train", train_recording_casts)
+        with contextlib.redirect_stdout(out):
+            digits_cnn.main(["--device", "cpu"])
+    return out.getvalue().splitlines(), runs
+
+
+@pytest.fixture(scope="module")
+def results(command):
+    """Each mode trained once with the example's defaults, and the casts it made."""
+    return command[1]
+
+
+def without_times(lines: list[str]) -> list[str]:
+    """The lines with each mode row's train time (a measurement, not a result) left out."""
+    return [
+        " ".join(words[:1] + words[2:]) if words and words[0] in digits_cnn.MODES else line
+        for line, words in ((line, line.split()) for line in lines)
+    ]
+
+
+@pytest.mark.slow
+def test_the_examples_page_shows_what_the_default_run_prints(command):
+    printed, _ = command
+    shown = text_block_after("examples.md", "One run with the defaults on the CPU")
+    assert without_times(shown) == without_times(printed), (
+        "docs/examples.md's digits CNN output is stale; the command printed:\n" + "\n".join(printed)
+    )
 
 
 @pytest.mark.parametrize("mode", digits_cnn.MODES)
