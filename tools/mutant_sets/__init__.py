@@ -27,6 +27,7 @@ SETS = (
     "newcomer_code",
     "step_speed",
     "device_errors",
+    "model_properties",
 )
 
 
