@@ -1,6 +1,10 @@
-"""Loss functions: cross_entropy, mse_loss and l1_loss."""
+"""Loss functions: cross_entropy, mse_loss and l1_loss (which warn when the label broadcasts)."""
 
 from __future__ import annotations
+
+import warnings
+
+import numpy as np
 
 from ...autograd import Tensor, apply
 from ...autograd import ops as _ops
@@ -70,6 +74,7 @@ def mse_loss(input: Tensor, label: Tensor, reduction: str = "mean") -> Tensor:  
         5.0
     """
     check_reduction("mse_loss", reduction)
+    warn_if_label_broadcasts("mse_loss", input, label)
     return apply(_ops.MseLoss, input, label, reduction=reduction)
 
 
@@ -89,9 +94,35 @@ def l1_loss(input: Tensor, label: Tensor, reduction: str = "mean", name=None) ->
         (2.0, 6.0)
     """
     check_reduction("l1_loss", reduction)
+    warn_if_label_broadcasts("l1_loss", input, label)
     unreduced = apply(_ops.Abs, apply(_ops.Subtract, input, label))
     if reduction == "mean":
         return apply(_ops.Mean, unreduced)
     if reduction == "sum":
         return apply(_ops.Sum, unreduced)
     return unreduced
+
+
+def warn_if_label_broadcasts(name: str, input, label, stacklevel: int = 3) -> None:  # noqa: A002
+    """Warn (UserWarning) when an elementwise loss's label has another shape than its input.
+
+    The loss still broadcasts, as Paddle's does: ``input [4, 1]`` against ``label [4]`` gives
+    ``[4, 4]`` differences, rarely what was meant. PyTorch computes the same and warns; this is
+    its warning, with the shapes and the fix. Shapes that cannot broadcast are left to the op's
+    own error. ``stacklevel`` 3 points at the line that called the loss function.
+    """
+    input_shape, label_shape = list(np.shape(input)), list(np.shape(label))
+    if input_shape == label_shape:
+        return
+    try:
+        result = list(np.broadcast_shapes(tuple(input_shape), tuple(label_shape)))
+    except ValueError:
+        return
+    warnings.warn(
+        f"{name}: label shape {label_shape} differs from input shape {input_shape}; they "
+        f"broadcast to {result}, which is rarely what a loss means (Paddle broadcasts silently, "
+        "PyTorch warns). Give both the same shape: label.reshape(input.shape), or "
+        "input.squeeze(-1) for a model's single output column.",
+        UserWarning,
+        stacklevel=stacklevel,
+    )
