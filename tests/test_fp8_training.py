@@ -1,5 +1,10 @@
 """FP8 training on the CPU (emulated FP8 GEMMs): SimpleNet and the digits MLP and CNN learn
-as well in FP8 as in bfloat16 (issue 28's targets), from the same weights and batches."""
+as well in FP8 as in bfloat16 (issue 28's targets), from the same weights and batches.
+
+The digits run at the examples' defaults, where the targets are stated: 0.5 points is two of
+the 450 test images, and at fewer epochs the two runs drift further apart (measured: 3
+images for the MLP at 8 epochs with seed 2; at the defaults, seeds 0 to 2 differ by at most
+one image for the MLP and two for the CNN)."""
 
 from __future__ import annotations
 
@@ -43,7 +48,7 @@ def test_digits_mlp_in_fp8_is_within_half_a_point_of_bfloat16(digits):
     import digits_mlp
 
     runs = {
-        dtype: digits_mlp.train("O2", epochs=8, data=digits, log=None, dtype=dtype)
+        dtype: digits_mlp.train("O2", data=digits, log=None, dtype=dtype)  # 20 epochs
         for dtype in ("bfloat16", "float8")
     }
     assert runs["float8"].accuracy >= 0.9
@@ -54,7 +59,7 @@ def test_digits_cnn_in_fp8_is_within_half_a_point_of_bfloat16(digits):
     import digits_cnn
 
     runs = {
-        dtype: digits_cnn.train("O2", epochs=4, data=digits, log=None, dtype=dtype)
+        dtype: digits_cnn.train("O2", data=digits, log=None, dtype=dtype)  # 8 epochs
         for dtype in ("bfloat16", "float8")
     }
     assert runs["float8"].accuracy >= 0.9
