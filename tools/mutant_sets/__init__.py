@@ -28,6 +28,7 @@ SETS = (
     "step_speed",
     "device_errors",
     "model_properties",
+    "fp8_kernels",
 )
 
 
