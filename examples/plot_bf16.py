@@ -35,6 +35,7 @@ import simple_net  # noqa: E402
 
 from minitorch_amp.backend.dtypes import convert_dtype  # noqa: E402
 from minitorch_amp.testing import bf16, fp16  # noqa: E402
+from minitorch_amp.utils.progress import progress, write  # noqa: E402
 
 RUNS = (("fp32", "float16"), ("O2", "float16"), ("O2", "bfloat16"))  # (mode, 16-bit dtype)
 LABELS = {RUNS[0]: "fp32", RUNS[1]: "fp16 O2 (scaler)", RUNS[2]: "bf16 O2 (no scaler)"}
@@ -104,7 +105,8 @@ def simple_net_curves(sizes: Sizes) -> dict[tuple[str, str], list[float]]:
         learning_rate=sizes.learning_rate,
         log=lambda *_: None,
     )
-    return {run: simple_net.train(mode=run[0], dtype=run[1], **kwargs) for run in RUNS}
+    runs = progress(RUNS, desc=f"SimpleNet, {sizes.epochs} epochs per run")
+    return {run: simple_net.train(mode=run[0], dtype=run[1], **kwargs) for run in runs}
 
 
 def digits_curves(sizes: Sizes) -> dict[tuple[str, str], list[float]]:
@@ -116,7 +118,7 @@ def digits_curves(sizes: Sizes) -> dict[tuple[str, str], list[float]]:
         run: digits_mlp.train(
             run[0], epochs=sizes.digits_epochs, data=data, log=None, dtype=run[1]
         ).epoch_losses
-        for run in RUNS
+        for run in progress(RUNS, desc=f"digits MLP, {sizes.digits_epochs} epochs per run")
     }
 
 
@@ -138,7 +140,7 @@ def _regions(name: str) -> list[tuple[float, float, str, str]]:
 def plot_number_line(start: np.ndarray, nearly_fit: np.ndarray, path: Path) -> None:
     """One panel per format on a shared log2 axis, with the same gradient histograms."""
     plt = plot_amp._pyplot()
-    fig, axes = plt.subplots(2, 1, figsize=(11, 6.8), sharex=True, layout="constrained")
+    fig, axes = plt.subplots(2, 1, figsize=(11, 8), sharex=True, layout="constrained")
     lo, hi = -140, 132
     bins = np.arange(lo, hi + 1.0, 1.0)
     for ax, (name, kit) in zip(axes, KITS.items()):
@@ -147,11 +149,14 @@ def plot_number_line(start: np.ndarray, nearly_fit: np.ndarray, path: Path) -> N
             left, right = max(left, lo), min(right, hi)
             ax.axvspan(left, right, color=color, alpha=0.55, lw=0)
             if right - left >= 25:  # narrow regions are named by the landmark lines instead
-                ax.text((left + right) / 2, 0.98, label, transform=height, ha="center", va="top")
+                if right - left < 60:  # one line would run over the landmark lines beside it
+                    label = label.replace(": ", ":\n").replace(" spacing", "\nspacing")
+                ax.text((left + right) / 2, 0.98, label, transform=height, ha="center", va="top",
+                        fontsize=9 if "\n" in label else None)  # fmt: skip
         for x, label in LANDMARKS[name]:
             ax.axvline(x, color="#555555", lw=1, ls="--")
             right = x > hi - 12  # near the right edge: the label goes on the line's left
-            ax.text(x + (-1 if right else 1), 0.86, label, transform=height, rotation=90,
+            ax.text(x + (-1 if right else 1), 0.80, label, transform=height, rotation=90,
                     fontsize=8, va="top", ha="right" if right else "left")  # fmt: skip
         for values, label, style in (
             (start, "start of training", {"color": "#777777", "ls": ":"}),
@@ -161,7 +166,9 @@ def plot_number_line(start: np.ndarray, nearly_fit: np.ndarray, path: Path) -> N
             zero, subnormal = plot_amp._percent(f["zero"]), plot_amp._percent(f["subnormal"])
             text = f"|grad|, {label}: {zero} → 0, {subnormal} subnormal"
             plot_amp._log2_histogram(ax, values, bins, label=text, **style)
-        ax.set_ylim(0, ax.get_ylim()[1] * 1.9)
+        # NOTE: room above the histograms: the landmark labels hang from 80% of the height down
+        # to about 40%, and the tallest bins must stay below them (fp16's sit on its lines).
+        ax.set_ylim(0, ax.get_ylim()[1] * 3.0)
         ax.set_ylabel("% of parameters\nper binade")
         title = f"{name}: {FRACTION_BITS[name]} fraction bits, largest {kit.MAX:.4g}"
         ax.set_title(title, loc="left")
@@ -211,7 +218,10 @@ def plot_loss_curves(curves: dict[str, dict], path: Path) -> None:
 
 # ---- the command ----------------------------------------------------------------------------
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img", help="output folder")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (for the tests)")
     args = parser.parse_args(argv)
@@ -219,24 +229,27 @@ def main(argv=None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
 
+    write(f"gradients of SimpleNet (width {sizes.width}, batch {sizes.batch}):")
     start = plot_amp.gradient_magnitudes(sizes.width, sizes.batch, residual=None)
     nearly_fit = plot_amp.gradient_magnitudes(sizes.width, sizes.batch, residual=1e-3)
     for name, grads in (("start of training", start), ("nearly fit", nearly_fit)):
         for dtype in KITS:
-            print(f"|grad| {name} in {dtype}: " + ", ".join(
+            write(f"|grad| {name} in {dtype}: " + ", ".join(
                 f"{k} {v:.3%}" for k, v in fate(grads, dtype).items()
             ))  # fmt: skip
     plot_number_line(start, nearly_fit, args.out / "bf16_number_line.png")
 
-    curves = {
-        f"SimpleNet (width {sizes.width}, SGD)": simple_net_curves(sizes),
-        "digits MLP (Adam, dropout)": digits_curves(sizes),
-    }
-    for title, runs in curves.items():
-        for run, loss in runs.items():
-            print(f"{title}, {LABELS[run]}: " + " ".join(f"{v:.6f}" for v in loss))
+    curves = {}
+    for title, make in (
+        (f"SimpleNet (width {sizes.width}, SGD)", simple_net_curves),
+        ("digits MLP (Adam, dropout)", digits_curves),
+    ):
+        write(f"loss curves: {title}, {len(RUNS)} runs ({', '.join(LABELS.values())})")
+        curves[title] = make(sizes)
+        for run, loss in curves[title].items():
+            write(f"{title}, {LABELS[run]}: " + " ".join(f"{v:.6f}" for v in loss))
     plot_loss_curves(curves, args.out / "bf16_loss_curves.png")
-    print(f"wrote 2 PNGs to {args.out} in {time.perf_counter() - started:.1f} s")
+    write(f"wrote 2 PNGs to {args.out} in {time.perf_counter() - started:.1f} s")
 
 
 if __name__ == "__main__":

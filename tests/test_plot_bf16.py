@@ -90,3 +90,28 @@ def test_one_command_writes_the_two_pngs(tmp_path):
         data = (tmp_path / name).read_bytes()
         assert data[:8] == PNG_SIGNATURE, name
         assert 20_000 < len(data) < 400_000, (name, len(data))
+    # It says what it is doing while the runs go on, not only at the end.
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("gradients of SimpleNet"), lines
+    assert any(line.startswith("loss curves: SimpleNet") for line in lines), lines
+
+
+def test_help_shows_the_defaults(capsys):
+    with pytest.raises(SystemExit):
+        plot_bf16.main(["--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "output folder (default: " in shown and "docs/img)" in shown, shown
+
+
+def test_every_run_of_the_loss_curves_goes_through_a_progress_bar(monkeypatch):
+    shown = []
+
+    def recording_progress(iterable, desc=None, **kwargs):
+        items = list(iterable)
+        shown.append((desc, items))
+        return items
+
+    monkeypatch.setattr(plot_bf16, "progress", recording_progress)
+    curves = plot_bf16.simple_net_curves(plot_bf16.QUICK)
+    desc, items = shown[0]
+    assert items == list(plot_bf16.RUNS) == list(curves) and "SimpleNet" in desc
