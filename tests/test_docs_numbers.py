@@ -10,6 +10,10 @@ with OpenBLAS's SkylakeX, Haswell and Prescott kernels (OPENBLAS_CORETYPE), so t
 compared exactly. The run pins one BLAS thread only for speed (OpenBLAS's threads made these
 small GEMMs several times slower on a busy two-core machine).
 
+amp.md's lesson on master weights quotes losses and counts of its own measurement (the
+example's fp32 and O2 runs kept and evaluated, as the page describes): a second fixture
+repeats it and checks each number in the prose.
+
 Other tables (docs/examples.md's digits CNN) are checked where their run already happens:
 tests/test_digits_cnn.py.
 """
@@ -18,9 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from docs_tables import columns, section_after, table_after
 from threadpoolctl import threadpool_limits
@@ -31,7 +37,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 import simple_net  # noqa: E402
 
 COMPARE = "`python examples/simple_net.py --compare`"
-# The pages that show its table: the line that names the command, and the device it names.
+# The pages that show its table, after a line that starts with the command.
 COMPARE_PAGES = ("amp.md", "benchmarks.md")
 
 
@@ -82,3 +88,84 @@ def test_amp_md_says_how_close_o1_comes_to_fp32_as_its_table_shows():
     ordinal = {3: "third", 4: "fourth", 5: "fifth", 6: "sixth", 7: "seventh"}[digit]
     lesson = " ".join(section_after("amp.md", '"final loss" is the mean')[:2])
     assert f"differs from fp32 in the {ordinal} significant digit" in lesson, (fp32, o1, lesson)
+
+
+# ---- amp.md's lesson on master weights: the numbers of "How these were measured" --------------
+@pytest.fixture(scope="module")
+def lesson() -> dict[str, str]:
+    """The example's fp32 and O2 runs kept, evaluated as amp.md's section 7 says, as shown."""
+    kept = {}
+    original_net, original_data = simple_net.SimpleNet, simple_net.make_data
+    original_sgd = simple_net.mt.optimizer.SGD
+
+    class KeptNet(original_net):
+        def __init__(self, *args):
+            super().__init__(*args)
+            kept["model"] = self
+            kept["initial"] = {name: p.numpy().copy() for name, p in self.named_parameters()}
+
+    def kept_sgd(**kwargs):
+        kept["optimizer"] = original_sgd(**kwargs)
+        return kept["optimizer"]
+
+    def kept_data(*args):
+        kept["data"] = original_data(*args)
+        return kept["data"]
+
+    def evaluate(params):  # the mean MSE over the 20 batches, in float32 arithmetic
+        losses = []
+        for x, y in zip(*kept["data"], strict=True):
+            h = x.numpy()
+            for i in (1, 2, 3):
+                h = h @ params[f"linear{i}.weight"].astype(np.float32) + params[f"linear{i}.bias"]
+                h = np.maximum(h, 0) if i < 3 else h
+            losses.append(np.mean((h - y.numpy()) ** 2))
+        return float(np.mean(losses))
+
+    runs = {}
+    with pytest.MonkeyPatch.context() as patch, threadpool_limits(limits=1, user_api="blas"):
+        patch.setattr(simple_net, "SimpleNet", KeptNet)
+        patch.setattr(simple_net, "make_data", kept_data)
+        patch.setattr(simple_net.mt.optimizer, "SGD", kept_sgd)
+        for mode in ("fp32", "O2"):
+            simple_net.train(mode=mode, log=lambda *_: None)
+            runs[mode] = dict(kept["model"].named_parameters())
+    initial = {name: value.astype(np.float32) for name, value in kept["initial"].items()}
+    start = evaluate(initial)
+    fp32 = evaluate({name: p.numpy() for name, p in runs["fp32"].items()})
+    half = {name: p.numpy() for name, p in runs["O2"].items()}
+    masters = {n: kept["optimizer"]._master_weights[p.name].numpy() for n, p in runs["O2"].items()}
+    moved = sum(int(np.sum(half[name] != initial[name].astype(np.float16))) for name in half)
+    total = sum(value.size for value in half.values())
+    o2 = evaluate(half)
+    return {
+        "start": f"{start:.6f}",
+        "fp32 end": f"{fp32:.6f}",
+        "fp32 drop": f"{start - fp32:.5f}",
+        "O2 end": f"{o2:.6f}",
+        "O2 drop": f"{start - o2:.5f}",
+        "O2 share": f"{(start - o2) / (start - fp32):.0%}",
+        "masters end": f"{evaluate(masters):.6f}",
+        "moved": f"{moved / total:.1%} of the float16 weights ({moved:,} of {total:,})",
+    }
+
+
+LESSON = (  # what amp.md's section 7 says, as patterns around the numbers the fixture makes
+    ("start", r"it starts at ([\d.]+) \(the initial model"),
+    ("fp32 end", r"fp32 ends at ([\d.]+) on the same data"),
+    ("fp32 drop", r"on the same data, a drop of ([\d.]+)\."),
+    ("O2 end", r"float16 model ends at ([\d.]+),"),
+    ("O2 drop", r"float16 model ends at [\d.]+, a drop of ([\d.]+):"),
+    ("O2 share", r"a drop of [\d.]+: (\d+%) of fp32's progress"),
+    ("masters end", r"evaluated in float32, end at ([\d.]+), where fp32 ended"),
+    ("moved", r"had moved ([\d.]+% of the float16 weights \([\d,]+ of [\d,]+\))"),
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "pattern"), LESSON, ids=[name for name, _ in LESSON])
+def test_amp_md_lessons_numbers_are_what_its_measurement_gives(lesson, name, pattern):
+    text = " ".join(section_after("amp.md", "## 7. What it costs on a CPU"))
+    shown = re.search(pattern, text)
+    assert shown, f"amp.md's section 7 no longer says {pattern!r}; update LESSON with the page"
+    assert shown.group(1) == lesson[name], (name, lesson)
