@@ -19,7 +19,7 @@ import struct
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import minitorch_amp as mt
@@ -117,6 +117,9 @@ def test_unscaling_by_a_power_of_two_is_exact_unless_it_underflows(g, k):
 @given(
     g=tensors(shape=(8,), dtype="bfloat16", elements=bf16_values()),
     scale=st.sampled_from([2.0**-3, 0.75, 1.0, 3.0, 2.0**20]),
+)
+@example(  # always the overflow: bfloat16's largest gradient unscaled by 1/scale = 8
+    g=mt.to_tensor(np.full(8, bf16.MAX, np.float32)).astype("bfloat16"), scale=2.0**-3
 )
 def test_found_inf_is_exactly_a_non_finite_unscaled_bf16_gradient(g, scale):
     grads = g.numpy().copy()
