@@ -15,7 +15,7 @@ same batch order (``seed`` fixes both), so the table shows what AMP alone change
 
     python examples/digits_cnn.py               # fp32, O1 and O2 side by side
     python examples/digits_cnn.py --mode O1     # one mode
-    python examples/digits_cnn.py --dtype float8     # bfloat16, the Linear in FP8
+    python examples/digits_cnn.py --dtype float8     # bfloat16; convolutions, Linear in FP8
     python examples/digits_cnn.py --device gpu  # on the GPU (CuPy and a CUDA device)
 
 Needs scikit-learn (``python -m pip install -e ".[examples]"`` from the repository root).
@@ -103,8 +103,8 @@ def train(
 
     O1 wraps forward and loss in ``auto_cast`` and scales the loss with a ``GradScaler``;
     O2 also ``decorate``s model and optimizer (float16 weights, float32 master weights).
-    ``dtype='bfloat16'`` needs no GradScaler; ``'float8'`` is bfloat16 with the Linear
-    classifier as an FP8 GEMM (the convolutions stay bfloat16).
+    ``dtype='bfloat16'`` needs no GradScaler; ``'float8'`` is bfloat16 with the two
+    convolutions' GEMMs and the Linear classifier in FP8 (batch norm, pooling in bfloat16).
     """
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} is not available; choose one of {MODES}")

@@ -149,3 +149,48 @@ def test_a_delayed_fp8_step_reads_nothing_back_to_the_host():
 def test_enabled_must_be_a_bool(bad):
     with pytest.raises(TypeError, match="enabled must be True or False"):
         amp.fp8_autocast(enabled=bad)
+
+
+def test_conv2d_runs_its_im2col_gemm_in_fp8():
+    mt.seed(3)
+    conv = nn.Conv2D(3, 4, 3, padding=1, stride=2)
+    x = mt.randn([2, 3, 7, 7])
+    with (
+        amp.fp8_autocast(recipe=amp.Float8CurrentScaling()),
+        debugging.collect_operator_stats() as stats,
+    ):
+        y = conv(x)
+    xs, ws = x.numpy(), conv.weight.numpy()
+    sx, sw = np.float32(448 / np.abs(xs).max()), np.float32(448 / np.abs(ws).max())
+    xq = fp8.to_fp8(xs * sx, float8_e4m3fn, saturate=True).astype(np.float32)
+    wq = fp8.to_fp8(ws * sw, float8_e4m3fn, saturate=True).astype(np.float32)
+    plain = F.conv2d(mt.to_tensor(xq), mt.to_tensor(wq), conv.bias * 0, stride=2, padding=1)
+    expected = (
+        plain.numpy() * (np.float32(1 / sx) * np.float32(1 / sw)) + conv.bias.numpy()[:, None, None]
+    )
+    np.testing.assert_allclose(y.numpy(), expected, rtol=1e-5, atol=1e-5)
+    assert stats.counts["fp8_conv2d"]["fp32"] == 1 and "conv2d" not in stats.counts
+
+
+def test_conv2d_gradients_come_from_fp8_gemms_close_to_float32():
+    mt.seed(4)
+    conv = nn.Conv2D(2, 3, 3, padding=1)
+    x = mt.randn([2, 2, 5, 5])
+    x.stop_gradient = False
+    conv(x).square().sum().backward()
+    exact = x.grad.numpy().copy(), conv.weight.grad.numpy().copy()
+    x.clear_grad()
+    conv.clear_gradients()
+    with amp.fp8_autocast():
+        out = conv(x)
+    out.square().sum().backward()
+    assert amp.fp8_meta(conv.weight).grad.dtype == float8_e5m2
+    for got, want in zip((x.grad.numpy(), conv.weight.grad.numpy()), exact):
+        assert np.abs(got - want).max() < 0.15 * np.abs(want).max()
+
+
+def test_a_depthwise_convolution_stays_the_usual_op():
+    conv = nn.Conv2D(4, 4, 3, groups=4)
+    with amp.fp8_autocast(), debugging.collect_operator_stats() as stats:
+        conv(mt.randn([1, 4, 5, 5]))
+    assert "depthwise_conv2d" in stats.counts and "fp8_conv2d" not in stats.counts

@@ -3,8 +3,9 @@
 
 It composes with ``auto_cast``: AMP still picks each op's dtype (bf16/fp16 at O1 and O2,
 fp32 master weights with ``decorate``), and inside ``fp8_autocast`` the products of
-``F.linear`` / ``nn.Linear``, ``matmul`` and ``@`` are FP8 GEMMs whose results come back
-in that dtype. Everything else is untouched.
+``F.linear`` / ``nn.Linear``, ``matmul`` and ``@``, and ``F.conv2d`` / ``nn.Conv2D``
+(through its im2col GEMM) are FP8 GEMMs whose results come back in that dtype. Everything
+else is untouched.
 
 Scaling state lives with the weight: each weight that enters an FP8 GEMM gets three
 :class:`~minitorch_amp.amp.fp8.scaling.ScalingState` (its input, itself, its output
@@ -23,6 +24,7 @@ from ...autograd.dispatch import apply
 from ...autograd.grad_mode import ReentrantContext
 from ...backend.device import get_array_module
 from ...backend.dtypes import bfloat16, float16, float32
+from .conv import Fp8Conv2D
 from .gemm import Fp8Linear, Fp8Matmul, quantize
 from .recipe import DelayedScaling, Float8CurrentScaling
 from .scaling import ScalingState
@@ -78,7 +80,7 @@ def _meta_for(weight: Tensor, recipe, xp) -> GemmMeta:
 
 
 class fp8_autocast(ReentrantContext):  # noqa: N801 - TE's name; a context and a decorator
-    """Run Linear and matmul as FP8 GEMMs inside (on NumPy: emulated exactly).
+    """Run Linear, matmul and Conv2D as FP8 GEMMs inside (on NumPy: emulated exactly).
 
     Args:
         enabled: False turns FP8 off inside (also inside an enabled region).
@@ -148,14 +150,21 @@ def _is_weight(t) -> bool:
     return t._node is None and not t.stop_gradient and t.ndim == 2
 
 
-def _gemm(kind: str, region: _Region, x, y, bias=None, transpose_x=False, transpose_y=False):
-    """The route ``Tensor.matmul`` and ``F.linear`` take inside a region (None: not FP8)."""
+def _gemm(
+    kind: str, region: _Region, x, y, bias=None, transpose_x=False, transpose_y=False, **conv
+):
+    """The route ``Tensor.matmul``, ``F.linear`` and ``F.conv2d`` take inside a region
+    (None: not FP8, the usual op runs)."""
     if not (_floating(x) and _floating(y)) or x.ndim == 0 or y.ndim < 2:
         return None
     if bias is not None and not _floating(bias):
         return None
     xp = get_array_module(y._data)
     recipe = region.recipe
+    if kind == "conv2d":
+        meta = _meta_for(y, recipe, xp)
+        weight_fp8 = _weight_fp8(region, y, meta)
+        return apply(Fp8Conv2D, x, y, meta=meta, weight_fp8=weight_fp8, **conv)
     if kind == "linear" or (not transpose_x and not transpose_y and _is_weight(y)):
         meta = _meta_for(y, recipe, xp)
         weight_fp8 = _weight_fp8(region, y, meta)

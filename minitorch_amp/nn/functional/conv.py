@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numbers
 
-from ...autograd import Tensor, apply
+from ...autograd import Tensor, apply, fp8_route
 from ...autograd import ops as _ops
 
 
@@ -100,10 +100,12 @@ def _conv2d_nchw(x, weight, stride, pads, algorithm, dilation, groups):
     channels, filters = x.shape[1], weight.shape[0]
     depthwise = channels == groups and channels != 1 and filters % channels == 0
     op = _ops.DepthwiseConv2D if depthwise else _ops.Conv2D
-    return apply(
-        op, x, weight, stride=tuple(stride), padding=tuple(pads), dilation=tuple(dilation),
-        groups=groups,
-    )  # fmt: skip
+    attrs = {"stride": tuple(stride), "padding": tuple(pads), "dilation": tuple(dilation)}
+    if not depthwise and fp8_route.region.get() is not None:  # amp.fp8_autocast: FP8 GEMMs
+        out = fp8_route.fp8_gemm("conv2d", x, weight, groups=groups, **attrs)
+        if out is not None:
+            return out
+    return apply(op, x, weight, groups=groups, **attrs)
 
 
 def _add_bias(out: Tensor, bias: Tensor | None, channel_axis: int) -> Tensor:
