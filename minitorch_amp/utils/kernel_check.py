@@ -26,6 +26,7 @@ import numpy as np
 
 from ..backend import cast as _cast
 from ..backend import device as _device
+from ..backend import fp8_kernels as _fp8
 from ..backend import gemm as _gemm
 from ..backend import gemm_sm90 as _gemm_sm90
 from ..backend import kernels as _kernels
@@ -240,6 +241,14 @@ def _probe_matches(to_device: Move, to_host: Move) -> bool:
     return np.array_equal(bits(to_host(x)), bits(np.float16([1.0])))
 
 
+def _fp8_gemm_matches(to_device: Move, to_host: Move) -> bool:
+    # small integers through every FP8 format pair (fp8_kernels.check_gemm); sm_90a only
+    on_gpu = _device.get_array_module(to_device(np.zeros(1, np.float16))) is not np
+    if on_gpu and not _gemm_sm90.device_is_hopper():
+        raise NotApplicableError("needs compute capability 9.0 (FP8 wgmma, TMA)")
+    return _fp8.check_gemm(to_device, to_host)
+
+
 CHECKS: dict[str, Callable[[Move, Move], bool]] = {
     "cast.cu": _cast_matches,
     "amp.cu": _amp_matches,
@@ -250,6 +259,8 @@ CHECKS: dict[str, Callable[[Move, Move], bool]] = {
     "elementwise.cu": _relu_backward_matches,
     "reduction.cu": _sum_squares_matches,
     "probe.cu": _probe_matches,
+    "fp8_cast.cu": _fp8.check_cast,  # every float16 value, both formats and overflow modes
+    "gemm_fp8_sm90.cu": _fp8_gemm_matches,
 }
 
 
