@@ -29,6 +29,7 @@ SETS = (
     "device_errors",
     "model_properties",
     "fp8_kernels",
+    "environment_report",
 )
 
 
