@@ -75,7 +75,7 @@ def test_the_compare_tables_timings_name_their_command_and_device(page):
             break
         paragraph.append(line)
     said = " ".join(paragraph)
-    for words in ("2-core", "no GPU", "threads", "load average"):
+    for words in ("2-core", "no GPU", "OPENBLAS_NUM_THREADS=", "load average"):
         assert words in said, f"docs/{page} should say {words!r} beside the timed table: {said}"
 
 
