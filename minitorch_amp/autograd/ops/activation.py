@@ -14,7 +14,7 @@ import numpy as np
 from ...backend import get_array_module
 from ...backend.dtypes import accumulation_dtype
 from ...backend.primitives import relu_backward
-from ...backend.special import normal_cdf
+from ...backend.special import blocks, normal_cdf
 from ..op import BLACK, GRAY, Op
 
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -89,13 +89,20 @@ class Gelu(Op):
             t = ctx.t
             du = _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_CUBIC * x * x)
             slope = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du
-        else:  # in x's dtype (float32 for 16-bit x), in place
-            slope = xp.multiply(x, x, out=xp.empty_like(x))  # an array even when 0-d
-            slope *= -0.5
-            xp.exp(slope, out=slope)
-            slope *= _INV_SQRT_2PI
-            slope *= x
-            slope += ctx.cdf
+        else:  # in x's dtype (float32 for 16-bit x), in place, block by block on the CPU
+            slope = xp.empty(x.shape, dtype=x.dtype)  # C order: its flat view is a view
+            flat_x, flat_slope = x.reshape(-1), slope.reshape(-1)
+            flat_cdf, flat_grad = ctx.cdf.reshape(-1), grad.reshape(-1)
+            for block in blocks(x.size) if xp is np else [slice(None)]:
+                xb, sb = flat_x[block], flat_slope[block]
+                xp.multiply(xb, xb, out=sb)
+                sb *= -0.5
+                xp.exp(sb, out=sb)
+                sb *= _INV_SQRT_2PI
+                sb *= xb
+                sb += flat_cdf[block]
+                sb *= flat_grad[block]
+            return slope.astype(grad.dtype, copy=False)
         slope *= grad
         return slope.astype(grad.dtype, copy=False)
 

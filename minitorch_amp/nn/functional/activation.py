@@ -29,7 +29,7 @@ def gelu(x: Tensor, approximate: bool = False) -> Tensor:
         >>> import minitorch_amp as mt
         >>> import minitorch_amp.nn.functional as F
         >>> F.gelu(mt.to_tensor([-1.0, 0.0, 1.0])).numpy()
-        array([-0.15865526,  0.        ,  0.8413447 ], dtype=float32)
+        array([-0.15865523,  0.        ,  0.8413448 ], dtype=float32)
     """
     return apply(_ops.Gelu, x, approximate=bool(approximate))
 
