@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 
 import needs
@@ -39,16 +40,21 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _restore_global_state():
-    """Each test starts on the default device and dtype, seed 0, and no memory budget."""
+    """Each test starts on the default device and dtype, seed 0, no memory budget, and no
+    sticky bfloat16 ``auto_cast`` (Paddle's global, which turns later GradScalers off)."""
     import minitorch_amp as mt
+
+    auto_cast = importlib.import_module("minitorch_amp.amp.auto_cast")  # the module
 
     place = device.current_place()
     dtype = mt.get_default_dtype()
+    last_amp_dtype = auto_cast._last_amp_dtype.set("float32")
     mt.seed(0)
     yield
     device.set_device(place)
     mt.set_default_dtype(dtype)
     mt.device.set_memory_limit(None)
+    auto_cast._last_amp_dtype.reset(last_amp_dtype)
 
 
 @pytest.fixture
