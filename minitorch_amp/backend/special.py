@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .blocks import BLOCK, blocks
 from .device import get_array_module
 from .dtypes import bfloat16, float16, float32, float64
 
@@ -205,20 +206,6 @@ _CDF_TAIL = np.array(
     ],
     dtype=np.float32,
 )
-
-
-BLOCK = 1 << 16  # elements per block of an elementwise chain: its temporaries stay in cache
-
-
-def blocks(size: int):
-    """``slice``s of at most :data:`BLOCK` elements covering ``range(size)``.
-
-    A chain of NumPy passes over a multi-megabyte array streams it through memory once per
-    pass; over 256 KiB blocks the chain's arrays stay in the core's cache between passes.
-    Exact GELU's normal CDF (about twenty passes) takes 2.8 ms instead of 4.5 on a
-    ``[16, 64, 512]`` float32 tensor (2-core CPU, interleaved in one process).
-    """
-    return [slice(start, start + BLOCK) for start in range(0, size, BLOCK)]
 
 
 def _normal_cdf_float32(x):

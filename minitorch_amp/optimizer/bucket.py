@@ -41,6 +41,7 @@ import numpy as np
 from ..backend import device as _device
 from ..backend import dtypes as _dtypes
 from ..backend import fused_optim, kernels, memory
+from ..backend.blocks import blocks
 from ..backend.cast import convert
 from ..backend.cast_counter import count_cast
 from ..backend.dtypes import float16
@@ -202,7 +203,11 @@ class Bucket:
                 name: flat[a:b] if per == "element" else self._per_element(flat, start, stop)
                 for (name, (per, _)), flat in zip(self.layout.items(), state.values())
             }
-            self.opt._update(ps, gs, run_state, lr, {**self.group, "decay": decay})
+            hyper = {**self.group, "decay": decay}
+            # NOTE: elementwise maths, so block by block on the CPU gives the same bits with
+            # the blocks' temporaries in cache (special.blocks); one call on a device
+            for block in blocks(b - a) if xp is np else [slice(None)]:
+                self.opt._update(ps[block], gs[block], self._block(run_state, block), lr, hyper)
         per_tensor = {n: state[n] for n, (per, _) in self.layout.items() if per == "tensor"}
         self.opt._advance(per_tensor, self.group)
         with np.errstate(over="ignore"):  # float16 overflow to inf is the update's to make
@@ -216,6 +221,13 @@ class Bucket:
             else:
                 for i, param in enumerate(self.params()):
                     xp.copyto(param, self.view(p, i).astype(param.dtype), where=~keep)
+
+    def _block(self, run_state: dict, block: slice) -> dict:
+        """``run_state`` over one block: per-element buffers sliced, per-tensor ones whole."""
+        return {
+            name: array[block] if self.layout[name][0] == "element" else array
+            for name, array in run_state.items()
+        }
 
     def params(self) -> list:
         return [r.data for r in self.records]

@@ -12,9 +12,10 @@ import math
 import numpy as np
 
 from ...backend import get_array_module
+from ...backend.blocks import blocks
 from ...backend.dtypes import accumulation_dtype
 from ...backend.primitives import relu_backward
-from ...backend.special import blocks, normal_cdf
+from ...backend.special import normal_cdf
 from ..op import BLACK, GRAY, Op
 
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
