@@ -53,3 +53,18 @@ def test_progress_draws_a_bar_when_asked_and_returns_the_items():
 def test_progress_is_silent_when_stderr_is_not_a_terminal(capsys):
     assert list(progress(range(3), desc="steps")) == [0, 1, 2]
     assert capsys.readouterr() == ("", "")
+
+
+def test_compare_with_float8_adds_the_bf16_and_fp8_rows():
+    # docs/examples.md: `simple_net.py --compare --dtype float8` adds the bf16 and FP8 rows
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "simple_net.py"), "--compare"]
+        + ["--dtype", "float8", "--epochs", "1", "--batches", "2", "--input-size", "64"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    modes = [line.split("  ")[0].strip() for line in out.stdout.splitlines()]
+    for mode in ("fp32", "O1", "O2", "O1 bf16", "O2 bf16", "O1 fp8", "O2 fp8"):
+        assert mode in modes, out.stdout

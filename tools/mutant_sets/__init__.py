@@ -26,10 +26,12 @@ SETS = (
     "newcomer_docs",
     "newcomer_code",
     "step_speed",
+    "docs_numbers",
     "device_errors",
     "model_properties",
     "fp8_kernels",
     "environment_report",
+    "fp8_training",
 )
 
 

@@ -1,7 +1,5 @@
 """Issue 26's GPT step speed: GELU's float32 normal CDF and the heap that keeps temporaries."""
 
-# ruff: noqa: E501 (search texts are source lines, whatever their length)
-
 from __future__ import annotations
 
 from mutant_sets import Mutant
