@@ -300,6 +300,33 @@ def unbroadcast(grad, shape):
     return grad.reshape(shape)
 
 
+def _rows_by_index(target, index, values) -> bool:
+    """Whether ``values`` holds one row of ``target`` per entry of the 1-D integer ``index``
+    (an embedding's or ``index_select``'s backward), enough of them to sort."""
+    return (
+        isinstance(index, np.ndarray)
+        and index.ndim == 1
+        and index.dtype.kind in "iu"
+        and index.size >= 64
+        and target.ndim >= 1
+        and getattr(values, "shape", None) == (index.size, *target.shape[1:])
+        and index.min() >= 0
+        and index.max() < target.shape[0]  # others (negative, out of range): add.at's rules
+    )
+
+
+def _scatter_add_rows(target, index, values) -> None:
+    """:func:`scatter_add` by sorting: each index's rows summed (``add.reduceat``, pairwise),
+    then added to ``target`` once. ``np.add.at`` adds row by row through a slow generic loop
+    (1.1 ms for an embedding's 1024 rows of 128, 0.27 ms this way); the sums are the same up
+    to their rounding order."""
+    order = np.argsort(index, kind="stable")
+    ordered = index[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    sums = np.add.reduceat(values[order], starts, axis=0)
+    target[ordered[starts]] += sums
+
+
 def scatter_add(target, index, values) -> None:
     """``target[index] += values`` in place, adding every repeated index (unbuffered).
 
@@ -312,6 +339,8 @@ def scatter_add(target, index, values) -> None:
         wide = target.astype(float32)
         scatter_add(wide, index, values.astype(float32))
         target[...] = wide.astype(bfloat16)
+    elif xp is np and _rows_by_index(target, index, values):
+        _scatter_add_rows(target, index, values)
     elif xp is np:
         np.add.at(target, index, values)
     else:
