@@ -1,4 +1,4 @@
-"""backend.primitives.scatter_add: an embedding's backward by sorting, add.at's results."""
+"""backend.primitives on the CPU: scatter_add by sorting and column_sums through BLAS, same sums."""
 
 from __future__ import annotations
 
@@ -39,3 +39,15 @@ def test_the_sorted_path_is_taken_and_negative_or_out_of_range_indices_keep_add_
     with pytest.raises(IndexError):
         primitives.scatter_add(negative, np.r_[np.arange(99) % 10, 10], values)
     np.testing.assert_array_equal(negative, before)  # refused before any write
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_column_sums_are_the_sum_over_rows(dtype):
+    rows = np.random.default_rng(1).standard_normal((300, 7)).astype(dtype)
+    exact = rows.astype(np.float64).sum(axis=0)
+    got = primitives.column_sums(rows)
+    assert got.dtype == dtype and got.shape == (7,)
+    np.testing.assert_allclose(got, exact, rtol=0, atol={np.float16: 0.05}.get(dtype, 1e-4))
+    out = np.empty(7, dtype)
+    assert primitives.column_sums(rows, out=out) is out
+    np.testing.assert_array_equal(out, got)

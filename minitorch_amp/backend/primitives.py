@@ -7,7 +7,9 @@ The autograd ops call these instead of spelling the numerics out each time:
   float32 products, accumulated in float32, and rounded once at the end (a tensor core).
 * :func:`reduce_sum`, :func:`sum_squares` and :func:`unbroadcast` accumulate float16 and
   bfloat16 in float32.
-* :func:`scatter_add` is ``numpy.add.at`` / ``cupyx.scatter_add`` (bfloat16: in float32).
+* :func:`scatter_add` is ``numpy.add.at`` / ``cupyx.scatter_add`` (bfloat16: in float32);
+  on the CPU an embedding's rows are sorted and summed per index first, ``add.at`` being slow.
+* :func:`column_sums` (a bias's gradient) is a BLAS ``ones @ rows`` on the CPU.
 
 Dispatch of the AMP hot paths (``MINITORCH_AMP_RAW_KERNELS=0`` selects the CuPy fallback):
 
@@ -176,6 +178,19 @@ def reduce_sum(x, axis=None, keepdims: bool = False, out=None):
             return total.astype(x.dtype)
         get_array_module(out).copyto(out, total, casting="unsafe")
         return out
+
+
+def column_sums(rows, out=None):
+    """The sum over axis 0 of the 2-D ``rows`` (a bias's gradient), as :func:`reduce_sum`.
+
+    On the CPU a float32 or float64 array goes through BLAS as ``ones @ rows``: 2 to 3 times
+    faster than NumPy's sum over rows (48 against 140 us for ``[1024, 512]`` float32), summed
+    in BLAS's order rather than pairwise.
+    """
+    if get_array_module(rows) is np and rows.dtype in (float32, np.float64) and rows.ndim == 2:
+        ones = np.ones(rows.shape[0], dtype=rows.dtype)
+        return np.matmul(ones, rows, out=out) if out is not None else ones @ rows
+    return reduce_sum(rows, axis=0, out=out)
 
 
 def relu_backward(y, grad):

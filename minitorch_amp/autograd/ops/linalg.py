@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ...backend.primitives import linear, matmul, reduce_sum
+from ...backend.primitives import column_sums, linear, matmul
 from ..op import GRAY, WHITE, Op
 
 
@@ -156,7 +156,7 @@ class Linear(Op):
         gb = None
         if ctx.has_bias and needs_b:  # in the add's dtype, the bias's
             g2 = grad.reshape(rows, grad.shape[-1])
-            gb = reduce_sum(g2, axis=0, out=_same(b_out, None, grad.dtype))
+            gb = column_sums(g2, out=_same(b_out, None, grad.dtype))
         product = np.result_type(x.dtype, w.dtype)
         if grad.dtype != product:  # back through the add's cast of the product
             with np.errstate(over="ignore"):
