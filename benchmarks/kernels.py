@@ -1,6 +1,7 @@
 """Raw kernels against their yardsticks on a GPU: GEMM vs cuBLAS, cast and optimizer vs copy.
 
     python benchmarks/kernels.py            # needs CuPy and a CUDA device
+    python benchmarks/kernels.py --fp8      # and then the FP8 GEMM against torch._scaled_mm
 
 * GEMM: TFLOP/s of ``backend.gemm.gemm`` against cuBLAS at 512x4096x4096 (SimpleNet's
   layer), 4096^3, 8192^3 and the eight GEMMs of a SimpleNet step; the last column is the
@@ -12,6 +13,9 @@
   number of bytes moved.
 * optimizer: GB/s of the fused Adam step with fp32 master weights (reads master, grad, two
   moments; writes master, two moments and the fp16 parameter) against a copy.
+* ``--fp8``: after the table, ``benchmarks/fp8_gemm.py``'s table (the FP8 GEMM against
+  ``torch._scaled_mm`` at 4096^3 and 8192^3, same ``--repeat``) on a Hopper GPU with PyTorch;
+  elsewhere one line saying why it was skipped. The GPU check runs it so.
 
 Timing: random data; one untimed call (it compiles the kernel with NVRTC), at least 1 s of
 sustained untimed calls (``timing.warm_up``: the GPU's clocks rise; after 5 calls cuBLAS read
@@ -32,6 +36,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import fp8_gemm
 import gemm_rows
 from timing import GPU_WARMUP_S, warm_up
 
@@ -107,6 +112,15 @@ def bench_adam(repeat: int):
     ]
 
 
+def print_fp8_table(repeat: int) -> None:
+    """``benchmarks/fp8_gemm.py``'s table, or one line saying why this machine cannot time it."""
+    reason = fp8_gemm.why_not_runnable()
+    if reason is not None:
+        print(f"FP8 GEMM against torch._scaled_mm: skipped: {reason}")
+        return
+    fp8_gemm.main(["--repeat", str(repeat)])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
@@ -117,6 +131,11 @@ def main() -> None:
         "--sweep",
         action="store_true",
         help="time every tile width and split of the Hopper GEMM instead (its shape rule)",
+    )
+    parser.add_argument(
+        "--fp8",
+        action="store_true",
+        help="then the FP8 GEMM against torch._scaled_mm (benchmarks/fp8_gemm.py; Hopper only)",
     )
     args = parser.parse_args()
     if device.cupy is None:
@@ -137,6 +156,8 @@ def main() -> None:
         print(f"{label:<44}{unit:>9}{ours:>10.1f}{ref:>11.1f}{ours / ref:>8.2f}{sm80}")
     if gemm_rows.cublas_timing:
         print(f"GEMM yardstick: cuBLAS timed as {gemm_rows.cublas_timing}")
+    if args.fp8:  # NOTE: after the table, so a stage timed out during the FP8 GEMM keeps it
+        print_fp8_table(args.repeat)
 
 
 if __name__ == "__main__":

@@ -111,12 +111,13 @@ def test_every_command_names_a_script_and_options_that_exist():
 
 
 def test_the_stages_run_the_gpu_tests_the_tables_and_the_example():
-    """pytest -m gpu, the kernel table (bf16 rows are its default), SimpleNet with its graph
-    rows, the host profile, the example's --compare --full --graph; all on the GPU."""
+    """pytest -m gpu, the kernel table (bf16 rows are its default) and the FP8 GEMM's after it,
+    SimpleNet with its graph rows, the host profile, the example's --compare --full --graph;
+    all on the GPU."""
     stages = dry_run()
     command = {name: stages[name][1] for name in stages}
     assert command["pytest"].endswith("-m pytest -m gpu -q")
-    assert command["kernels"].endswith("benchmarks/kernels.py")  # no --sweep: the table
+    assert command["kernels"].endswith("benchmarks/kernels.py --fp8")  # no --sweep: the table
     assert "--modes" not in command["simple_net"]  # every mode: graph and bf16 rows
     assert "examples/simple_net.py --compare --full --graph" in command["compare"]
     for name in ("simple_net", "optimizer", "host_profile", "compare"):
@@ -147,6 +148,9 @@ def fake_checkout(root: Path) -> Path:
             print("compiling the kernels")
             print("raw kernels on Fake GPU, median of 50 runs")
             print("bf16 GEMM 4096^3    TFLOP/s   700.0   760.0   0.92")
+            print("FP8 GEMM (E4M3 x E4M3 -> bf16) on Fake GPU, kernel time:")
+            print("| 8192x8192x8192 | 1100 | 1250 | 0.88x | 3.1e-03 |")
+            print("worst ratio 0.88x: meets the target of 0.8x torch._scaled_mm")
         """,
         "benchmarks/simple_net.py": """
             import sys
@@ -189,7 +193,8 @@ def test_every_stage_runs_and_the_summary_says_which_failed(tmp_path):
 
     summary = (out / "summary.md").read_text()
     assert summary in done.stdout  # printed at the end, too
-    rows = dict(re.findall(r"^\| (\w+) \| ([^|]+?) \|", summary, re.MULTILINE))
+    stage_table = summary.split("\n## ", 1)[0]  # the quoted tables follow, one section each
+    rows = dict(re.findall(r"^\| (\w+) \| ([^|]+?) \|", stage_table, re.MULTILINE))
     assert rows == {
         "stage": "status",
         "pytest": "ok",
@@ -205,6 +210,8 @@ def test_every_stage_runs_and_the_summary_says_which_failed(tmp_path):
     # what the summary quotes: the test counts, the table from its first line, the error
     assert re.search(r"^1 passed, 1 deselected in [0-9.]+s$", summary, re.MULTILINE)
     assert "raw kernels on Fake GPU" in summary and "bf16 GEMM 4096^3" in summary
+    assert "| 8192x8192x8192 | 1100 | 1250 | 0.88x |" in summary  # the FP8 GEMM's table
+    assert "worst ratio 0.88x: meets the target" in summary
     assert "compiling the kernels" not in summary
     assert "RuntimeError: the stub's step failed" in summary
     assert "The end of compare.log" in summary

@@ -222,7 +222,7 @@ def test_an_overflowing_layer_diverges_without_bound():
     "kwargs, error, match",
     [
         (dict(level="O3"), ValueError, "level must be one of O1, O2, OD"),
-        (dict(dtype="float8"), ValueError, "dtype must be 'float16' or 'bfloat16'"),
+        (dict(dtype="float64"), ValueError, "dtype must be 'float16', 'bfloat16' or 'float8'"),
         (dict(inputs=[mt.ones([2, 4])]), TypeError, "must be a Hypothesis strategy.*sampled_from"),
         (dict(settings={"max_examples": 5}), TypeError, "settings must be a hypothesis.settings"),
         (dict(loss_scale=-1.0), ValueError, r"loss_scale must be positive and finite"),

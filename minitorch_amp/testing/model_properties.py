@@ -15,6 +15,14 @@ search over a strategy of inputs (``assert_*``) that fails with the shrunk count
 The model you pass is never changed: the properties run deep copies (decorated for O2).
 Models with dropout should be in ``eval()`` mode for the differential property.
 
+``dtype='float8'`` runs the AMP copy under ``auto_cast(level, dtype='bfloat16')`` and
+``amp.fp8_autocast(recipe=fp8_recipe)`` (default ``DelayedScaling()``): Linear, matmul and
+Conv2D as FP8 GEMMs. Each example starts from fresh FP8 scaling state, as a model's first
+step does: delayed scaling then casts unscaled (scale 1, so E4M3 saturates above 448),
+current scaling scales each tensor by its own amax (it never saturates). FP8's casts
+saturate instead of overflowing; the finiteness property counts a saturation as the failure,
+naming the ``cast_to_fp8`` whose plain conversion overflowed and the GEMM operand it was.
+
 Example:
     >>> import numpy as np
     >>> import minitorch_amp as mt
@@ -30,6 +38,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..amp import auto_cast, decorate
+from ..amp.fp8 import fp8_autocast
 from ..autograd.tensor import Tensor
 from ..nn import Layer
 from .op_trace import OpRecord, OpTrace, describe
@@ -50,11 +60,12 @@ __all__ = [
 ]
 
 LEVELS = ("O1", "O2", "OD")
-DTYPES = ("float16", "bfloat16")
+DTYPES = ("float16", "bfloat16", "float8")
 # Bound on max|amp - fp32| / max|fp32| of each layer's output: a few of the dtype's units
-# of roundoff per layer, with room for the float32 accumulation order of a GEMM.
-DEFAULT_RTOL = {"float16": 1e-2, "bfloat16": 6e-2}
-_MANTISSA_BITS = {"float16": 10, "bfloat16": 7, "float32": 23}
+# of roundoff per layer, with room for the float32 accumulation order of a GEMM. float8: both
+# GEMM inputs rounded to E4M3's 3 mantissa bits (2**-4 relative each), then to bfloat16.
+DEFAULT_RTOL = {"float16": 1e-2, "bfloat16": 6e-2, "float8": 0.25}
+_MANTISSA_BITS = {"float16": 10, "bfloat16": 7, "float8": 3, "float32": 23}
 
 
 def _checked(level, dtype) -> tuple[str, str]:
@@ -63,8 +74,20 @@ def _checked(level, dtype) -> tuple[str, str]:
             f"level must be one of {', '.join(LEVELS)} (as auto_cast takes it), got {level!r}"
         )
     if not isinstance(dtype, str) or dtype.lower() not in DTYPES:
-        raise ValueError(f"dtype must be 'float16' or 'bfloat16', got {dtype!r}")
+        raise ValueError(
+            f"dtype must be 'float16', 'bfloat16' or 'float8' (FP8 GEMMs under bfloat16 "
+            f"AMP), got {dtype!r}"
+        )
     return level.upper(), dtype.lower()
+
+
+def _checked_recipe(dtype: str, recipe):
+    """The FP8 recipe for ``dtype='float8'`` (default ``DelayedScaling()``), else None."""
+    if dtype != "float8":
+        if recipe is not None:
+            raise ValueError(f"fp8_recipe= goes with dtype='float8', got dtype={dtype!r}")
+        return None
+    return fp8_autocast(recipe=recipe).recipe  # its TypeError names the two recipes
 
 
 def _checked_scale(loss_scale) -> float | None:
@@ -113,24 +136,39 @@ class ModelCopies:
     outside ``auto_cast``; the gradients its backward leaves are yours to clear).
     """
 
-    def __init__(self, model, level: str, dtype: str, white=None, black=None):
+    def __init__(self, model, level: str, dtype: str, white=None, black=None, fp8_recipe=None):
         if not isinstance(model, Layer) and not callable(model):
             raise TypeError(f"model must be an nn.Layer or a function, got {type(model).__name__}")
         self.level, self.dtype = _checked(level, dtype)
+        self.fp8 = _checked_recipe(self.dtype, fp8_recipe)
+        self.amp_dtype = "bfloat16" if self.fp8 is not None else self.dtype
         self.lists = {"custom_white_list": white, "custom_black_list": black}
         if isinstance(model, Layer):
             self.fp32 = copy.deepcopy(model)
             self.amp = copy.deepcopy(model)
             if self.level == "O2":
-                self.amp = decorate(models=self.amp, level="O2", dtype=self.dtype)
+                self.amp = decorate(models=self.amp, level="O2", dtype=self.amp_dtype)
         else:
             self.fp32 = self.amp = model
 
+    def amp_model(self):
+        """The AMP copy; under FP8 a fresh copy of it, so that every example starts from
+        fresh scaling state (delayed scaling's history would carry one example into the
+        next, and a search must see the same result for the same example)."""
+        fresh = self.fp8 is not None and isinstance(self.amp, Layer)
+        return copy.deepcopy(self.amp) if fresh else self.amp
+
+    @contextlib.contextmanager
+    def region(self, use_amp: bool):
+        """``auto_cast`` for the AMP run (with ``fp8_autocast`` under FP8), off for float32."""
+        fp8 = fp8_autocast(use_amp, self.fp8) if self.fp8 is not None else contextlib.nullcontext()
+        with auto_cast(enable=use_amp, level=self.level, dtype=self.amp_dtype, **self.lists), fp8:
+            yield
+
     def run(self, inputs: tuple, use_amp: bool, backward: bool, loss_scale, loss_fn):
         """One forward (and backward) of the AMP or the float32 copy; gradients are cleared."""
-        model = self.amp if use_amp else self.fp32
-        region = auto_cast(enable=use_amp, level=self.level, dtype=self.dtype, **self.lists)
-        with region:
+        model = self.amp_model() if use_amp else self.fp32
+        with self.region(use_amp):
             out = model(*inputs)
             loss = (loss_fn or (lambda o: _first_tensor(o).mean()))(out) if backward else None
         if backward:
@@ -164,12 +202,18 @@ class NotFiniteReport:
 
     def __str__(self) -> str:
         inputs = "; ".join(describe(x) for x in self.example)
-        fp32 = (
-            " no such op (a cast AMP inserted)" if self.fp32 is None else "\n" + self.fp32.values()
-        )
+        if self.fp32 is None:
+            fp32 = " no such op (a cast AMP inserted)"
+        else:
+            same = self.fp32.op == self.op.op  # else the plain op an FP8 one stands for
+            name = "" if same else f" {self.fp32.op!r} #{self.fp32.occurrence}"
+            fp32 = f"{name}\n{self.fp32.values()}"
+        region = f"auto_cast(level={self.level!r}, dtype={self.dtype!r}), "
+        if self.dtype == "float8":
+            region = f"auto_cast(level={self.level!r}, dtype='bfloat16') with fp8_autocast,\n"
         return (
-            f"under auto_cast(level={self.level!r}, dtype={self.dtype!r}), the first inf/NaN "
-            f"came from\n{self.op}\nthe float32 run, same op:{fp32}\nthe example: {inputs}"
+            f"under {region}the first inf/NaN came from\n{self.op}\nthe float32 run, "
+            f"same op:{fp32}\nthe example: {inputs}"
         )
 
 
@@ -192,13 +236,16 @@ def check_finite_under_amp(
     loss_fn: Callable | None = None,
     custom_white_list=None,
     custom_black_list=None,
+    fp8_recipe=None,
     copies: ModelCopies | None = None,
 ) -> None:
     """Run ``model(*x)`` under ``auto_cast`` (and, with ``backward``, the backward of
     ``loss_fn(output) * loss_scale``; default loss: the output's mean) and raise
     :class:`AmpNotFiniteError` if any op's result held inf or NaN.
 
-    On failure the same inputs go once through a float32 copy, watched for the same op.
+    On failure the same inputs go once through a float32 copy, watched for the same op (for
+    an FP8 op, the plain op it stands for: ``linear`` for ``fp8_linear``, and for a
+    ``cast_to_fp8`` the GEMM it fed, whose inputs show what the cast read in float32).
 
     Raises:
         AmpNotFiniteError: the report names the first op, forward or backward.
@@ -206,14 +253,17 @@ def check_finite_under_amp(
     """
     loss_scale = _checked_scale(loss_scale)
     if copies is None:
-        copies = ModelCopies(model, level, dtype, custom_white_list, custom_black_list)
+        copies = ModelCopies(model, level, dtype, custom_white_list, custom_black_list, fp8_recipe)
     inputs = _as_inputs(x)
     with OpTrace() as trace:
         copies.run(inputs, True, backward, loss_scale, loss_fn)
     bad = trace.first_bad
     if bad is None:
         return
-    with OpTrace(want=(bad.op, bad.occurrence, bad.slot)) as reference:
+    name, occurrence, slot = (
+        bad.feeds[:2] + (0,) if bad.feeds else (bad.op, bad.occurrence, bad.slot)
+    )
+    with OpTrace(want=(name.removeprefix("fp8_"), occurrence, slot)) as reference:
         copies.run(inputs, False, backward, loss_scale, loss_fn)
     example = tuple(t.numpy() for t in inputs)
     raise AmpNotFiniteError(
@@ -321,12 +371,14 @@ def check_close_to_fp32(
     ulps: float | None = None,
     custom_white_list=None,
     custom_black_list=None,
+    fp8_recipe=None,
     copies: ModelCopies | None = None,
 ) -> None:
     """Compare every layer's output under AMP with the float32 copy's, in the order the
     layers finish, and raise :class:`AmpDivergenceError` at the first one off by more than
     ``rtol`` (relative to the layer's largest float32 value; a dict maps layer names to their
-    own bound) or ``ulps`` units of ``dtype``. Default: ``DEFAULT_RTOL[dtype]``.
+    own bound) or ``ulps`` units of ``dtype`` (float8: E4M3's). Default:
+    ``DEFAULT_RTOL[dtype]``.
     """
     if not isinstance(model, Layer):
         raise TypeError(
@@ -334,11 +386,10 @@ def check_close_to_fp32(
             f"compared), got {type(model).__name__}"
         )
     if copies is None:
-        copies = ModelCopies(model, level, dtype, custom_white_list, custom_black_list)
+        copies = ModelCopies(model, level, dtype, custom_white_list, custom_black_list, fp8_recipe)
     inputs = _as_inputs(x)
-    region = auto_cast(level=copies.level, dtype=copies.dtype, **copies.lists)
-    amp = _layer_outputs(copies.amp, inputs, region)
-    fp32 = _layer_outputs(copies.fp32, inputs, auto_cast(enable=False))
+    amp = _layer_outputs(copies.amp_model(), inputs, copies.region(True))
+    fp32 = _layer_outputs(copies.fp32, inputs, copies.region(False))
     names = tuple(name for name, _ in fp32)
     for (name, a), (_, r) in zip(amp, fp32, strict=True):
         own = rtol.get(name.split("#")[0]) if isinstance(rtol, dict) else rtol

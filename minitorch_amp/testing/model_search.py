@@ -12,6 +12,8 @@ Settings that keep a search fast on a 2-core CPU: ``max_examples`` 50-200 (a thr
 ``scaled_batches`` grid is found and shrunk in well under 100), ``deadline=None`` (AMP's
 first call decorates copies), ``derandomize=True`` for a search whose output a test or a
 page shows, and the ``thorough`` profile (``HYPOTHESIS_PROFILE=thorough``) for long runs.
+``dtype='float8'`` with ``fp8_recipe=`` searches FP8 training's GEMMs (see
+:mod:`~minitorch_amp.testing.model_properties`).
 
 Example:
     >>> import numpy as np
@@ -111,6 +113,7 @@ def assert_finite_under_amp(
     loss_fn=None,
     custom_white_list=None,
     custom_black_list=None,
+    fp8_recipe=None,
     settings=None,
 ) -> None:
     """Search ``inputs`` for one whose AMP forward (or backward) produces inf/NaN.
@@ -120,7 +123,7 @@ def assert_finite_under_amp(
     """
     strategy = _strategy(inputs, "inputs")
     loss_scale = _checked_scale(loss_scale)
-    copies = ModelCopies(model, level, dtype, custom_white_list, custom_black_list)
+    copies = ModelCopies(model, level, dtype, custom_white_list, custom_black_list, fp8_recipe)
     kwargs = dict(backward=backward, loss_scale=loss_scale, loss_fn=loss_fn, copies=copies)
     _search(strategy, settings, lambda x: check_finite_under_amp(model, x, **kwargs))
 
@@ -135,6 +138,7 @@ def assert_close_to_fp32(
     ulps=None,
     custom_white_list=None,
     custom_black_list=None,
+    fp8_recipe=None,
     settings=None,
 ) -> None:
     """Search ``inputs`` for one where a layer's AMP output leaves float32's by more than
@@ -144,7 +148,7 @@ def assert_close_to_fp32(
         AmpDivergenceError: for the shrunk example; ``report`` names the first layer.
     """
     strategy = _strategy(inputs, "inputs")
-    copies = ModelCopies(model, level, dtype, custom_white_list, custom_black_list)
+    copies = ModelCopies(model, level, dtype, custom_white_list, custom_black_list, fp8_recipe)
     kwargs = dict(rtol=rtol, ulps=ulps, copies=copies)
     _search(strategy, settings, lambda x: check_close_to_fp32(model, x, **kwargs))
 

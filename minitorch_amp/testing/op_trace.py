@@ -8,6 +8,12 @@ statistics (``num_nan``, ``num_inf``, ``max``/``min`` over the finite values). A
 #0, ...), so the same op can be found again in a float32 run of the same model, where AMP's
 casts do not exist but every other op runs in the same order.
 
+Under ``fp8_autocast`` each FP8 cast shows as op ``cast_to_fp8``, its output the *plain*
+(unsaturated) conversion of the scaled tensor (``minitorch_amp.amp.fp8.gemm``): NaN (E4M3) or
+inf (E5M2) where the saturating cast clipped a value. A trace holds each cast until the FP8
+GEMM it feeds shows (``fp8_linear`` #0, ``fp8_linear_grad`` #0, ...), then records which
+operand it was (``feeds``) and the unscaled values the cast read: the GEMM's input.
+
 Example:
     >>> import numpy as np
     >>> import minitorch_amp as mt
@@ -27,6 +33,14 @@ from ..amp.debugging import observers
 from ..amp.debugging.tensor_checker import _dtype_name, _numerics
 from ..autograd.dispatch import hooks
 from ..backend import asnumpy
+from ..backend.dtypes import FP8
+
+CAST = "cast_to_fp8"
+# The operands of an FP8 GEMM, in the order their casts show, and which input of the GEMM
+# each one is (forward: what apply passed it; backward: the incoming gradient, input 0).
+_OPERANDS = {1: (("input", 0),), 2: (("weight", 1), ("input", 0))}
+_MATMUL = (("x", 0), ("y", 1))
+_GRAD = (("output gradient", 0),)
 
 __all__ = ["OpRecord", "OpTrace", "describe"]
 
@@ -51,7 +65,7 @@ def describe(data) -> str:
 
 
 def _floating(data) -> bool:
-    return data.dtype.kind == "f" or str(data.dtype) == "bfloat16"
+    return data.dtype.kind == "f" or str(data.dtype) == "bfloat16" or data.dtype in FP8
 
 
 def _finite(data) -> bool:
@@ -74,6 +88,8 @@ class OpRecord:
             input: the gradient of input ``slot``).
         dtype: that result's dtype, short (``fp16``, ``bf16``, ``fp32``).
         slot: which of the op's results ``output`` describes.
+        feeds: for a ``cast_to_fp8``: ``(GEMM op, its application number, operand)``, e.g.
+            ``('fp8_linear', 0, 'input')``; ``inputs`` then holds the values the cast read.
     """
 
     op: str
@@ -82,10 +98,12 @@ class OpRecord:
     output: str
     dtype: str
     slot: int = 0
+    feeds: tuple = ()
 
     @property
     def phase(self) -> str:
-        return "backward" if self.op.endswith("_grad") else "forward"
+        gemm = self.feeds[0] if self.feeds else self.op
+        return "backward" if gemm.endswith("_grad") else "forward"
 
     def values(self) -> str:
         """Two lines: what the op read and the result it wrote."""
@@ -93,7 +111,13 @@ class OpRecord:
         return f"  {read}: {'; '.join(self.inputs) or '(none)'}\n  output: {self.output}"
 
     def __str__(self) -> str:
-        return f"op {self.op!r} (application #{self.occurrence}, {self.phase})\n{self.values()}"
+        head = f"op {self.op!r} (application #{self.occurrence}, {self.phase})"
+        if self.feeds:
+            gemm, k, operand = self.feeds
+            head += (
+                f"\n  saturated (its plain conversion overflowed): the {operand} of {gemm!r} #{k}"
+            )
+        return f"{head}\n{self.values()}"
 
 
 class OpTrace:
@@ -111,6 +135,7 @@ class OpTrace:
         self.first_bad: OpRecord | None = None
         self.wanted: OpRecord | None = None
         self.counts: dict[str, int] = {}
+        self._casts: list = []  # (occurrence, plain conversion) of the casts awaiting a GEMM
         # NOTE: one bound method each, kept: ``self._forward`` makes a new object at every
         # access, and uninstall removes the very object that was installed.
         self._observers = (self._forward, self._backward)
@@ -123,6 +148,7 @@ class OpTrace:
     def __exit__(self, *exc) -> None:
         observers.uninstall(self._observers[0])
         observers.uninstall_grad_observer(self._observers[1])
+        self._flush(None, 0)  # a cast whose GEMM never showed (it raised)
 
     def _forward(self, op, out) -> None:
         self._seen(op.name, (out._data,))
@@ -133,6 +159,13 @@ class OpTrace:
     def _seen(self, name: str, results) -> None:
         occurrence = self.counts.get(name, 0)
         self.counts[name] = occurrence + 1
+        if name == CAST:
+            self._casts.append((occurrence, results[0]))
+            return
+        if name.startswith("fp8_"):
+            self._flush(name, occurrence)
+        elif any(not _finite(plain) for _, plain in self._casts):
+            return  # NOTE: AMP's casts of the GEMM's inputs show between its casts and it
         wanted = self.want is not None and self.want[:2] == (name, occurrence)
         if self.first_bad is not None and not wanted:
             return
@@ -140,16 +173,41 @@ class OpTrace:
         if bad is not None and self.first_bad is None:
             self.first_bad = self._record(name, occurrence, results, bad)
         if wanted and self.want[2] < len(results):
-            self.wanted = self._record(name, occurrence, results, self.want[2])
+            slot = self.want[2]
+            if results[slot] is None:  # (an FP8 cast's GEMM: the first result it has)
+                slot = next((i for i, r in enumerate(results) if r is not None), slot)
+            self.wanted = self._record(name, occurrence, results, slot)
+
+    def _flush(self, gemm: str | None, occurrence: int) -> None:
+        """The first cast of ``gemm`` (the GEMM that now shows) that overflowed becomes
+        ``first_bad``, if nothing came before it."""
+        casts, self._casts = self._casts, []
+        if self.first_bad is not None or not casts:
+            return
+        if gemm is None:
+            operands = [("operand", None)] * len(casts)
+        elif gemm.endswith("_grad"):
+            operands = _GRAD * len(casts)
+        else:
+            operands = _MATMUL if gemm.startswith("fp8_matmul") else _OPERANDS.get(len(casts))
+        operands = operands or [("operand", None)] * len(casts)
+        for (k, plain), (operand, index) in zip(casts, operands):
+            if not _finite(plain):
+                read = hooks.inputs[index : index + 1] if index is not None else ()
+                feeds = (gemm, occurrence, operand) if gemm else ()
+                self.first_bad = self._record(CAST, k, (plain,), 0, read, feeds)
+                return
 
     @staticmethod
-    def _record(name: str, occurrence: int, results, slot: int) -> OpRecord:
+    def _record(name: str, occurrence: int, results, slot: int, read=None, feeds=()) -> OpRecord:
         shown = results[slot]
+        read = hooks.inputs if read is None else read
         return OpRecord(
             op=name,
             occurrence=occurrence,
-            inputs=tuple(describe(x) for x in hooks.inputs if x is not None),
+            inputs=tuple(describe(x) for x in read if x is not None),
             output=describe(shown),
             dtype=_dtype_name(shown.dtype) if shown is not None else "none",
             slot=slot,
+            feeds=feeds,
         )

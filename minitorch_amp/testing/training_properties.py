@@ -8,6 +8,13 @@
 * no more than ``max_skip_streak`` steps in a row are skipped;
 * after ``update()`` the loss scale lies in ``scale_band`` (inclusive).
 
+With ``dtype='float8'`` the copy trains under ``auto_cast(level, dtype='bfloat16')`` and
+``amp.fp8_autocast(recipe=fp8_recipe)``, its delayed-scaling history carried from batch to
+batch as in training, and needs no loss scaler: the default is ``GradScaler(enable=False)``,
+bfloat16's range holds the gradients and FP8's casts saturate. A step whose gradients hold
+inf/NaN with no enabled scaler to skip it is then the failure (it would write them into the
+parameters); ``scaler=lambda: GradScaler(use_dynamic_loss_scaling=False)`` skips them.
+
 It raises :class:`LossScaleError` (an ``AssertionError``) naming the step and the rule, and
 returns the :class:`ScaleHistory` otherwise. ``assert_loss_scale_healthy``
 (:mod:`~minitorch_amp.testing.model_search`) runs it over a Hypothesis strategy of streams.
@@ -33,10 +40,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..amp import GradScaler, auto_cast, decorate
+from ..amp.fp8 import fp8_autocast
 from ..nn import Layer
 from ..optimizer import SGD
 from .assertions import assert_bit_equal
-from .model_properties import _as_inputs, _checked, _first_tensor
+from .model_properties import _as_inputs, _checked, _checked_recipe, _first_tensor
 
 __all__ = ["LossScaleError", "ScaleHistory", "check_loss_scale_stream"]
 
@@ -90,6 +98,7 @@ def check_loss_scale_stream(
     dtype: str = "float16",
     max_skip_streak: int | None = None,
     scale_band: tuple[float, float] | None = None,
+    fp8_recipe=None,
 ) -> ScaleHistory:
     """Train a copy of ``model`` on ``batches`` with AMP and a ``GradScaler``; check the rules.
 
@@ -98,16 +107,21 @@ def check_loss_scale_stream(
         batches: a list of examples: a Tensor, or a tuple whose first item is the model's
             input and whose rest go to ``loss_fn(output, *rest)``.
         optimizer: ``optimizer(parameters) -> Optimizer``; default SGD with learning rate 0.01.
-        scaler: ``scaler() -> GradScaler``; default ``GradScaler()`` (scale 2**15).
+        scaler: ``scaler() -> GradScaler``; default ``GradScaler()`` (scale 2**15), under
+            ``'float8'`` ``GradScaler(enable=False)``.
         loss_fn: default the output's mean.
-        level, dtype: as ``auto_cast`` takes them.
+        level, dtype: as ``auto_cast`` takes them, or ``dtype='float8'``.
         max_skip_streak: the most skipped steps allowed in a row (None: any).
         scale_band: ``(low, high)``: the scale after every update stays in it (None: any).
+        fp8_recipe: with ``dtype='float8'``: the recipe (default ``DelayedScaling()``).
 
     Raises:
         LossScaleError: a skipped step changed a parameter, or a rule broke.
     """
     level, dtype = _checked(level, dtype)
+    recipe = _checked_recipe(dtype, fp8_recipe)
+    if recipe is not None:
+        dtype, scaler = "bfloat16", scaler or (lambda: GradScaler(enable=False))
     if not isinstance(model, Layer):
         raise TypeError(f"model must be an nn.Layer, got {type(model).__name__}")
     if not isinstance(batches, (list, tuple)):
@@ -127,7 +141,7 @@ def check_loss_scale_stream(
     streak = 0
     for step, batch in enumerate(batches):
         x, *rest = batch if isinstance(batch, (tuple, list)) else (batch,)
-        with auto_cast(level=level, dtype=dtype):
+        with auto_cast(level=level, dtype=dtype), fp8_autocast(recipe is not None, recipe):
             out = net(*_as_inputs(x))
             loss = loss_fn(out, *rest) if loss_fn else _first_tensor(out).mean()
         sc.scale(loss).backward()
@@ -139,6 +153,16 @@ def check_loss_scale_stream(
         opt.clear_grad()
         history.skipped.append(skipped)
         history.scales.append(float(sc.get_loss_scaling()))
+        if skipped and not sc.is_enabled():
+            raise LossScaleError(
+                "the gradients hold inf/NaN and no enabled GradScaler skipped the step: the "
+                "optimizer wrote them into the parameters (GradScaler() is off for bfloat16 "
+                "and float8; scaler=lambda: amp.GradScaler(use_dynamic_loss_scaling=False) "
+                "skips such steps)",
+                step,
+                history,
+                batches,
+            )
         if skipped:
             for p, old in zip(params, before):
                 try:
