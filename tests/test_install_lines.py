@@ -113,3 +113,13 @@ def test_every_bash_block_of_a_page_is_valid_shell(page):
 
 def test_the_readme_has_bash_blocks_to_check():
     assert len(_bash_blocks(ROOT / "README.md")) >= 3
+
+
+def test_the_readmes_virtual_environment_leaves_git_status_clean():
+    # the README creates .venv in the checkout: git must not list it as untracked
+    readme = (ROOT / "README.md").read_text()
+    assert "python3 -m venv .venv" in readme
+    out = subprocess.run(
+        ["git", "check-ignore", "--no-index", "-q", ".venv/bin/python"], cwd=ROOT, check=False
+    )
+    assert out.returncode == 0, ".venv/ is not in .gitignore"
