@@ -92,6 +92,28 @@ def test_every_example_starts_from_fresh_scaling_state_and_the_model_is_unchange
     check_finite_under_amp(layer, mt.full([BATCH, IN], 400.0), dtype="float8")
 
 
+def test_a_saturating_weight_cast_is_named_before_the_amp_cast_that_follows_it():
+    layer = ones_linear()
+    layer.weight.set_value(np.full((IN, 3), 1000.0, "float32"))  # cast #0 saturates
+    x = mt.full([BATCH, IN], float("inf"))  # AMP's cast of x to bfloat16 shows next: inf
+    with pytest.raises(AmpNotFiniteError) as info:
+        check_finite_under_amp(layer, x, dtype="float8")
+    op = info.value.report.op
+    assert (op.op, op.occurrence, op.feeds) == ("cast_to_fp8", 0, ("fp8_linear", 0, "weight"))
+    assert op.inputs == ("fp32[4, 3] in [1000, 1000]",)
+
+
+def test_a_gemm_whose_result_overflows_is_named_with_its_float32_twin():
+    x = mt.full([BATCH, IN], 1e38)  # current scaling casts it; 4e38 is past float32's range
+    recipe = amp.Float8CurrentScaling()
+    with pytest.raises(AmpNotFiniteError) as info:
+        check_finite_under_amp(ones_linear(), x, level="O2", dtype="float8", fp8_recipe=recipe)
+    report = info.value.report
+    assert (report.op.op, report.op.dtype, report.op.feeds) == ("fp8_linear", "bf16", ())
+    assert (report.fp32.op, report.fp32.occurrence) == ("linear", 0)
+    assert "the float32 run, same op: 'linear' #0" in str(info.value)
+
+
 def test_an_inf_that_fp8_would_saturate_into_a_finite_output_is_still_reported():
     x = mt.full([BATCH, IN], float("inf"))
     with amp.fp8_autocast():

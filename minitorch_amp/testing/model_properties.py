@@ -257,17 +257,15 @@ def check_finite_under_amp(
     inputs = _as_inputs(x)
     with OpTrace() as trace:
         copies.run(inputs, True, backward, loss_scale, loss_fn)
-    bad = trace.first_bad
-    if bad is None:
+    found = trace.first_bad
+    if found is None:
         return
-    name, occurrence, slot = (
-        bad.feeds[:2] + (0,) if bad.feeds else (bad.op, bad.occurrence, bad.slot)
-    )
-    with OpTrace(want=(name.removeprefix("fp8_"), occurrence, slot)) as reference:
+    bad = found.twin()  # what float32 runs in its place (the plain GEMM of an FP8 op)
+    with OpTrace(want=(bad.op, bad.occurrence, bad.slot)) as reference:
         copies.run(inputs, False, backward, loss_scale, loss_fn)
     example = tuple(t.numpy() for t in inputs)
     raise AmpNotFiniteError(
-        NotFiniteReport(bad, reference.wanted, example, copies.level, copies.dtype)
+        NotFiniteReport(found, reference.wanted, example, copies.level, copies.dtype)
     )
 
 

@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,6 +105,15 @@ class OpRecord:
     def phase(self) -> str:
         gemm = self.feeds[0] if self.feeds else self.op
         return "backward" if gemm.endswith("_grad") else "forward"
+
+    def twin(self) -> OpRecord:
+        """The application a float32 run has in this one's place: itself, or the plain op of
+        an FP8 one (``linear`` for ``fp8_linear``; for a ``cast_to_fp8``, the GEMM it fed)."""
+        if self.feeds:
+            gemm, occurrence, _ = self.feeds
+            op = gemm.removeprefix("fp8_")
+            return dataclasses.replace(self, op=op, occurrence=occurrence, slot=0, feeds=())
+        return dataclasses.replace(self, op=self.op.removeprefix("fp8_"))
 
     def values(self) -> str:
         """Two lines: what the op read and the result it wrote."""
