@@ -32,6 +32,7 @@ SETS = (
     "fp8_kernels",
     "environment_report",
     "fp8_training",
+    "gpu_check_fp8",
 )
 
 
