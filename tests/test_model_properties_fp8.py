@@ -23,6 +23,7 @@ from minitorch_amp.testing import (
     check_loss_scale_stream,
     scaled_batches,
 )
+from minitorch_amp.testing.model_properties import ModelCopies
 from minitorch_amp.testing.training_properties import LossScaleError
 
 E4M3_MAX, E5M2_MAX = FP8_MAX[float8_e4m3fn], FP8_MAX[float8_e5m2]  # 448, 57344
@@ -85,9 +86,10 @@ def test_current_scaling_never_saturates_so_the_same_search_passes(level):
 
 def test_every_example_starts_from_fresh_scaling_state_and_the_model_is_unchanged():
     layer, x = ones_linear(), mt.full([BATCH, IN], 1000.0)
+    copies = ModelCopies(layer, "O1", "float8")  # as a search shares them between examples
     for _ in range(2):  # a carried history (amax 1000) would scale the second run down
         with pytest.raises(AmpNotFiniteError):
-            check_finite_under_amp(layer, x, dtype="float8")
+            check_finite_under_amp(layer, x, dtype="float8", copies=copies)
     assert amp.fp8_meta(layer.weight) is None
     check_finite_under_amp(layer, mt.full([BATCH, IN], 400.0), dtype="float8")
 
