@@ -133,7 +133,8 @@ class ModelCopies:
 
     ``model`` may also be a plain function of the inputs (a step function); it then runs as
     is in both runs (decorate its layers yourself for O2; its float32 run is the same function
-    outside ``auto_cast``; the gradients its backward leaves are yours to clear).
+    outside ``auto_cast``; the gradients its backward leaves are yours to clear; under FP8 its
+    weights' scaling state carries from one example to the next).
     """
 
     def __init__(self, model, level: str, dtype: str, white=None, black=None, fp8_recipe=None):
