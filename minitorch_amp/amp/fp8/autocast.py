@@ -19,6 +19,8 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ...autograd import Tensor, fp8_route
 from ...autograd.dispatch import apply
 from ...autograd.grad_mode import ReentrantContext
@@ -60,7 +62,8 @@ _metas: dict[int, tuple] = {}  # id(weight) -> (weakref to it, GemmMeta)
 
 
 def fp8_meta(weight: Tensor) -> GemmMeta | None:
-    """The scaling states of ``weight``'s FP8 GEMMs (None before its first one)."""
+    """The scaling states of ``weight``'s FP8 GEMMs (None before its first one or a
+    checkpoint's; a loaded state has ``recipe`` None until its first ``fp8_autocast``)."""
     entry = _metas.get(id(weight))
     return entry[1] if entry is not None and entry[0]() is weight else None
 
@@ -72,11 +75,43 @@ def is_fp8_enabled() -> bool:
 
 def _meta_for(weight: Tensor, recipe, xp) -> GemmMeta:
     meta = fp8_meta(weight)
+    if meta is not None and meta.recipe is None:  # loaded from a checkpoint: take it up
+        meta = _take_up(weight, meta, recipe)
     if meta is None or meta.recipe != recipe:  # a different recipe starts afresh
-        meta = GemmMeta.new(recipe, xp)
-        key = id(weight)
-        _metas[key] = (weakref.ref(weight, lambda _, key=key: _metas.pop(key, None)), meta)
+        meta = set_fp8_meta(weight, GemmMeta.new(recipe, xp))
     return meta
+
+
+def set_fp8_meta(weight: Tensor, meta: GemmMeta) -> GemmMeta:
+    """Attach ``meta`` to ``weight`` (for as long as the weight lives)."""
+    key = id(weight)
+    _metas[key] = (weakref.ref(weight, lambda _, key=key: _metas.pop(key, None)), meta)
+    return meta
+
+
+def _take_up(weight: Tensor, loaded: GemmMeta, recipe) -> GemmMeta | None:
+    """The first recipe to meet a loaded state: delayed scaling with the saved history
+    length continues from it; current scaling, which keeps no state, starts afresh (None).
+
+    Raises:
+        ValueError: a delayed recipe with another history length (nothing changed).
+    """
+    if isinstance(recipe, Float8CurrentScaling):
+        return None
+    saved = len(loaded.input.amax_history)
+    if saved != recipe.amax_history_len:
+        raise ValueError(
+            f"the FP8 scaling state loaded for a weight of shape {weight.shape} has "
+            f"amax_history_len={saved}, but fp8_autocast's recipe has amax_history_len="
+            f"{recipe.amax_history_len}; resume with DelayedScaling(amax_history_len={saved}"
+            ", ...), or load the checkpoint without its '._fp8_meta.' entries to start the "
+            "scales afresh"
+        )
+    fwd, bwd = recipe.dtype(False), recipe.dtype(True)
+    for state, dtype in ((loaded.input, fwd), (loaded.weight, fwd), (loaded.grad, bwd)):
+        state.recipe, state.dtype = recipe, np.dtype(dtype)
+    loaded.recipe = recipe
+    return loaded
 
 
 class fp8_autocast(ReentrantContext):  # noqa: N801 - TE's name; a context and a decorator

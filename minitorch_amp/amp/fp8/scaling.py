@@ -98,6 +98,15 @@ class ScalingState:
         self.scale = xp.ones(1, dtype=float32)
         self.scale_inv = xp.ones(1, dtype=float32)
 
+    @classmethod
+    def restored(cls, scale, scale_inv, amax_history) -> ScalingState:
+        """A state loaded from a checkpoint (``checkpoint.py``), before the first
+        ``fp8_autocast`` takes it up: its ``recipe`` and ``dtype`` are None until then."""
+        state = cls.__new__(cls)
+        state.recipe, state.dtype = None, None
+        state.scale, state.scale_inv, state.amax_history = scale, scale_inv, amax_history
+        return state
+
     def cast(self, x, saturate: bool = True):
         """``(x in FP8, the inverse scale used)``; records amax and updates the scale.
 

@@ -30,10 +30,48 @@ from ...backend.cast import cast
 from ...backend.error_notes import add_note
 
 
+class ParamExtraState:
+    """State a parameter carries beside its values, saved under ``<its key><mark><field>``:
+    the FP8 scaling states (``amp.fp8.checkpoint`` installs the two functions; nn never
+    imports amp). ``entries(param) -> {field: Tensor}`` (empty: nothing to save);
+    ``prepare(param, key, {field: value}) -> commit``, which checks everything and raises
+    ValueError to refuse, while ``commit()`` only writes and cannot fail."""
+
+    mark = "._fp8_meta."
+    entries = None
+    prepare = None
+
+
+extra_state = ParamExtraState()
+
+
+def extra_owner(key: str):
+    """The parameter key that ``key`` is extra state of, or None for an ordinary key."""
+    if not isinstance(key, str):
+        return None
+    owner, mark, _ = key.partition(extra_state.mark)
+    return owner if mark else None
+
+
 def collect_state_dict(
     layer, destination, include_sublayers: bool, prefix: str, use_hook: bool
 ) -> OrderedDict:
-    """What ``Layer.state_dict`` returns: parameters, persistable buffers, then sublayers.
+    """What ``Layer.state_dict`` returns: parameters, persistable buffers, sublayers, then
+    the parameters' extra state (FP8 scaling states; after the hooks, so that
+    ``decorate(save_dtype=...)`` cannot round a scale)."""
+    out = _collect(layer, destination, include_sublayers, prefix, use_hook)
+    if extra_state.entries is not None:
+        params = layer.named_parameters(
+            prefix=prefix.rstrip("."), include_sublayers=include_sublayers
+        )
+        for key, param in params:
+            for field, value in extra_state.entries(param).items():
+                out[key + extra_state.mark + field] = value
+    return out
+
+
+def _collect(layer, destination, include_sublayers: bool, prefix: str, use_hook: bool):
+    """Parameters, persistable buffers, then sublayers.
 
     After a layer's entries and its sublayers' are in, its hooks run on the whole dict so far
     (Paddle's order); a hook returning a value replaces the dict.
@@ -48,7 +86,7 @@ def collect_state_dict(
     if include_sublayers:
         for name, sub in layer._sub_layers.items():
             if sub is not None:
-                out = collect_state_dict(sub, out, True, f"{prefix}{name}.", use_hook)
+                out = _collect(sub, out, True, f"{prefix}{name}.", use_hook)
     if use_hook:
         for hook in list(layer._state_dict_hooks.values()):
             result = hook(out)
@@ -90,6 +128,7 @@ def load_state_dict(layer, state_dict: dict, use_structured_name: bool = True):
     """
     try:
         plan, missing = _plan(layer, state_dict, use_structured_name)
+        commits, extra_used = _plan_extra_state(layer, state_dict, use_structured_name)
         staged = _stage_all(plan)
     except ValueError:  # refused: its message says that nothing was loaded
         raise
@@ -99,12 +138,14 @@ def load_state_dict(layer, state_dict: dict, use_structured_name: bool = True):
     for (_, target, _), array in zip(plan, staged):  # all checked and staged: now write
         _write(target._data, array)
         target._version += 1  # an optimizer's fp32 master of it must follow
+    for commit in commits:  # the extra state, checked and staged too
+        commit()
     if missing:
         warnings.warn(
             f"set_state_dict: no value for {missing}; those tensors keep their values",
             stacklevel=3,
         )
-    used = {name for name, _, _ in plan}
+    used = {name for name, _, _ in plan} | extra_used
     return missing, [k for k in state_dict if k not in used]
 
 
@@ -112,6 +153,10 @@ def _plan(layer, state_dict: dict, use_structured_name: bool) -> tuple[list, lis
     """``(name, target, source array)`` for each value to load, and the missing names."""
     plan, missing = [], []
     for key, target in layer.state_dict(use_hook=False).items():
+        if extra_owner(key) is not None:  # extra state: _plan_extra_state loads it
+            if key not in state_dict and use_structured_name:
+                missing.append(key)
+            continue
         name = key if use_structured_name else (target.name or key)
         value = state_dict.get(name)
         if value is None:
@@ -119,6 +164,26 @@ def _plan(layer, state_dict: dict, use_structured_name: bool) -> tuple[list, lis
         else:
             plan.append((name, target, _source_array(name, value, target)))
     return plan, missing
+
+
+def _plan_extra_state(layer, state_dict: dict, use_structured_name: bool) -> tuple[list, set]:
+    """``(commits, keys used)`` for the parameters' extra state in ``state_dict``; each
+    ``prepare`` has checked and staged its values (or raised ValueError)."""
+    if extra_state.prepare is None:
+        return [], set()
+    by_owner: dict = {}
+    for key, value in state_dict.items():
+        owner = extra_owner(key)
+        if owner is not None:
+            by_owner.setdefault(owner, {})[key[len(owner) + len(extra_state.mark) :]] = value
+    commits, used = [], set()
+    for key, param in layer.named_parameters():
+        name = key if use_structured_name else (param.name or key)
+        fields = by_owner.get(name)
+        if fields:
+            commits.append(extra_state.prepare(param, name, fields))
+            used.update(name + extra_state.mark + field for field in fields)
+    return commits, used
 
 
 _NOT_NUMBERS = {"O": "Python objects (None, strings, ...)", "U": "strings", "S": "bytes"}

@@ -7,6 +7,7 @@ import warnings
 from typing import NamedTuple
 
 from ...pytorch_hints import missing
+from .state_dict import extra_owner
 
 
 class IncompatibleKeys(NamedTuple):
@@ -43,7 +44,8 @@ class TorchLayerMethods:
             raise TypeError(f"load_state_dict needs a dict, got {type(state_dict).__name__}")
         own = self.state_dict(use_hook=False)
         missing = [k for k in own if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in own]
+        known = set(own) | {k for k in state_dict if extra_owner(k) in own}  # FP8 states
+        unexpected = [k for k in state_dict if k not in known]
         if strict and (missing or unexpected):
             parts = []
             if missing:
@@ -56,7 +58,7 @@ class TorchLayerMethods:
             )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the missing keys are returned instead
-            self.set_state_dict({k: v for k, v in state_dict.items() if k in own})
+            self.set_state_dict({k: v for k, v in state_dict.items() if k in known})
         return IncompatibleKeys(missing, unexpected)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
