@@ -123,9 +123,13 @@ class fp8_autocast(ReentrantContext):  # noqa: N801 - TE's name; a context and a
             ``DelayedScaling()``, TE's defaults) or
             :class:`~minitorch_amp.amp.fp8.Float8CurrentScaling`.
         fp8_recipe: TE's name for ``recipe`` (give one of the two).
+        fp8_group: the ranks over which delayed scaling max-reduces each amax before its
+            scale update; None (the only choice): all of them, once a parallel env with
+            several ranks is started (TE's default), so data-parallel ranks share scales.
 
     Raises:
         TypeError: ``enabled`` is not a bool, or the recipe is not one of the two recipes.
+        ValueError: an ``fp8_group`` other than None.
 
     Example:
         >>> import minitorch_amp as mt
@@ -138,9 +142,14 @@ class fp8_autocast(ReentrantContext):  # noqa: N801 - TE's name; a context and a
         (dtype('float32'), 1.0, [448.0])
     """
 
-    def __init__(self, enabled: bool = True, recipe=None, fp8_recipe=None):
+    def __init__(self, enabled: bool = True, recipe=None, fp8_recipe=None, fp8_group=None):
         if not isinstance(enabled, bool):
             raise TypeError(f"enabled must be True or False, got {enabled!r}")
+        if fp8_group is not None:
+            raise ValueError(
+                f"fp8_group must be None (all ranks: the amaxes are reduced over the whole "
+                f"world, as the gradients of DataParallel are), got {fp8_group!r}"
+            )
         if recipe is not None and fp8_recipe is not None:
             raise TypeError("give the recipe once: recipe= or fp8_recipe= (TE's name)")
         recipe = recipe if recipe is not None else fp8_recipe

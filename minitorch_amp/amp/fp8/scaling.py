@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...backend import comm as _comm
 from ...backend.device import get_array_module as _xp
 from ...backend.dtypes import FP8_MAX, float32
 from ...backend.fp8 import cast_to_fp8
 from .recipe import DelayedScaling, Float8CurrentScaling
 
-__all__ = ["ScalingState", "current_scale", "update_amax_history_and_scale"]
+__all__ = ["ScalingState", "current_scale", "reduce_amax", "update_amax_history_and_scale"]
 
 
 def update_amax_history_and_scale(amax_history, scale, scale_inv, fp8_max, margin, algo):
@@ -54,6 +55,21 @@ def update_amax_history_and_scale(amax_history, scale, scale_inv, fp8_max, margi
         scale_inv[...] = (np.float32(1.0) / scale).astype(float32)
     amax_history[...] = xp.roll(amax_history, -1)
     amax_history[0] = 0.0
+
+
+def reduce_amax(amax):
+    """The float32 [1] ``amax``, max-reduced over the ranks in place (Transformer Engine's
+    amax reduction over its ``fp8_group``; here the whole world, as ``GradScaler``'s
+    found_inf): every rank then computes the same scale, so data-parallel replicas cast
+    alike. Nothing happens outside a world of several ranks.
+
+    NOTE: every rank must cast the same tensors in the same order, as it runs the same
+    model; a rank that casts one more is a collective mismatch, raised on every rank.
+    """
+    world = _comm.get_world()
+    if world is not None and world.size > 1:
+        world.all_reduce(amax, _comm.ReduceOp.MAX, caller="fp8 amax")
+    return amax
 
 
 def current_scale(amax, fp8_max, margin=0.0):
@@ -127,7 +143,7 @@ class ScalingState:
             return out, self.scale_inv.copy()
         scale_inv = self.scale_inv.copy()  # the inverse of the scale this cast uses
         out, amax = cast_to_fp8(x, self.dtype, self.scale, saturate)
-        self.amax_history[:1] = amax
+        self.amax_history[:1] = reduce_amax(amax)
         recipe = self.recipe
         update_amax_history_and_scale(
             self.amax_history,
