@@ -112,7 +112,7 @@ class OpRecord:
         if self.feeds:
             gemm, occurrence, _ = self.feeds
             op = gemm.removeprefix("fp8_")
-            return dataclasses.replace(self, op=op, occurrence=occurrence, slot=0, feeds=())
+            return dataclasses.replace(self, op=op, occurrence=occurrence, slot=-1, feeds=())
         return dataclasses.replace(self, op=self.op.removeprefix("fp8_"))
 
     def values(self) -> str:
@@ -132,7 +132,8 @@ class OpRecord:
 
 class OpTrace:
     """Watch the ops of a run (a context manager): the first one with a non-finite result, or
-    the application ``want=(op, occurrence, slot)`` (``slot``: which result to describe).
+    the application ``want=(op, occurrence, slot)`` (``slot``: which result to describe; -1:
+    the first one that is not None).
 
     Attributes:
         first_bad: the :class:`OpRecord` of the first op whose result held inf or NaN (None).
@@ -184,8 +185,8 @@ class OpTrace:
             self.first_bad = self._record(name, occurrence, results, bad)
         if wanted and self.want[2] < len(results):
             slot = self.want[2]
-            if results[slot] is None:  # (an FP8 cast's GEMM: the first result it has)
-                slot = next((i for i, r in enumerate(results) if r is not None), slot)
+            if slot < 0:  # any: the first result there is (the GEMM an FP8 cast fed)
+                slot = next((i for i, r in enumerate(results) if r is not None), 0)
             self.wanted = self._record(name, occurrence, results, slot)
 
     def _flush(self, gemm: str | None, occurrence: int) -> None:
