@@ -33,6 +33,7 @@ SETS = (
     "environment_report",
     "fp8_training",
     "gpu_check_fp8",
+    "model_properties_fp8",
 )
 
 
