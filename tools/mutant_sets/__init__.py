@@ -34,6 +34,7 @@ SETS = (
     "fp8_training",
     "gpu_check_fp8",
     "model_properties_fp8",
+    "fp8_checkpoint",
 )
 
 
