@@ -464,7 +464,9 @@ def test_check_layer_numerics_checks_the_forward_only():
 
 
 def test_namespaces_hold_the_documented_names():
-    assert sorted(mt.cuda.__all__) == ["amp"] and sorted(mt.cuda.amp.__all__) == [
+    assert sorted(mt.cuda.__all__) == ["amp", "device_count", "is_available"] and sorted(
+        mt.cuda.amp.__all__
+    ) == [
         "GradScaler",
         "autocast",
     ]

@@ -90,8 +90,10 @@ def test_bf16_learns_the_digits_as_well_as_fp32_without_a_scaler(results, data, 
     assert stats.counts["linear"]["fp16"] == 0 and stats.counts["cast"]["fp16"] == 0
 
 
-def test_a_dtype_that_is_not_16_bits_is_rejected(data):
-    with pytest.raises(ValueError, match="dtype must be 'float16' or 'bfloat16'"):
+def test_a_dtype_that_is_not_a_low_precision_one_is_rejected(data):
+    with pytest.raises(
+        ValueError, match=r"dtype must be one of \('float16', 'bfloat16', 'float8'\)"
+    ):
         digits_mlp.train("O1", data=data, dtype="float32")
 
 

@@ -233,3 +233,10 @@ def test_the_floor_warning_needs_no_read_of_its_own(monkeypatch):
             scaler.update()
             opt.clear_grad()
     assert any("floor" in str(w.message) for w in seen)
+
+
+def test_ops_that_take_host_data_still_take_a_python_list():
+    # a list where an op's data goes is a TypeError only where the op could not use it
+    x = mt.ones([2, 2])
+    assert F.cross_entropy(x, [0, 1]).shape == []
+    assert mt.where([[True, False]] * 2, x, x * 2).numpy().tolist() == [[1, 2], [1, 2]]

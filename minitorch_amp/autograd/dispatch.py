@@ -183,11 +183,6 @@ def apply(op: type[Op], *inputs, **attrs) -> Tensor:
                 wants.append(None)
                 versions.append((_weak(x), x._version))
         else:
-            if x.__class__ is list:  # the op would fail on it with an AttributeError
-                raise TypeError(
-                    f"{op.name}: got a Python list where a Tensor goes; make one first with "
-                    "minitorch_amp.to_tensor(data) (PyTorch's torch.tensor(data))"
-                )
             a = x
             dtype = getattr(x, "dtype", None)
             wants.append(None)
@@ -196,16 +191,24 @@ def apply(op: type[Op], *inputs, **attrs) -> Tensor:
             half = True
         arrays.append(a)
     ctx = Context()
-    if state is not None or hooks.observers or half:
-        # NOTE: float16 overflows to inf, and in an auto_cast region float32 ops meet those
-        # infs (inf - inf is NaN): values, as on the GPU, that the loss scaler and the tensor
-        # checker look for. NumPy would also warn about each one, from inside the library.
-        # With a debugging tool on (the tensor checker reports every NaN/Inf) float32 is
-        # quiet too.
-        with np.errstate(all="ignore"):
+    try:
+        if state is not None or hooks.observers or half:
+            # NOTE: float16 overflows to inf, and in an auto_cast region float32 ops meet
+            # those infs (inf - inf is NaN): values, as on the GPU, that the loss scaler and
+            # the tensor checker look for. NumPy would also warn about each one, from inside
+            # the library. With a debugging tool on (the tensor checker reports every
+            # NaN/Inf) float32 is quiet too.
+            with np.errstate(all="ignore"):
+                out = Tensor._wrap(op.forward(ctx, *arrays, **attrs))
+        else:
             out = Tensor._wrap(op.forward(ctx, *arrays, **attrs))
-    else:
-        out = Tensor._wrap(op.forward(ctx, *arrays, **attrs))
+    except AttributeError as exc:  # e.g. "'list' object has no attribute 'shape'"
+        if any(x.__class__ is list for x in inputs):  # ops that take host data still do
+            raise TypeError(
+                f"{op.name}: got a Python list where a Tensor goes; make one first with "
+                "minitorch_amp.to_tensor(data) (PyTorch's torch.tensor(data))"
+            ) from exc
+        raise
     if out._data.dtype == float32 and op is not Cast and _bfloat16_inputs(inputs):
         out._data = cast(out._data, bfloat16)
     if record and _floating(out._data.dtype):

@@ -88,8 +88,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "python-list-input-reaches-the-op",
         "minitorch_amp/autograd/dispatch.py",
-        "            if x.__class__ is list:",
-        "            if False:",
+        "        if any(x.__class__ is list for x in inputs):  # ops that take host data still do",
+        "        if False:",
         (f"{ERRORS}::test_a_layer_called_on_a_python_list_says_to_make_a_tensor",),
         "a Linear called on a Python list fails with \"'list' object has no attribute 'shape'\"",
     ),
