@@ -13,6 +13,7 @@ from pathlib import Path
 
 import needs
 import pytest
+from precision_runs import digits_run
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
@@ -36,31 +37,10 @@ def test_simple_net_in_fp8_ends_within_one_percent_of_bfloat16(mode, capsys):
     assert sum(stats.counts["fp8_linear"].values()) == 3 * 16 and "linear" not in stats.counts
 
 
-@pytest.fixture(scope="module")
-def digits():
+@pytest.mark.parametrize("example", ["digits_mlp", "digits_cnn"])  # 20 and 8 epochs
+def test_digits_in_fp8_are_within_half_a_point_of_bfloat16(example):
+    # precision_runs trains each once per session: docs/fp8.md's table is checked on these runs
     needs.module("sklearn", "scikit-learn comes with the test extra")
-    import digits_mlp
-
-    return digits_mlp.load_data()
-
-
-def test_digits_mlp_in_fp8_is_within_half_a_point_of_bfloat16(digits):
-    import digits_mlp
-
-    runs = {
-        dtype: digits_mlp.train("O2", data=digits, log=None, dtype=dtype)  # 20 epochs
-        for dtype in ("bfloat16", "float8")
-    }
-    assert runs["float8"].accuracy >= 0.9
-    assert abs(runs["float8"].accuracy - runs["bfloat16"].accuracy) <= 0.005
-
-
-def test_digits_cnn_in_fp8_is_within_half_a_point_of_bfloat16(digits):
-    import digits_cnn
-
-    runs = {
-        dtype: digits_cnn.train("O2", data=digits, log=None, dtype=dtype)  # 8 epochs
-        for dtype in ("bfloat16", "float8")
-    }
+    runs = {dtype: digits_run(example, "O2", dtype) for dtype in ("bfloat16", "float8")}
     assert runs["float8"].accuracy >= 0.9
     assert abs(runs["float8"].accuracy - runs["bfloat16"].accuracy) <= 0.005
