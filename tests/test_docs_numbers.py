@@ -21,6 +21,7 @@ tests/test_digits_cnn.py.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import re
 import sys
@@ -169,3 +170,25 @@ def test_amp_md_lessons_numbers_are_what_its_measurement_gives(lesson, name, pat
     shown = re.search(pattern, text)
     assert shown, f"amp.md's section 7 no longer says {pattern!r}; update LESSON with the page"
     assert shown.group(1) == lesson[name], (name, lesson)
+
+
+# ---- docs/layer_to.md's memory table: `python benchmarks/layer_to_memory.py` -----------------
+def test_layer_to_md_shows_the_peak_memory_the_benchmark_prints():
+    # Memory accounting, not timing: the same bytes on every machine (about 2 s).
+    spec = importlib.util.spec_from_file_location(
+        "layer_to_memory", ROOT / "benchmarks" / "layer_to_memory.py"
+    )
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        benchmark.main()
+    printed = {}
+    for line in out.getvalue().splitlines()[2:]:
+        depth, _x, width, *cells = line.split()
+        printed[f"{depth} × {width}"] = tuple(cells)
+    table = table_after("layer_to.md", "`python benchmarks/layer_to_memory.py`")
+    shown = {row["layers × width"]: tuple(list(row.values())[1:]) for row in table}
+    assert shown == printed, (
+        f"docs/layer_to.md's table is stale: the benchmark printed {printed}; copy it in"
+    )
