@@ -69,6 +69,10 @@ def without_times(lines: list[str]) -> list[str]:
 
 @pytest.mark.slow
 def test_the_examples_page_shows_what_the_default_run_prints(command):
+    from precision_runs import BLAS_KERNEL, blas_kernel
+
+    if blas_kernel() != BLAS_KERNEL:  # another kernel classifies one test image differently
+        pytest.skip(f"the page's run used OpenBLAS's {BLAS_KERNEL} kernel, this is {blas_kernel()}")
     printed, _ = command
     shown = text_block_after("examples.md", "One run with the defaults on the CPU")
     assert without_times(shown) == without_times(printed), (

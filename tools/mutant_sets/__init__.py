@@ -35,6 +35,7 @@ SETS = (
     "gpu_check_fp8",
     "model_properties_fp8",
     "fp8_checkpoint",
+    "docs_precision_numbers",
 )
 
 
