@@ -107,7 +107,13 @@ class Bucket:
         self.runs = self._static_runs()
         self._scratch: dict = {}  # 'grad' / 'param' -> the flat buffer the twin gathers into
         self._casts: list = []  # [(param, start, stop)] in the flat values: the write-back
-        if self.kernel is None:  # allocated now, so that a step cannot fail half-way
+        # NumPy float32/float64 parameters without masters are updated where they live (see
+        # _update_in_place); the flat copies are made only for a step a found_inf may skip
+        self.in_place = self.xp is np and (
+            masters  # the masters are flat already; each parameter is written from its own
+            or (self.wide == self.ptype and all(r.data.flags.c_contiguous for r in records))
+        )
+        if self.kernel is None and not self.in_place:  # now: a step cannot fail half-way
             self._twin_buffers()
         self._table = None  # (grad arrays, device words) of the last launch
 
@@ -180,6 +186,9 @@ class Bucket:
 
     def _twin(self, grads, found_inf, base_lr) -> None:
         """The optimizer's maths on the flat buffers, one ``_update`` call per run."""
+        if self.in_place and found_inf is None:
+            self._update_in_place(grads, base_lr)
+            return
         xp = self.xp
         keep = None if found_inf is None else found_inf.reshape(())  # True: overflow
         g = self._gather("grad", grads)
@@ -221,6 +230,43 @@ class Bucket:
             else:
                 for i, param in enumerate(self.params()):
                     xp.copyto(param, self.view(p, i).astype(param.dtype), where=~keep)
+
+    def _update_in_place(self, grads, base_lr) -> None:
+        """The twin's maths on each parameter itself (or its segment of the masters), block
+        by block: no flat copy of the parameters and gradients (two more copies of the model:
+        384 MiB for SimpleNet at width 4096). The same operations in the same order as
+        :meth:`_twin`, so the same bits. Only for a step no found_inf can skip: the flat path
+        keeps the step undoable until found_inf is known."""
+        for i, record in enumerate(self.records):
+            a = self.offsets[i]
+            if self.master is None:
+                p = record.data.reshape(-1)  # a view: the parameter, written in place
+            else:
+                p = self.master[a : a + record.data.size]
+            g = grads[i].reshape(-1)
+            state = {
+                name: flat[a : a + p.size] if per == "element" else flat[i : i + 1]
+                for (name, (per, _)), flat in zip(self.layout.items(), self.state.values())
+            }
+            lr, decay = _lr_and_decay(base_lr, record)
+            hyper = {**self.group, "decay": decay}
+            whole = record.regularizer is not None and not record.l2  # it sees the shape
+            for block in [slice(None)] if whole else blocks(p.size):
+                ps = p[block]
+                gs = convert(g[block], self.wide)  # a copy: the step's scaling writes into it
+                if record.grad_scale != 1.0:
+                    gs *= record.grad_scale
+                if record.l2:
+                    gs += record.l2 * ps
+                elif whole:
+                    shape = record.data.shape
+                    gs[...] = record.regularizer(ps.reshape(shape), gs.reshape(shape)).reshape(-1)
+                self.opt._update(ps, gs, self._block(state, block), lr, hyper)
+            if self.master is not None:  # the optimize-cast, parameter by parameter
+                with np.errstate(over="ignore"):  # float16 overflow to inf is the update's
+                    record.data[...] = convert(p, self.ptype).reshape(record.data.shape)
+        per_tensor = {n: self.state[n] for n, (per, _) in self.layout.items() if per == "tensor"}
+        self.opt._advance(per_tensor, self.group)
 
     def _block(self, run_state: dict, block: slice) -> dict:
         """``run_state`` over one block: per-element buffers sliced, per-tensor ones whole."""

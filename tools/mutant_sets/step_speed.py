@@ -1,11 +1,14 @@
 """Issue 26's GPT step speed: GELU's float32 normal CDF and the heap that keeps temporaries."""
 
+# ruff: noqa: E501 (search texts are source lines, whatever their length)
+
 from __future__ import annotations
 
 from mutant_sets import Mutant
 
 CDF_TESTS = "tests/test_normal_cdf.py"
 HEAP_TESTS = "tests/test_host_memory.py"
+IN_PLACE = "tests/test_optimizer_in_place.py"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -47,5 +50,37 @@ MUTANTS: list[Mutant] = [
         "TRIM_THRESHOLD = 128 << 10",
         (HEAP_TESTS,),
         "freed heap memory above 128 KiB is returned, so the next step faults it in again",
+    ),
+    Mutant(
+        "in-place-update-skips-rescale-grad",
+        "minitorch_amp/optimizer/bucket.py",
+        "                if record.grad_scale != 1.0:\n                    gs *= record.grad_scale\n                if record.l2:\n                    gs += record.l2 * ps\n                elif whole:",
+        "                if record.l2:\n                    gs += record.l2 * ps\n                elif whole:",
+        (IN_PLACE,),
+        "the in-place CPU update forgets Momentum's rescale_grad",
+    ),
+    Mutant(
+        "in-place-update-forgets-the-optimize-cast",
+        "minitorch_amp/optimizer/bucket.py",
+        "                    record.data[...] = convert(p, self.ptype).reshape(record.data.shape)",
+        "                    pass",
+        (IN_PLACE,),
+        "O2's float16 parameters are never written from their updated masters",
+    ),
+    Mutant(
+        "cpu-update-keeps-flat-copies",
+        "minitorch_amp/optimizer/bucket.py",
+        "        self.in_place = self.xp is np and (",
+        "        self.in_place = False and (",
+        (IN_PLACE,),
+        "the CPU step keeps flat copies of every parameter and gradient (fp32 SimpleNet at width 4096: 808 MiB, not 424)",
+    ),
+    Mutant(
+        "optimizer-runs-left-interleaved",
+        "minitorch_amp/optimizer/state.py",
+        "                    items = _runs_together(items)\n",
+        "",
+        ("tests/test_optimizer_runs.py",),
+        "AdamW decaying only its 2-D weights updates in 48 runs, one per parameter",
     ),
 ]

@@ -1,0 +1,72 @@
+"""The CPU optimizer step works on each parameter in place: the flat path's bits, no flat copies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import minitorch_amp as mt
+from minitorch_amp import amp, nn, optimizer
+from minitorch_amp.regularizer import L1Decay, L2Decay
+
+
+def make(name: str, params):
+    if name == "sgd":
+        return optimizer.SGD(learning_rate=0.1, parameters=params, weight_decay=L2Decay(0.01))
+    if name == "momentum":
+        return optimizer.Momentum(
+            learning_rate=0.1, parameters=params, rescale_grad=0.5, weight_decay=L1Decay(0.02)
+        )
+    if name == "adam":
+        return optimizer.Adam(learning_rate=0.01, parameters=params, weight_decay=0.01)
+    return optimizer.AdamW(
+        learning_rate=0.01,
+        parameters=params,
+        weight_decay=0.1,
+        apply_decay_param_fun=lambda n: not n.endswith("b_0"),
+    )
+
+
+def train(name: str, in_place: bool, level: str | None):
+    mt.seed(3)
+    model = nn.Sequential(nn.Linear(300, 260), nn.ReLU(), nn.Linear(260, 3))  # 78k-element weight
+    opt = make(name, model.parameters())
+    if level == "O2":
+        model, opt = amp.decorate(model, opt, level="O2")
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        x = mt.to_tensor(rng.standard_normal((8, 300)).astype(np.float32))
+        with amp.auto_cast(enable=level is not None, level=level or "O1"):
+            loss = model(x).astype("float32").square().mean()
+        loss.backward()
+        plan = opt._state.plan
+        if plan is not None:
+            for _, bucket in plan.buckets:
+                bucket.in_place = in_place
+        opt.step()
+        opt.clear_grad()
+    return [p.numpy().copy() for p in model.parameters()], opt
+
+
+@pytest.mark.parametrize("level", [None, "O2"])
+@pytest.mark.parametrize("name", ["sgd", "momentum", "adam", "adamw"])
+def test_the_in_place_update_gives_the_flat_paths_bits(name, level):
+    ours, opt = train(name, True, level)
+    flat, _ = train(name, False, level)
+    for a, b in zip(ours, flat):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+    assert all(bucket.in_place for _, bucket in opt._state.plan.buckets)
+
+
+def test_an_fp32_step_makes_and_keeps_no_flat_copy_of_the_parameters_and_gradients():
+    model = nn.Linear(512, 512)  # 1 MiB of weights
+    opt = optimizer.SGD(learning_rate=0.1, parameters=model.parameters())  # no state
+    model(mt.ones([4, 512])).sum().backward()
+    before = mt.device.memory_allocated()
+    mt.device.reset_max_memory_allocated()
+    opt.step()  # the first step builds the plan and its buffers
+    kept = mt.device.memory_allocated() - before
+    peak = mt.device.max_memory_allocated() - before
+    assert kept < 512 * 512 * 4 // 2, f"the step keeps {kept} bytes on top of the model"
+    assert peak < 512 * 512 * 4 // 2, f"the step allocated {peak} bytes on top of the model"
