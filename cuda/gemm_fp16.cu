@@ -11,6 +11,9 @@
 //   and the epilogue runs in float32 in exactly this order, each step rounded to nearest:
 //       v = alpha * acc;  v = v + beta * C_in (only when beta != 0: C is not read otherwise);
 //       with flag EPILOGUE_BIAS: v = OutT(v) (rounded to the output type), v = v + bias[n];
+//         with EPILOGUE_PRODUCT_F16 (or _BF16) as well, v is rounded to float16 (bfloat16)
+//         there instead: a 16-bit matmul whose stored result an add widens to a float32
+//         bias (AMP's O1 Linear, OutT float), one launch instead of matmul, cast and add;
 //       v = v < 0 ? 0 : v (flag EPILOGUE_RELU; NaN stays);
 //   then a rounding to OutT (float16, bfloat16 or float32) on the store. C is M x N with ldc, updated
 //   in place; bias has N entries of type OutT. Any M, N, K >= 0 works, and any lda/ldb/ldc.
@@ -97,7 +100,8 @@
 //
 // DTYPES: A, B float16 (gemm_bf16: bfloat16); C, C_in and bias OutT (the input type or
 //   float32); alpha, beta float32;
-//   M, N, K, lda, ldb, ldc, flags int32.
+//   M, N, K, lda, ldb, ldc, flags int32 (EPILOGUE_BIAS 1, EPILOGUE_RELU 2,
+//   EPILOGUE_PRODUCT_F16 4, EPILOGUE_PRODUCT_BF16 8).
 //
 // CALLER: minitorch_amp/backend/gemm.py (gemm(), which registers the six instantiations at
 //   the bottom of this file). NUMPY TWIN: backend/gemm.py's gemm() on NumPy arrays, i.e.
@@ -135,6 +139,8 @@ constexpr int CHUNKS_PER_THREAD = CHUNKS_PER_TILE / THREADS;  // ... 2 per threa
 
 constexpr int EPILOGUE_BIAS = 1;  // flags bit: add bias[n]
 constexpr int EPILOGUE_RELU = 2;  // flags bit: v < 0 ? 0 : v
+constexpr int EPILOGUE_PRODUCT_F16 = 4;   // flags bit: with a bias, the product is rounded to
+constexpr int EPILOGUE_PRODUCT_BF16 = 8;  // float16 (or bfloat16), not OutT, before the add
 
 static_assert(BM == BN, "one loader serves both operands: their tiles have the same shape");
 static_assert(WARPS_M * WARPS_N * 32 == THREADS, "8 warps");
@@ -330,8 +336,14 @@ __device__ __forceinline__ float epilogue(float acc, float c_in, float alpha, fl
                                           float bias, int flags) {
     float v = __fmul_rn(alpha, acc);
     if (beta != 0.0f) v = __fadd_rn(v, __fmul_rn(beta, c_in));
-    if (flags & EPILOGUE_BIAS) {
-        v = round_to(v, static_cast<const OutT*>(nullptr));  // the product as stored
+    if (flags & EPILOGUE_BIAS) {  // the product as stored: in OutT, or in the 16-bit type
+        if (flags & EPILOGUE_PRODUCT_F16) {  // that a matmul stored before a float32 add
+            v = round_to(v, static_cast<const __half*>(nullptr));
+        } else if (flags & EPILOGUE_PRODUCT_BF16) {
+            v = round_to(v, static_cast<const __nv_bfloat16*>(nullptr));
+        } else {
+            v = round_to(v, static_cast<const OutT*>(nullptr));
+        }
         v = __fadd_rn(v, bias);
     }
     // NOTE: not fmaxf(v, 0): that turns NaN into 0 and would hide an overflow from the scaler.

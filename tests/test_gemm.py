@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from minitorch_amp.backend import device, gemm, kernels, nvrtc
-from minitorch_amp.backend.dtypes import float16, float32
+from minitorch_amp.backend.dtypes import bfloat16, float16, float32
 from minitorch_amp.backend.gemm import gemm as run_gemm
 
 LAYOUTS = [(False, False), (False, True), (True, False)]  # NN (forward), NT (dgrad), TN (wgrad)
@@ -34,8 +34,11 @@ def stored(rng, rows, cols, transpose, scale=1.0):
     return np.ascontiguousarray(x.T) if transpose else x
 
 
-def exact(a, b, ta=False, tb=False, alpha=1.0, beta=0.0, c=None, bias=None, relu=False):
-    """The float64 value the GEMM approximates (alpha and beta as the float32 it receives)."""
+def exact(
+    a, b, ta=False, tb=False, alpha=1.0, beta=0.0, c=None, bias=None, relu=False, product_dtype=None
+):
+    """The float64 value the GEMM approximates (alpha and beta as the float32 it receives;
+    ``product_dtype``'s rounding is the error bound's business)."""
     a64 = np.asarray(a, dtype=np.float64)
     b64 = np.asarray(b, dtype=np.float64)
     a64 = a64.swapaxes(-1, -2) if ta else a64
@@ -48,12 +51,15 @@ def exact(a, b, ta=False, tb=False, alpha=1.0, beta=0.0, c=None, bias=None, relu
     return np.maximum(v, 0) if relu else v
 
 
-def error_bound(a, b, ta, tb, out_dtype, value, alpha=1.0, beta=0.0, c=None, bias=None):
+def error_bound(
+    a, b, ta, tb, out_dtype, value, alpha=1.0, beta=0.0, c=None, bias=None, product_dtype=None
+):
     """How far a correct result may be from ``value`` (the float64 one).
 
     K float32 additions, each off by at most one float32 ulp (a tensor core may truncate
     rather than round), and four float32 epilogue steps, all relative to the magnitudes
-    summed; then half an ulp of ``out_dtype`` for the final rounding.
+    summed; then half an ulp of ``out_dtype`` for the final rounding (and, with a bias, one
+    of ``product_dtype``, by default ``out_dtype``, for the product's).
     """
     a64 = np.abs(np.asarray(a, dtype=np.float64))
     b64 = np.abs(np.asarray(b, dtype=np.float64))
@@ -65,12 +71,22 @@ def error_bound(a, b, ta, tb, out_dtype, value, alpha=1.0, beta=0.0, c=None, bia
         scale = scale + abs(float(np.float32(beta))) * np.abs(np.asarray(c, dtype=np.float64))
     if bias is not None:
         scale = scale + np.abs(np.asarray(bias, dtype=np.float64))
-    half_ulp, tiny = (2.0**-11, 2.0**-25) if out_dtype == float16 else (2.0**-24, 2.0**-149)
     accumulated = (k + 4) * 2.0**-23 * scale
+    half_ulp, tiny = _half_ulp(out_dtype)
     bound = accumulated + half_ulp * (np.abs(value) + accumulated) + tiny
-    if bias is not None:  # the product is rounded to out_dtype before the bias is added
+    if bias is not None:  # the product is rounded to product_dtype before the bias is added
+        half_ulp, tiny = _half_ulp(out_dtype if product_dtype is None else product_dtype)
         bound = bound + half_ulp * (scale + accumulated) + tiny
     return bound
+
+
+def _half_ulp(dtype):
+    """Half an ulp (relative) and half the smallest subnormal of a rounding to ``dtype``."""
+    if dtype == float16:
+        return 2.0**-11, 2.0**-25
+    if dtype == bfloat16:
+        return 2.0**-8, 2.0**-134
+    return 2.0**-24, 2.0**-149
 
 
 def assert_within_bound(result, a, b, ta=False, tb=False, **epilogue):
@@ -114,6 +130,39 @@ def test_the_bias_is_added_to_the_rounded_product_as_paddle_matmul_then_add():
     product = run_gemm(a, b)
     assert product[0, 0] == np.float16(1.0)
     assert run_gemm(a, b, bias=bias)[0, 0] == product[0, 0] + bias[0] == np.float16(1.0)
+
+
+@pytest.mark.parametrize("dtype", [float16, bfloat16])
+def test_a_float32_bias_is_added_to_the_product_stored_in_16_bits_as_paddle_o1(dtype):
+    # O1's Linear: a 16-bit matmul stores 1 + tie as 1.0 (a tie, to even), then an add widens
+    # it to the float32 bias: 1.0 + tie, exact in float32. Without product_dtype a float32
+    # result keeps the product unrounded: 1 + 2 tie.
+    tie = 2.0**-11 if dtype == float16 else 2.0**-8
+    a = np.array([[1.0, tie]], dtype=dtype)
+    b = np.array([[1.0], [1.0]], dtype=dtype)
+    bias = np.array([tie], dtype=float32)
+    out = run_gemm(a, b, bias=bias, out_dtype=float32, product_dtype=dtype)
+    assert out.dtype == float32 and out[0, 0] == np.float32(1 + tie)
+    assert run_gemm(a, b, bias=bias, out_dtype=float32)[0, 0] == np.float32(1 + 2 * tie)
+    three_ops = run_gemm(a, b).astype(float32) + bias  # matmul, cast, add
+    np.testing.assert_array_equal(out, three_ops)
+    # relu still comes last, on the float32 sum
+    negative = run_gemm(a, -b, bias=bias, relu=True, out_dtype=float32, product_dtype=dtype)
+    assert negative[0, 0] == 0.0
+
+
+def test_product_dtype_is_checked_before_anything_runs():
+    a = np.ones((2, 3), dtype=float16)
+    b = np.ones((3, 2), dtype=float16)
+    bias = np.zeros(2, dtype=float32)
+    c = np.full((2, 2), 7.0, dtype=float32)
+    with pytest.raises(ValueError, match="pass a bias"):
+        run_gemm(a, b, out_dtype=float32, product_dtype=float16)
+    with pytest.raises(TypeError, match="product_dtype must be out_dtype"):
+        run_gemm(a, b, bias=bias, c=c, beta=1.0, product_dtype=bfloat16)
+    np.testing.assert_array_equal(c, 7.0)  # untouched by the refused call
+    same = run_gemm(a, b, bias=bias, out_dtype=float32, product_dtype=float32)  # the default
+    np.testing.assert_array_equal(same, run_gemm(a, b, bias=bias, out_dtype=float32))
 
 
 def test_epilogue_order_is_alpha_then_c_then_bias_then_relu():
@@ -273,6 +322,8 @@ def test_kernel_constants_agree_with_the_launcher():
     assert constant("BK") == gemm.BLOCK_K and constant("THREADS") == gemm.THREADS
     assert constant("EPILOGUE_BIAS") == gemm.EPILOGUE_BIAS
     assert constant("EPILOGUE_RELU") == gemm.EPILOGUE_RELU
+    assert constant("EPILOGUE_PRODUCT_F16") == gemm.EPILOGUE_PRODUCT_F16
+    assert constant("EPILOGUE_PRODUCT_BF16") == gemm.EPILOGUE_PRODUCT_BF16
     assert int(re.search(r"#define GEMM_STAGES (\d+)", SOURCE).group(1)) == gemm.STAGES
     assert f"-DGEMM_STAGES={gemm.STAGES}" in gemm.KERNELS.options
 
@@ -301,6 +352,7 @@ GPU_EPILOGUES = [
     dict(relu=True, alpha=0.5),
     dict(alpha=2.0, beta=1.0, bias=True),
     dict(alpha=-1.5, beta=0.25),
+    dict(bias=True, relu=True, product=True),  # O1's Linear: a float32 bias on a 16-bit product
 ]
 
 
@@ -312,6 +364,8 @@ def gpu_case(rng, m, n, k, ta, tb, out_dtype, options):
     """Random operands (NumPy) and the epilogue keywords for one GPU comparison."""
     a, b = stored(rng, m, k, ta), stored(rng, k, n, tb)
     options = dict(options)
+    if options.pop("product", False):
+        options["product_dtype"] = a.dtype
     if options.pop("bias", False):
         options["bias"] = rng.standard_normal(n).astype(out_dtype)
     if options.get("beta"):
@@ -432,7 +486,43 @@ def test_kernel_simple_net_layer_shape():
         assert bool(cp.all(error <= bound)), (ta, tb, float(cp.max(error - bound)))
 
 
+@pytest.mark.gpu
+def test_a_linear_with_a_float32_bias_on_a_16_bit_product_is_one_gemm_launch(monkeypatch):
+    """O1's Linear (float16 x and weight, float32 bias) runs the GEMM alone: no separate
+    matmul, cast and add; its result is within the GEMM's bound."""
+    from minitorch_amp.backend import primitives
+
+    cp = device.cupy
+    rng = np.random.default_rng(15)
+    x, w = stored(rng, 300, 129, False), stored(rng, 129, 255, False)
+    bias = rng.standard_normal(255).astype(float32)
+    launches, launch = [], kernels.launch
+    monkeypatch.setattr(kernels, "launch", lambda *a, **k: launches.append(a[1]) or launch(*a, **k))
+    monkeypatch.setattr(primitives, "matmul", None)  # the three-op path would call it
+    out = primitives.linear(cp.asarray(x), cp.asarray(w), cp.asarray(bias))
+    assert out.dtype == float32 and launches and all(n.startswith("gemm") for n in launches)
+    assert_within_bound(cp.asnumpy(out), x, w, bias=bias, product_dtype=float16)
+
+
 # ---- one twin: the CPU backend's float16 matmul and linear ARE the kernel's twin -------------
+@pytest.mark.parametrize("dtype", [float16, bfloat16])
+def test_the_cpu_linear_with_a_float32_bias_rounds_like_matmul_cast_then_add(dtype):
+    """AMP's O1 Linear: a 16-bit product (rounded once), widened exactly, plus the float32
+    bias in float32; one call of the twin with product_dtype, as one launch on the GPU."""
+    from minitorch_amp.backend import primitives
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((33, 40)).astype(dtype)
+    w = (rng.standard_normal((40, 17)) * 0.3).astype(dtype)
+    b = rng.standard_normal(17).astype(float32)
+    out = primitives.linear(x, w, b)
+    assert out.dtype == float32
+    np.testing.assert_array_equal(out, primitives.matmul(x, w).astype(float32) + b)
+    np.testing.assert_array_equal(
+        out, gemm.twin(x, w, bias=b, out_dtype=float32, product_dtype=dtype)
+    )
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_the_cpu_linear_rounds_like_the_kernel_and_like_matmul_then_add(seed):
     """The product is rounded to float16, then the float16 bias is added (one more rounding):

@@ -86,8 +86,9 @@ def emulate(
     if bias is not None:
         bias.astype(out_dtype).tofile(workdir / "bias.bin")
         bias_file = str(workdir / "bias.bin")
-    flags = gemm.EPILOGUE_BIAS if bias is not None else 0
-    flags |= gemm.EPILOGUE_RELU if epilogue.get("relu") else 0
+    stored_bias = None if bias is None else bias.astype(out_dtype)
+    product = epilogue.get("product_dtype")  # the launcher's flags for this epilogue:
+    flags = gemm._Epilogue(stored_bias, epilogue.get("relu", False), alpha, beta, product).flags()
     out_type = "f16" if out_dtype == float16 else "f32"
     if a.dtype == bfloat16:  # the gemm_bf16 kernel: bfloat16 inputs, bfloat16 or float32 out
         out_type = "bf16" if out_dtype == bfloat16 else "bf16f32"
@@ -122,6 +123,7 @@ EMULATOR_EPILOGUES = [
     dict(),
     dict(bias=True, relu=True),
     dict(alpha=0.5, beta=2.0, bias=True),
+    dict(bias=True, relu=True, product=True),
 ]
 
 
@@ -137,6 +139,8 @@ def test_emulated_kernel_matches_the_specification(emulator, tmp_path, ta, tb, c
     for index, mode in enumerate(["early", "late"]):
         out_dtype = [float16, float32][(case + index) % 2]
         options = dict(EMULATOR_EPILOGUES[(case + index) % len(EMULATOR_EPILOGUES)])
+        if options.pop("product", False):  # a float32 bias on a float16 product (O1)
+            options["product_dtype"] = float16
         if options.pop("bias", False):
             options["bias"] = rng.standard_normal(n).astype(out_dtype)
         if options.get("beta"):
@@ -243,3 +247,20 @@ def test_emulated_bf16_kernel_matches_the_twin(emulator, tmp_path, ta, tb, case)
             assert (ulp_distance(out, twin, "bfloat16") <= 1).all()
         else:
             np.testing.assert_allclose(out, twin, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [float16, bfloat16])
+def test_emulated_float32_bias_is_added_to_the_product_stored_in_16_bits(emulator, tmp_path, dtype):
+    """O1's Linear in one launch: the product 1 + tie is stored in 16 bits as 1.0 (a tie, to
+    even) and the float32 bias is added to that, exactly: 1 + tie, where a float32 product
+    would give 1 + 2 tie."""
+    tie = 2.0**-11 if dtype == float16 else 2.0**-8
+    a = np.array([[1.0, tie]], dtype=dtype)
+    b = np.array([[1.0], [1.0]], dtype=dtype)
+    bias = np.array([tie], dtype=float32)
+    out, _ = emulate(
+        emulator, tmp_path, a, b, False, False, float32, bias=bias, product_dtype=dtype
+    )
+    assert out[0, 0] == np.float32(1 + tie)
+    twin = gemm.twin(a, b, bias=bias, out_dtype=float32, product_dtype=dtype)
+    np.testing.assert_array_equal(out, twin)

@@ -45,6 +45,8 @@ EMULATOR = gemm_sm90.KERNELS.path.parents[1] / "tests" / "gemm_sm90_emulator.cpp
         ("SMEM_TILES", gemm_sm90.SMEM_TILES),
         ("EPILOGUE_BIAS", gemm.EPILOGUE_BIAS),
         ("EPILOGUE_RELU", gemm.EPILOGUE_RELU),
+        ("EPILOGUE_PRODUCT_F16", gemm.EPILOGUE_PRODUCT_F16),
+        ("EPILOGUE_PRODUCT_BF16", gemm.EPILOGUE_PRODUCT_BF16),
     ],
 )
 def test_launcher_constants_match_the_kernel_file(name, value):
@@ -194,8 +196,9 @@ def emulate(
     if bias is not None:
         bias.astype(out_dtype).tofile(workdir / "bias.bin")
         bias_file = str(workdir / "bias.bin")
-    flags = gemm.EPILOGUE_BIAS if bias is not None else 0
-    flags |= gemm.EPILOGUE_RELU if epilogue.get("relu") else 0
+    stored_bias = None if bias is None else bias.astype(out_dtype)
+    product = epilogue.get("product_dtype")  # the launcher's flags for this epilogue:
+    flags = gemm._Epilogue(stored_bias, epilogue.get("relu", False), alpha, beta, product).flags()
     width = int(str(bn).rstrip("p"))
     units = -(-m // gemm_sm90.BM) * -(-n // width) * splits
     maps = []
@@ -246,7 +249,12 @@ CASES = [
     (128, 384, 520, "128p", 1, 1),  # ping-pong: one CTA, 3 tiles of 9 K blocks (ring wraps)
     (136, 128, 704, "128p", 3, 2),  # ping-pong with split-K: 6 units over 2 CTAs
 ]
-EPILOGUES = [dict(), dict(bias=True, relu=True), dict(alpha=0.5, beta=2.0, bias=True)]
+EPILOGUES = [
+    dict(),
+    dict(bias=True, relu=True),
+    dict(alpha=0.5, beta=2.0, bias=True),
+    dict(bias=True, relu=True, product=True),  # a float32 bias on a float16 product (O1)
+]
 
 
 @pytest.mark.slow
@@ -259,6 +267,8 @@ def test_emulated_kernel_matches_the_specification(emulator, tmp_path, ta, tb, c
     for index, mode in enumerate(["early", "late"]):
         out_dtype = [float16, float32][(case + index) % 2]
         options = dict(EPILOGUES[(case + index) % len(EPILOGUES)])
+        if options.pop("product", False):  # a float32 bias on a float16 product (O1)
+            options["product_dtype"] = float16
         if options.pop("bias", False):
             options["bias"] = rng.standard_normal(n).astype(out_dtype)
         if options.get("beta"):
@@ -302,3 +312,24 @@ def test_emulator_catches_a_stage_freed_before_its_wgmma_finish(tmp_path):
     out = emulate(broken, tmp_path, a, b, False, False, float32, 128, grid=1)
     value = exact(a, b)
     assert not np.all(np.abs(out - value) <= error_bound(a, b, False, False, float32, value))
+
+
+@pytest.mark.parametrize("splits", [1, 2])
+def test_emulated_float32_bias_is_added_to_the_product_stored_in_16_bits(
+    emulator, tmp_path, splits
+):
+    """O1's Linear in one launch (with split-K, in the reduce kernel's epilogue): the product
+    1 + 2**-11 is stored in float16 as 1.0 (a tie, to even), then the float32 bias is added:
+    1 + 2**-11 exactly, where a float32 product would give 1 + 2**-10; 1 + 2**-9 is stored
+    as it is (bfloat16 would make it 1.0)."""
+    tie = 2.0**-11
+    a = np.zeros((8, 128), dtype=float16)
+    a[:, 0], a[:4, 1], a[4:, 1] = 1.0, tie, 2.0**-9
+    b = np.zeros((128, 8), dtype=float16)
+    b[:2] = 1.0
+    bias = np.full(8, tie, dtype=float32)
+    options = dict(bias=bias, product_dtype=float16)
+    out = emulate(emulator, tmp_path, a, b, False, False, float32, 128, splits, **options)
+    np.testing.assert_array_equal(out[:4], np.float32(1 + tie))
+    np.testing.assert_array_equal(out[4:], np.float32(1 + 2.0**-9 + tie))
+    np.testing.assert_array_equal(out, gemm.twin(a, b, out_dtype=float32, **options))

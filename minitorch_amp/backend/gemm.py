@@ -11,7 +11,8 @@ with one definition of the numerics on both backends (the kernel's semantics):
 2. the epilogue runs in float32, each step rounded to nearest, in this order:
    ``v = alpha * acc``; ``v = v + beta * c`` (only when ``beta != 0``: ``c`` is not read
    otherwise, so NaN in an output buffer does not leak in); with a bias, ``v`` is rounded
-   to ``out_dtype`` (the product as a GEMM would store it) and ``v = v + bias``;
+   to ``out_dtype`` (the product as a GEMM would store it; to ``product_dtype`` when given)
+   and ``v = v + bias``;
    ``v = v < 0 ? 0 : v`` (NaN stays NaN);
 3. ``v`` is rounded to ``out_dtype`` (the input dtype or float32), round-to-nearest-even;
    values beyond float16's range become inf, which is what the loss scaler looks for.
@@ -75,6 +76,8 @@ THREADS = 256
 SHARED_MEM_BYTES = STAGES * (BLOCK_M + BLOCK_N) * BLOCK_K * 2  # 64 KiB of 16-bit tiles
 EPILOGUE_BIAS = 1
 EPILOGUE_RELU = 2
+EPILOGUE_PRODUCT_F16 = 4  # with a bias: the product rounded to float16, not out_dtype, ...
+EPILOGUE_PRODUCT_BF16 = 8  # ... or to bfloat16 (a 16-bit matmul, then a float32 add)
 
 FILE = "gemm_fp16.cu"
 _LAYOUTS = {(False, False): "false,false", (False, True): "false,true", (True, False): "true,false"}
@@ -111,6 +114,7 @@ def gemm(
     beta: float = 0.0,
     c=None,
     out_dtype=None,
+    product_dtype=None,
 ):
     """``relu?(alpha * op(a) @ op(b) + beta * c + bias)`` with float32 accumulation.
 
@@ -124,14 +128,21 @@ def gemm(
         c: ``(..., M, N)`` array in ``out_dtype``; the result is written into it.
         out_dtype: the input dtype or float32; defaults to ``c``'s dtype, else the input
             dtype.
+        product_dtype: with a bias, the dtype the product is rounded to before the bias is
+            added: ``out_dtype`` (the default), or the input dtype when ``out_dtype`` is
+            float32. The latter is a 16-bit matmul followed by an add that widens it to a
+            float32 bias (Paddle's O1 ``F.linear`` with a float32 bias), in one launch
+            instead of three (matmul, cast, add).
 
     Returns:
         The result (``c`` itself when given).
 
     Raises:
         TypeError: the inputs are not both float16 or both bfloat16, ``bias``/``c`` are not
-            in ``out_dtype``, or the arrays are on different devices.
-        ValueError: shapes do not fit, an array is not C-contiguous, or ``beta`` without ``c``.
+            in ``out_dtype``, ``product_dtype`` is neither ``out_dtype`` nor the input dtype,
+            or the arrays are on different devices.
+        ValueError: shapes do not fit, an array is not C-contiguous, ``beta`` without ``c``,
+            or a ``product_dtype`` other than ``out_dtype`` without a bias.
     """
     arrays = [x for x in (a, b, bias, c) if x is not None]
     xp = get_array_module(*arrays)
@@ -139,9 +150,10 @@ def gemm(
         raise TypeError("gemm's arrays are on different devices; move them to one first")
     out_dtype = _output_dtype(out_dtype, c, a.dtype if a.dtype == bfloat16 else float16)
     batch, m, n, _ = _check(a, b, transpose_a, transpose_b, bias, c, beta, out_dtype)
-    epilogue = _Epilogue(bias, relu, np.float32(alpha), np.float32(beta))
+    product_dtype = _product_dtype(product_dtype, out_dtype, a.dtype, bias)
+    epilogue = _Epilogue(bias, relu, np.float32(alpha), np.float32(beta), product_dtype)
     if xp is np:
-        return twin(a, b, transpose_a, transpose_b, *epilogue, c, out_dtype)
+        return twin(a, b, transpose_a, transpose_b, *epilogue[:4], c, out_dtype, product_dtype)
     with a.device:  # launch where the data is, not on whichever device is current
         out = c if c is not None else xp.empty((*batch, m, n), dtype=out_dtype)
         _on_gpu(a, b, transpose_a, transpose_b, epilogue, out, batch)
@@ -153,6 +165,17 @@ class _Epilogue(NamedTuple):
     relu: bool
     alpha: np.float32
     beta: np.float32
+    product_dtype: object = None  # the product's dtype before the bias is added (out_dtype)
+
+    def flags(self) -> int:
+        """The kernels' ``flags`` argument for this epilogue."""
+        if self.bias is None:
+            return EPILOGUE_RELU if self.relu else 0
+        flags = EPILOGUE_BIAS | (EPILOGUE_RELU if self.relu else 0)
+        if self.product_dtype is not None and self.product_dtype != self.bias.dtype:
+            narrow = self.product_dtype == bfloat16  # a 16-bit product, a float32 bias
+            flags |= EPILOGUE_PRODUCT_BF16 if narrow else EPILOGUE_PRODUCT_F16
+        return flags
 
 
 def _output_dtype(out_dtype, c, in_dtype):
@@ -162,6 +185,23 @@ def _output_dtype(out_dtype, c, in_dtype):
     if out_dtype not in (in_dtype, float32):
         raise TypeError(f"out_dtype must be {in_dtype} or float32, got {out_dtype}")
     return out_dtype
+
+
+def _product_dtype(product_dtype, out_dtype, in_dtype, bias):
+    if product_dtype is None or np.dtype(product_dtype) == out_dtype:
+        return out_dtype
+    product_dtype = np.dtype(product_dtype)
+    if product_dtype != in_dtype:
+        raise TypeError(
+            f"product_dtype must be out_dtype ({out_dtype}) or the inputs' dtype "
+            f"({in_dtype}), got {product_dtype}"
+        )
+    if bias is None:
+        raise ValueError(
+            "product_dtype rounds the product before the bias is added: pass a bias, or "
+            "leave product_dtype out (without a bias the product is rounded once, to out_dtype)"
+        )
+    return product_dtype
 
 
 def _check(a, b, transpose_a, transpose_b, bias, c, beta, out_dtype):
@@ -211,14 +251,15 @@ def _rows_cols(shape, transpose: bool) -> tuple[int, int]:
 
 def twin(
     a, b, transpose_a=False, transpose_b=False, bias=None, relu=False, alpha=1.0, beta=0.0,
-    c=None, out_dtype=float16,
+    c=None, out_dtype=float16, product_dtype=None,
 ):  # fmt: skip
     """The NumPy definition: float32 products and sums, float32 epilogue, then the rounding.
 
     The arguments are :func:`gemm`'s. The CPU backend's float16 ``matmul`` and ``linear``
     (``backend.primitives``) are this function too, so they round exactly as the kernel does:
-    a bias is added in float32 to the product rounded to ``out_dtype``, then rounded again
-    (a matmul, then an add). It takes any strides, and 1-D operands as ``numpy.matmul`` does.
+    a bias is added in float32 to the product rounded to ``out_dtype`` (``product_dtype``
+    when given), then rounded again (a matmul, then an add). It takes any strides, and 1-D
+    operands as ``numpy.matmul`` does.
 
     Example:
         >>> a = np.array([[1.0, 2.0]], np.float16)
@@ -241,7 +282,8 @@ def twin(
         if beta != 0:
             v = v + beta * c.astype(float32)
         if bias is not None:  # the product as stored, then the add
-            v = convert(convert(v, out_dtype), float32) + convert(bias, float32)
+            stored = out_dtype if product_dtype is None else product_dtype
+            v = convert(convert(v, stored), float32) + convert(bias, float32)
         if relu:
             v = np.where(v < 0, np.float32(0), v)
         result = convert(v, out_dtype)
@@ -295,7 +337,7 @@ def _launch_2d(a, b, transpose_a, transpose_b, epilogue: _Epilogue, out) -> None
     if max(m, n, k, lda, ldb, blocks) > _INT32_MAX:
         raise ValueError(f"gemm dimensions must fit in int32, got M={m}, N={n}, K={k}")
     bias = epilogue.bias
-    flags = (EPILOGUE_BIAS if bias is not None else 0) | (EPILOGUE_RELU if epilogue.relu else 0)
+    flags = epilogue.flags()
     if _sm90.usable(a, b, k):
         hopper = _sm90_bf16 if a.dtype == bfloat16 else _sm90
         hopper.launch(a, b, transpose_a, transpose_b, epilogue, out, flags)

@@ -139,17 +139,22 @@ def linear(x, weight, bias=None):
     What Paddle's ``F.linear`` computes with its two ops: the product in the inputs' dtype
     (float16 or bfloat16: float32 sums, rounded once, as :func:`matmul`), then an add in
     ``bias.dtype``, to which the product is cast (a 16-bit one to float32 exactly). A 16-bit
-    product with a bias of its dtype is one launch of the GEMM kernel on the GPU, the bias in
-    its epilogue added to the rounded product (the same result as the two ops), and the
+    product with a bias of its dtype, or with a float32 one (AMP's O1), is one launch of the
+    GEMM kernel on the GPU, the bias in its epilogue added to the rounded product (the two
+    ops' result, where the float32 bias took three launches: matmul, cast, add), and the
     kernel's twin on the CPU.
     """
     xp = get_array_module(x, weight)
-    half = _same_16bit(x, weight) and (bias is None or bias.dtype == x.dtype)
+    half = _same_16bit(x, weight) and (bias is None or bias.dtype in (x.dtype, float32))
+    # A float32 bias after a 16-bit product (O1, OD): the product is stored in 16 bits, then
+    # widened by the add; the epilogue does both (product_dtype), so the result is float32.
+    out_dtype = x.dtype if bias is None else bias.dtype
     if half and xp is np:
-        return _gemm.twin(x, weight, bias=bias, out_dtype=x.dtype)
+        return _gemm.twin(x, weight, bias=bias, out_dtype=out_dtype, product_dtype=x.dtype)
     if half and kernels.enabled():
         rows = x.reshape(-1, x.shape[-1]) if x.ndim != 2 else x
-        out = _gemm.gemm(xp.ascontiguousarray(rows), xp.ascontiguousarray(weight), bias=bias)
+        rows, weight = xp.ascontiguousarray(rows), xp.ascontiguousarray(weight)
+        out = _gemm.gemm(rows, weight, bias=bias, out_dtype=out_dtype, product_dtype=x.dtype)
         return out.reshape((*x.shape[:-1], weight.shape[1]))
     out = matmul(x, weight)
     if bias is None:

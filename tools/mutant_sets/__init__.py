@@ -36,6 +36,7 @@ SETS = (
     "model_properties_fp8",
     "fp8_checkpoint",
     "docs_precision_numbers",
+    "fewer_launches",
 )
 
 
