@@ -42,6 +42,10 @@
 // (x.astype(Acc) ** 2).sum()).
 // NumPy twin (the specification): sum_squares on NumPy arrays, np.dot(x, x) in Acc. BLAS adds
 // in its own order, so the kernel agrees with the twin within the error bound above.
+//
+// The file's second part, bias_grad<G, B, P> (with its own header there): a Linear layer's
+// bias gradient, its grad cast to the product's dtype and an optional ReLU mask, in one
+// deterministic pass.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -153,3 +157,141 @@ template __global__ void sum_partials<float>(const float* __restrict__, long lon
                                              float* __restrict__);
 template __global__ void sum_partials<double>(const double* __restrict__, long long,
                                               double* __restrict__);
+
+// ---- bias_grad: a Linear layer's bias gradient, and its grad cast to the product, in one pass
+//
+// bias_grad<G, B, P>: for g [rows, n] of dtype G (float, __half or __nv_bfloat16), optional
+// y [rows, n] of dtype G (y = relu(x); nullptr: no mask):
+//   m[r, c]  = g[r, c] where y[r, c] > 0, else g[r, c] * 0 (no mask: m = g). Exactly
+//              relu_backward of elementwise.cu: a multiply, so an inf or NaN gradient where
+//              the unit is off is NaN; y > 0 judged on y's bits (subnormals are positive).
+//   gb[c]    = sum over r of m[r, c], each m widened exactly to float, added in float, and
+//              rounded once to B (G's type, or float for a 16-bit G; round to nearest even,
+//              past the largest finite to inf, as a cast does).
+//   gp[r, c] = m[r, c] rounded once to P (G, or __half or __nv_bfloat16 for a float G), when
+//              gp is not nullptr: the gradient of the 16-bit product behind an add that
+//              promoted it (AMP O1/OD: float16 product + float32 bias).
+// It replaces, on the GPU, CuPy's sum(axis=0, dtype=float32), the cast of that sum to the bias's
+// dtype, and grad.astype(product): three launches, one here.
+//
+// Deterministic: where each addition happens depends on rows and n alone, never on the grid.
+// A block owns kBiasColumns = 32 consecutive columns (one warp reads 32 consecutive elements of
+// a row: coalesced) and has kBiasGroups = 8 row groups of 32 threads: thread (group j,
+// column c) adds m[j, c], m[j + 8, c], m[j + 16, c], ... in that order, starting from +0;
+// then the 8 group sums meet in a fixed tree in shared memory, lane[j] += lane[j + s] for
+// s = 4, 2, 1: gb = ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)). Block b takes column
+// tiles b, b + gridDim.x, ...: the grid decides which block sums a tile, never how.
+//   Launch: grid (min(ceil(n / 32), 65535),) (n > 0), block (kThreads = 256,).
+//   Args: g G [rows, n], y G [rows, n] or nullptr, rows int64, n int64, gb B [n] (written),
+//   gp P [rows, n] or nullptr (written). All C-contiguous. No atomics, no cuBLAS, no
+//   temporary, no host read: a backward step can be captured in a CUDA graph.
+//
+// Arithmetic. Every sum is one __fadd_rn (never contracted into an fma), rounded to nearest
+// even, so a NumPy model of this order gives the same bits (tests/test_bias_grad.py). Under
+// CuPy's -ftz=true a float32 subnormal m (float and bfloat16 inputs) adds as a zero of its
+// sign, and a subnormal sum is flushed to a zero of its sign; the casts to B and P are exact
+// roundings (cvt.rn, no flush). The error before the rounding to B is at most
+// (ceil(rows / 8) + 3) * u * sum |m|, u = 2**-24 (the additions on the longest path), plus
+// 2**-126 per flushed value.
+//
+// Python caller: minitorch_amp/backend/bias_grad.py, bias_grad (on CuPy arrays, when
+// backend.kernels.enabled(); from Linear.backward in autograd/ops/linalg.py).
+// NumPy twin (the specification): bias_grad on NumPy arrays: column_sums of
+// relu_backward(y, g) (BLAS's order: within the error bound above) and its astype(P).
+
+namespace {
+
+constexpr int kBiasColumns = 32;                      // columns per block: a warp's row segment
+constexpr int kBiasGroups = kThreads / kBiasColumns;  // row groups per block
+
+// y > 0 on y's bits: the sign bit clear, not +0, not NaN (as elementwise.cu's positive()).
+__device__ __forceinline__ bool unit_on(float y)
+{
+    const unsigned int bits = __float_as_uint(y);
+    return bits != 0u && bits <= 0x7f800000u;
+}
+__device__ __forceinline__ bool unit_on(__half y)
+{
+    const unsigned short bits = __half_as_ushort(y);
+    return bits != 0u && bits <= 0x7c00u;
+}
+__device__ __forceinline__ bool unit_on(__nv_bfloat16 y)
+{
+    const unsigned short bits = __bfloat16_as_ushort(y);
+    return bits != 0u && bits <= 0x7f80u;
+}
+
+// g * 0 in G's arithmetic (16-bit floats through float): a zero of g's sign, NaN for inf/NaN.
+__device__ __forceinline__ float unit_off(float g) { return __fmul_rn(g, 0.0f); }
+__device__ __forceinline__ __half unit_off(__half g)
+{
+    return __float2half_rn(__fmul_rn(__half2float(g), 0.0f));
+}
+__device__ __forceinline__ __nv_bfloat16 unit_off(__nv_bfloat16 g)
+{
+    return __float2bfloat16_rn(__fmul_rn(__bfloat162float(g), 0.0f));
+}
+
+// The one rounding to an output type: to_type(value, (T*)nullptr) picks the overload.
+__device__ __forceinline__ float to_type(float v, const float*) { return v; }
+__device__ __forceinline__ __half to_type(float v, const __half*) { return __float2half_rn(v); }
+__device__ __forceinline__ __nv_bfloat16 to_type(float v, const __nv_bfloat16*)
+{
+    return __float2bfloat16_rn(v);
+}
+__device__ __forceinline__ __half to_type(__half v, const __half*) { return v; }
+__device__ __forceinline__ __nv_bfloat16 to_type(__nv_bfloat16 v, const __nv_bfloat16*)
+{
+    return v;
+}
+
+}  // namespace
+
+template <typename G, typename B, typename P>
+__global__ void __launch_bounds__(kThreads)
+    bias_grad(const G* __restrict__ g, const G* __restrict__ y, long long rows, long long n,
+              B* __restrict__ gb, P* __restrict__ gp)
+{
+    __shared__ float lane[kThreads];  // lane[group * 32 + column]
+    const int column = static_cast<int>(threadIdx.x) % kBiasColumns;
+    const int group = static_cast<int>(threadIdx.x) / kBiasColumns;
+    const long long n_tiles = (n + kBiasColumns - 1) / kBiasColumns;
+    for (long long tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
+        const long long c = tile * kBiasColumns + column;
+        float sum = 0.0f;
+        if (c < n) {
+            for (long long r = group; r < rows; r += kBiasGroups) {
+                const long long i = r * n + c;
+                G m = g[i];
+                if (y != nullptr && !unit_on(y[i])) m = unit_off(m);
+                if (gp != nullptr) gp[i] = to_type(m, static_cast<const P*>(nullptr));
+                sum = add(sum, widen<float>(m));
+            }
+        }
+        lane[threadIdx.x] = sum;
+        __syncthreads();
+        for (int s = kBiasGroups / 2; s > 0; s /= 2) {
+            if (group < s) {
+                lane[threadIdx.x] = add(lane[threadIdx.x], lane[threadIdx.x + s * kBiasColumns]);
+            }
+            __syncthreads();
+        }
+        if (group == 0 && c < n) gb[c] = to_type(lane[threadIdx.x], static_cast<const B*>(nullptr));
+        __syncthreads();  // lane is written again for the block's next tile
+    }
+}
+
+// The (G, B, P) triples the launcher names (P = G when gp is not wanted): the same
+// instantiations in nvcc builds (and CI) as in the loader's name expressions.
+#define MINITORCH_BIAS_GRAD(G, B, P)                                                        \
+    template __global__ void bias_grad<G, B, P>(const G* __restrict__, const G* __restrict__, \
+                                                long long, long long, B* __restrict__,       \
+                                                P* __restrict__);
+MINITORCH_BIAS_GRAD(float, float, float)
+MINITORCH_BIAS_GRAD(float, float, __half)
+MINITORCH_BIAS_GRAD(float, float, __nv_bfloat16)
+MINITORCH_BIAS_GRAD(__half, __half, __half)
+MINITORCH_BIAS_GRAD(__nv_bfloat16, __nv_bfloat16, __nv_bfloat16)
+MINITORCH_BIAS_GRAD(__half, float, __half)
+MINITORCH_BIAS_GRAD(__nv_bfloat16, float, __nv_bfloat16)
+#undef MINITORCH_BIAS_GRAD

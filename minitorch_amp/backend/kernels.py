@@ -34,7 +34,7 @@ import functools
 import os
 import re
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import device as _device
@@ -102,10 +102,20 @@ REGISTRY: dict[str, KernelFile] = {}
 
 
 def register(file: str, names, options=(), arch: str | None = None) -> KernelFile:
-    """Declare the kernels ``file`` provides (called at import by each launcher module)."""
+    """Declare the kernels ``file`` provides (called at import by each launcher module).
+
+    Two launchers may each register kernels of one file (``reduction.cu``: ``sum_squares``
+    in ``primitives``, ``bias_grad`` in ``bias_grad``) with the same options and target: the
+    file's entry then names both sets, and it is compiled once, with all of them. Each call
+    returns the entry as it stands after it.
+    """
     entry = KernelFile(file, tuple(names), tuple(options), arch)
-    if file in REGISTRY and REGISTRY[file] != entry:
-        raise ValueError(f"{file} is registered twice with different names or options")
+    known = REGISTRY.get(file)
+    if known is not None:
+        if (known.options, known.arch) != (entry.options, entry.arch):
+            raise ValueError(f"{file} is registered twice with different options or targets")
+        added = tuple(name for name in entry.names if name not in known.names)
+        entry = replace(known, names=known.names + added)
     REGISTRY[file] = entry
     return entry
 
@@ -116,8 +126,8 @@ def enabled() -> bool:
 
 
 @functools.cache
-def _module(file: str, device_id: int):
-    entry = REGISTRY[file]
+def _module(entry: KernelFile, device_id: int):
+    # keyed on the entry: names registered after a first compile make a module of their own
     with _device.cupy.cuda.Device(device_id):
         module = _device.cupy.RawModule(
             code=entry.source(), options=entry.loader_options(), name_expressions=entry.names
@@ -143,7 +153,7 @@ def get_function(file: str, name: str, shared_mem: int = 0):
         registered = REGISTRY.get(file)
         if registered is None or name not in registered.names:
             raise KeyError(f"{name!r} is not registered for {file}; register() it first")
-        kernel = _module(file, key[0]).get_function(name)
+        kernel = _module(registered, key[0]).get_function(name)
         if shared_mem > DEFAULT_SHARED_MEM:
             kernel.max_dynamic_shared_size_bytes = shared_mem
         entry = _functions[key] = (kernel, max(shared_mem, DEFAULT_SHARED_MEM))

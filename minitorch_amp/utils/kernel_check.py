@@ -3,10 +3,11 @@
 On a GPU every file of ``cuda/`` is compiled by the loader and launched once on a small
 input, and the result is held to the twin run on the same input with NumPy: bit for bit
 where the kernel promises that (casts, unscaling, the loss-scale update, the optimizer, the
-ReLU gradient, the start-up probe, the Hopper GEMM and the sum of squares on integer data,
-whose float32 sums are exact in any order), within two float16 ulps for ``gemm_fp16.cu`` (it
-adds in another order). Each GEMM check chooses its kernel with ``MINITORCH_AMP_GEMM_KERNEL``;
-``gemm_sm90.cu`` runs only on compute capability 9.0 and is reported "not run" elsewhere.
+ReLU gradient, the start-up probe, the Hopper GEMM, and the sum of squares and the bias
+gradient on integer data, whose float32 sums are exact in any order), within two float16
+ulps for ``gemm_fp16.cu`` (it adds in another order). Each GEMM check chooses its kernel
+with ``MINITORCH_AMP_GEMM_KERNEL``; ``gemm_sm90.cu`` runs only on compute capability 9.0 and
+is reported "not run" elsewhere.
 Without a GPU, each file is compiled with NVRTC for its target when the library is here
 (``pip install nvidia-cuda-nvrtc``), and nothing runs; the compiled kernels are kept between
 runs (:mod:`minitorch_amp.utils.kernel_cache`). Every check is a generator: the report prints
@@ -24,6 +25,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from ..backend import bias_grad as _bias_grad
 from ..backend import cast as _cast
 from ..backend import device as _device
 from ..backend import fp8_kernels as _fp8
@@ -230,6 +232,27 @@ def _sum_squares_matches(to_device: Move, to_host: Move) -> bool:
     return all(np.array_equal(bits(run), bits(expected)) for run in runs)
 
 
+def _bias_grad_matches(to_device: Move, to_host: Move) -> bool:
+    """Two column tiles of small positive integers (exact float32 sums in any order, no
+    zero of either sign to tell orders apart), with a ReLU mask and a cast to float16, and
+    without: the twin's bits."""
+    rng = np.random.default_rng(0)
+    g = rng.integers(1, 4, (70, 45)).astype(np.float32)
+    y = rng.integers(-3, 4, (70, 45)).astype(np.float32)
+    results = []
+    for product, mask in ((np.float16, y), (None, None)):
+        moved = None if mask is None else to_device(mask)
+        got = _bias_grad.bias_grad(to_device(g), np.float32, product, relu_out=moved)
+        want = _bias_grad.bias_grad(g, np.float32, product, relu_out=mask)
+        results += [(to_host(a), b) for a, b in zip(got, want) if b is not None]
+    return all(np.array_equal(bits(a), bits(b)) for a, b in results)
+
+
+def _reduction_matches(to_device: Move, to_host: Move) -> bool:
+    """reduction.cu's two launchers: the sum of squares and the bias gradient."""
+    return _sum_squares_matches(to_device, to_host) and _bias_grad_matches(to_device, to_host)
+
+
 def _probe_matches(to_device: Move, to_host: Move) -> bool:
     """The start-up probe's kernel writes 1.0 as a float16 (its twin on NumPy arrays)."""
     x = to_device(np.zeros(1, np.float16))
@@ -257,7 +280,7 @@ CHECKS: dict[str, Callable[[Move, Move], bool]] = {
     "gemm_bf16_sm90.cu": _gemm_bf16_sm90_matches,
     "optim.cu": _optim_matches,
     "elementwise.cu": _relu_backward_matches,
-    "reduction.cu": _sum_squares_matches,
+    "reduction.cu": _reduction_matches,
     "probe.cu": _probe_matches,
     "fp8_cast.cu": _fp8.check_cast,  # every float16 value, both formats and overflow modes
     "gemm_fp8_sm90.cu": _fp8_gemm_matches,

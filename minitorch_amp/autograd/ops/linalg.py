@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 
-from ...backend.primitives import column_sums, linear, matmul
+from ...backend.bias_grad import bias_grad
+from ...backend.primitives import linear, matmul
 from ..op import GRAY, WHITE, Op
 
 
@@ -124,6 +125,7 @@ class Linear(Op):
 
     d/dbias = sum of grad over the rows (in the bias's dtype, float32 sums); the product's
     gradient is grad cast to the product's dtype, then d/dx = g @ W^T and d/dW = x^T @ g.
+    The first two come from one ``backend.bias_grad`` call (one kernel on the GPU).
     """
 
     name = "linear"
@@ -153,15 +155,15 @@ class Linear(Op):
         needs_x, needs_w, needs_b = (*ctx.needs_grad, False)[:3]
         _, w_out, b_out = ctx.grad_out or (None, None, None)  # the parameters' grad buffers
         rows = math.prod(x.shape[:-1])
-        gb = None
-        if ctx.has_bias and needs_b:  # in the add's dtype, the bias's
-            g2 = grad.reshape(rows, grad.shape[-1])
-            gb = column_sums(g2, out=_same(b_out, None, grad.dtype))
+        g2, gb = grad.reshape(rows, grad.shape[-1]), None
         product = np.result_type(x.dtype, w.dtype)
-        if grad.dtype != product:  # back through the add's cast of the product
+        cast = product if grad.dtype != product else None  # back through the add's cast
+        if ctx.has_bias and needs_b:  # in the add's dtype, the bias's; on the GPU one kernel
+            gb, gp = bias_grad(g2, grad.dtype, cast, out=_same(b_out, None, grad.dtype))
+            g2 = g2 if gp is None else gp
+        elif cast is not None:
             with np.errstate(over="ignore"):
-                grad = grad.astype(product)
-        g2 = grad.reshape(rows, grad.shape[-1])
+                g2 = g2.astype(cast)
         gx = matmul(g2, w, False, True).reshape(x.shape) if needs_x else None  # data needs none
         gw = None
         if needs_w:  # written straight into the weight's gradient buffer when it has one

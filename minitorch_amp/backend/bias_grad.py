@@ -1,0 +1,158 @@
+"""A Linear layer's bias gradient and its grad cast to the product's dtype, in one pass.
+
+Before its two GEMMs, a Linear layer's backward needs the bias's gradient, the sum of the
+incoming grad over the rows, and, when the add of a float32 bias promoted a 16-bit product
+(AMP O1/OD), that grad rounded to the product's dtype. CuPy spells these as up to three
+launches (``sum(axis=0, dtype=float32)``, ``astype`` of the sum, ``astype`` of the grad);
+``bias_grad<G, B, P>`` of ``cuda/reduction.cu`` reads the grad once and writes both, with
+an optional ReLU mask (``relu_backward``'s ``grad * (y > 0)``) folded in.
+
+* NumPy arrays: :func:`~minitorch_amp.backend.primitives.column_sums` of the (masked) grad
+  (BLAS on the CPU) and ``astype``. This is the twin, the specification.
+* CuPy arrays: the kernel, one launch, deterministic: every column's sum is added in an
+  order that depends on the shape alone (the same bits on every run and every GPU), within
+  ``(ceil(rows / 8) + 3) * 2**-24`` times the sum of the magnitudes of the twin's.
+* Strided arrays, dtype combinations the file does not instantiate, and
+  ``MINITORCH_AMP_RAW_KERNELS=0``: the twin's code on CuPy arrays.
+
+Example:
+    >>> import numpy as np
+    >>> grad = np.array([[1.0, 70000.0], [2.0, -1.0]], "float32")
+    >>> gb, gp = bias_grad(grad, "float32", "float16")
+    >>> gb.tolist(), gp.tolist()  # 70000 overflows float16, as astype does
+    ([3.0, 69999.0], [[1.0, inf], [2.0, -1.0]])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import kernels
+from .device import get_array_module
+from .dtypes import FLOATING, LOW_PRECISION, bfloat16, convert_dtype, float16, float32
+from .primitives import column_sums, relu_backward
+
+__all__ = ["bias_grad"]
+
+_CUDA_TYPE = {float16: "__half", bfloat16: "__nv_bfloat16", float32: "float"}
+# (grad G, bias gradient B, cast grad P) -> name; P = G when the cast grad is not wanted
+_KERNELS = {
+    (g, b, p): f"bias_grad<{_CUDA_TYPE[g]}, {_CUDA_TYPE[b]}, {_CUDA_TYPE[p]}>"
+    for g, b, p in [
+        (float32, float32, float32),
+        (float32, float32, float16),
+        (float32, float32, bfloat16),
+        (float16, float16, float16),
+        (bfloat16, bfloat16, bfloat16),
+        (float16, float32, float16),
+        (bfloat16, float32, bfloat16),
+    ]
+}
+# sum_squares (backend.primitives) is registered for this file too: the entry names both
+REDUCTION = kernels.register("reduction.cu", names=tuple(_KERNELS.values()))
+_THREADS = 256  # kThreads in cuda/reduction.cu
+_COLUMNS = 32  # kBiasColumns: columns per block
+_MAX_BLOCKS = 65535  # past that, blocks stride over the column tiles
+_NULL = np.int64(0)  # a null pointer: RawKernel passes an int64 by value, 8 zero bytes
+
+
+def bias_grad(grad, bias_dtype, product_dtype=None, relu_out=None, out=None):
+    """The bias gradient ``sum(m, axis=0)`` and ``m`` cast to ``product_dtype``, where ``m`` is
+    ``grad`` (2-D, ``[rows, n]``), or ``grad * (relu_out > 0)`` when ``relu_out`` is given.
+
+    The sum is accumulated in float32 (float64 for a float64 grad) and rounded once
+    to ``bias_dtype``: ``grad``'s dtype, or float32 for a float16 or bfloat16 grad. The cast
+    rounds to nearest even, past the largest finite value to inf (as ``astype`` does).
+
+    Args:
+        grad: the incoming gradient, ``[rows, n]``, a NumPy or CuPy array.
+        bias_dtype: the bias gradient's dtype.
+        product_dtype: the dtype to cast ``m`` to, or None for no cast.
+        relu_out: ``relu(x)`` of ``grad``'s shape, whose non-positive entries mask ``grad``
+            (NaN, not 0, for an inf or NaN grad there: a multiply, as ``relu_backward``).
+        out: an array ``[n]`` of ``bias_dtype`` to write the bias gradient into.
+
+    Returns:
+        ``(gb, gp)``: the bias gradient ``[n]``, and ``m`` in ``product_dtype`` (None when
+        ``product_dtype`` is None, or is ``grad``'s dtype and there is no mask: then
+        ``grad`` is that array).
+
+    Raises:
+        ValueError: ``grad`` is not 2-D, or ``relu_out`` or ``out`` has the wrong shape or is
+            on another device. Nothing is written then.
+        TypeError: a dtype that is not a float, a ``bias_dtype`` other than the two above,
+            or an ``out`` or ``relu_out`` of the wrong dtype.
+    """
+    bias_dtype, product_dtype = _check(grad, bias_dtype, product_dtype, relu_out, out)
+    if product_dtype == grad.dtype and relu_out is None:
+        product_dtype = None
+    xp = get_array_module(grad)
+    name = _KERNELS.get((grad.dtype, bias_dtype, product_dtype or grad.dtype))
+    contiguous = all(a is None or a.flags.c_contiguous for a in (grad, relu_out, out))
+    same_dtype = relu_out is None or relu_out.dtype == grad.dtype
+    if xp is np or name is None or not kernels.enabled() or not contiguous or not same_dtype:
+        return _twin(grad, bias_dtype, product_dtype, relu_out, out)
+    rows, n = grad.shape
+    with grad.device:
+        gb = xp.empty(n, bias_dtype) if out is None else out
+        gp = None if product_dtype is None else xp.empty((rows, n), product_dtype)
+        if n:
+            blocks = min(-(-n // _COLUMNS), _MAX_BLOCKS)
+            mask = _NULL if relu_out is None else relu_out
+            args = (grad, mask, np.int64(rows), np.int64(n), gb, _NULL if gp is None else gp)
+            kernels.launch("reduction.cu", name, (blocks,), (_THREADS,), args)
+    return gb, gp
+
+
+def _twin(grad, bias_dtype, product_dtype, relu_out, out):
+    """The specification, in the existing primitives (the CPU's bits)."""
+    masked = grad
+    if relu_out is not None:
+        with np.errstate(invalid="ignore"):  # inf * 0 is NaN where the unit is off, on purpose
+            masked = relu_backward(relu_out, grad)
+    wide = masked if bias_dtype == grad.dtype else masked.astype(bias_dtype)
+    with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN sums, silently, as on GPUs
+        gb = column_sums(wide, out=out)
+    gp = None
+    if product_dtype is not None:
+        with np.errstate(over="ignore"):  # past the largest finite value is inf, as a cast
+            gp = masked.astype(product_dtype)
+    return gb, gp
+
+
+def _check(grad, bias_dtype, product_dtype, relu_out, out):
+    """The dtypes, normalised; raise before anything is written when an argument is wrong."""
+    if getattr(grad, "ndim", None) != 2:
+        shape = getattr(grad, "shape", None)
+        raise ValueError(
+            f"bias_grad: grad must be 2-D [rows, n], got shape {shape}; pass grad.reshape(-1, n)"
+        )
+    if grad.dtype not in FLOATING:
+        raise TypeError(f"bias_grad: grad must be a float array, got {grad.dtype}")
+    bias_dtype = convert_dtype(bias_dtype)
+    allowed = (grad.dtype, float32) if grad.dtype in LOW_PRECISION else (grad.dtype,)
+    if bias_dtype not in allowed:
+        names = " or ".join(str(d) for d in allowed)
+        raise TypeError(
+            f"bias_grad: bias_dtype must be {names} for a {grad.dtype} grad, got {bias_dtype}; "
+            "cast the result instead"
+        )
+    if product_dtype is not None:
+        product_dtype = convert_dtype(product_dtype)
+        if product_dtype not in FLOATING:
+            raise TypeError(f"bias_grad: product_dtype must be a float dtype, got {product_dtype}")
+    xp = get_array_module(grad)
+    for label, array, shape in (("relu_out", relu_out, grad.shape), ("out", out, grad.shape[1:])):
+        if array is None:
+            continue
+        if get_array_module(array) is not xp:
+            raise ValueError(f"bias_grad: {label} must be on grad's device; move it there first")
+        if tuple(array.shape) != tuple(shape):
+            raise ValueError(
+                f"bias_grad: {label} must have shape {list(shape)}, got {list(array.shape)}"
+            )
+    if relu_out is not None and relu_out.dtype not in FLOATING:
+        raise TypeError(f"bias_grad: relu_out must be a float array, got {relu_out.dtype}")
+    if out is not None and out.dtype != bias_dtype:
+        raise TypeError(f"bias_grad: out must be {bias_dtype} (bias_dtype), got {out.dtype}")
+    return bias_dtype, product_dtype
