@@ -1,4 +1,5 @@
-"""Issue 24 part 3, fewer launches: a float32 bias on a 16-bit product in the GEMM epilogue."""
+"""Issue 24 part 3, fewer launches: a float32 bias on a 16-bit product in the GEMM epilogue,
+and a Linear layer's bias gradient with its cast in one deterministic kernel."""
 
 # ruff: noqa: E501 (search texts are source lines, whatever their length)
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 from mutant_sets import Mutant
 
 GEMM_TESTS = "tests/test_gemm.py"
+BIAS_GRAD_TESTS = "tests/test_bias_grad.py::"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -54,5 +56,35 @@ MUTANTS: list[Mutant] = [
         '    if False:\n        raise ValueError(\n            "product_dtype rounds',
         (GEMM_TESTS,),
         "product_dtype without a bias is silently ignored",
+    ),
+    Mutant(
+        "bias-grad-kernel-ignores-the-relu-mask",
+        "cuda/reduction.cu",
+        "                if (y != nullptr && !unit_on(y[i])) m = unit_off(m);\n",
+        "",
+        (
+            BIAS_GRAD_TESTS + "test_the_kernel_adds_in_its_stated_order_bit_for_bit",
+            BIAS_GRAD_TESTS + "test_edge_values",
+        ),
+        "bias_grad sums (and casts) the whole gradient where the ReLU unit is off, inf/NaN included",
+    ),
+    Mutant(
+        "bias-grad-kernel-adds-the-rows-bottom-up",
+        "cuda/reduction.cu",
+        "            for (long long r = group; r < rows; r += kBiasGroups) {",
+        "            for (long long r = rows - 1 - group; r >= 0; r -= kBiasGroups) {",
+        (BIAS_GRAD_TESTS + "test_the_kernel_adds_in_its_stated_order_bit_for_bit",),
+        "bias_grad adds every row once but not in its documented order: other bits than the model (the error bound alone would not see it)",
+    ),
+    Mutant(
+        "linear-backward-skips-the-cast-to-the-product",
+        "minitorch_amp/autograd/ops/linalg.py",
+        "            g2 = g2 if gp is None else gp",
+        "            g2 = g2",
+        (
+            BIAS_GRAD_TESTS
+            + "test_linear_backward_takes_the_bias_gradient_and_the_cast_from_one_bias_grad_call",
+        ),
+        "Linear.backward feeds its GEMMs the float32 grad of a promoted add instead of the grad rounded to the 16-bit product",
     ),
 ]
