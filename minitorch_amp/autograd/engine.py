@@ -18,7 +18,7 @@ import numpy as np
 from ..backend import dtypes as _dtypes
 from ..backend import sync
 from ..backend.primitives import unbroadcast
-from . import versions
+from . import relu_fold, versions
 from .dispatch import hooks
 from .leaf_writes import LeafWrites
 from .ops.cast import report_cast
@@ -230,7 +230,9 @@ def _run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocke
     def arrive(t: Tensor, g, owned: bool) -> None:  # ``g`` (conformed) reaches tensor ``t``
         if t._node is not None:
             previous = grads.get(t._node)
-            grads[t._node] = g if previous is None else previous + g
+            if previous is not None:  # a second consumer: a deferred ReLU mask is applied now
+                g = relu_fold.plain(previous) + relu_fold.plain(g)
+            grads[t._node] = g
             if t._version:
                 written[t._node] = t
         elif capture or create_graph or t._hooks:
@@ -252,6 +254,7 @@ def _run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocke
                 if grad is None:
                     continue
                 if node.hooks:
+                    grad = relu_fold.plain(grad)  # a hook sees the gradient as it is
                     grad = run_hooks(node.hooks, grad, *_meta(grad), create_graph)
                 if node in at_node:
                     found[id(at_node[node])] = grad
@@ -289,7 +292,8 @@ def _propagate(node, grad, create_graph: bool, capture: bool, blocked, arrive) -
         in_grads = higher_order.backward_graph(node, grad)
     else:
         node.ctx.grad_out = None if capture else _destinations(node.inputs)
-        in_grads = node.op.backward(node.ctx, grad)
+        deferred = relu_fold.defer(node, grad, capture)  # a ReLU's mask, left to its producer
+        in_grads = (deferred,) if deferred is not None else _backward(node, grad)
     if not isinstance(in_grads, tuple):
         in_grads = (in_grads,)
     if hooks.grad_observers:  # the NaN/Inf checker, when on: the gradients that flow
@@ -297,10 +301,23 @@ def _propagate(node, grad, create_graph: bool, capture: bool, blocked, arrive) -
     for t, g in zip(node.inputs, in_grads):
         if t is None or g is None or id(t) in blocked:
             continue
-        if not isinstance(g, SlotGrads):
+        if not isinstance(g, (SlotGrads, relu_fold.MaskedGrad)):  # (a mask: checked to fit)
             g = higher_order.conform(g, t) if create_graph else _conform(g, t)
         # a fresh array may be adopted as a leaf's .grad; the incoming one or a view may not
         arrive(t, g, owned=not create_graph and g is not grad and getattr(g, "base", 0) is None)
+
+
+def _backward(node, grad) -> tuple:
+    """``node``'s array backward on ``grad``; a ReLU mask it takes goes in ``ctx.relu_mask``."""
+    if type(grad) is not relu_fold.MaskedGrad:
+        return node.op.backward(node.ctx, grad)
+    if not relu_fold.takes_mask(node):
+        return node.op.backward(node.ctx, relu_fold.plain(grad))
+    node.ctx.relu_mask = grad.mask
+    try:
+        return node.op.backward(node.ctx, grad.grad)
+    finally:
+        node.ctx.relu_mask = None  # a retained graph's next backward may not fold
 
 
 def _observe(node, in_grads: tuple, grad_out) -> None:

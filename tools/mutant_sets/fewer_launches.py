@@ -1,5 +1,6 @@
 """Issue 24 part 3, fewer launches: a float32 bias on a 16-bit product in the GEMM epilogue,
-and a Linear layer's bias gradient with its cast in one deterministic kernel."""
+a Linear layer's bias gradient with its cast in one deterministic kernel, and a ReLU's mask
+left to that kernel."""
 
 # ruff: noqa: E501 (search texts are source lines, whatever their length)
 
@@ -9,6 +10,7 @@ from mutant_sets import Mutant
 
 GEMM_TESTS = "tests/test_gemm.py"
 BIAS_GRAD_TESTS = "tests/test_bias_grad.py::"
+RELU_FOLD_TESTS = "tests/test_relu_fold.py"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -86,5 +88,37 @@ MUTANTS: list[Mutant] = [
             + "test_linear_backward_takes_the_bias_gradient_and_the_cast_from_one_bias_grad_call",
         ),
         "Linear.backward feeds its GEMMs the float32 grad of a promoted add instead of the grad rounded to the 16-bit product",
+    ),
+    Mutant(
+        "relu-fold-sums-a-deferred-mask-unapplied",
+        "minitorch_amp/autograd/engine.py",
+        "                g = relu_fold.plain(previous) + relu_fold.plain(g)",
+        "                g = previous + g",
+        (RELU_FOLD_TESTS,),
+        "a second consumer's gradient is added to a ReLU's deferred (unmasked) one",
+    ),
+    Mutant(
+        "relu-fold-hook-sees-the-deferred-gradient",
+        "minitorch_amp/autograd/engine.py",
+        "                    grad = relu_fold.plain(grad)  # a hook sees the gradient as it is",
+        "",
+        (RELU_FOLD_TESTS,),
+        "a hook on a Linear's result is handed the ReLU's unmasked gradient",
+    ),
+    Mutant(
+        "relu-fold-hides-gradients-from-the-nan-checker",
+        "minitorch_amp/autograd/relu_fold.py",
+        '    if capture or hooks.grad_observers or not getattr(node.op, "defers_mask", False):',
+        '    if capture or not getattr(node.op, "defers_mask", False):',
+        (RELU_FOLD_TESTS,),
+        "with the NaN/Inf checker on, the ReLU's gradient is never computed where it could look",
+    ),
+    Mutant(
+        "linear-backward-drops-the-relu-mask",
+        "minitorch_amp/autograd/ops/linalg.py",
+        "            gb, gp = bias_grad(g2, grad.dtype, cast, relu_out=mask, out=out)",
+        "            gb, gp = bias_grad(g2, grad.dtype, cast, relu_out=None, out=out)",
+        (RELU_FOLD_TESTS,),
+        "the engine skips a ReLU's backward and Linear does not apply its mask",
     ),
 ]

@@ -47,6 +47,7 @@ class Relu(Op):
 
     name = "relu"
     amp = GRAY
+    defers_mask = True  # the engine may leave the mask to a Linear before it (relu_fold)
 
     @staticmethod
     def forward(ctx, x):

@@ -125,7 +125,9 @@ class Linear(Op):
 
     d/dbias = sum of grad over the rows (in the bias's dtype, float32 sums); the product's
     gradient is grad cast to the product's dtype, then d/dx = g @ W^T and d/dW = x^T @ g.
-    The first two come from one ``backend.bias_grad`` call (one kernel on the GPU).
+    The first two come from one ``backend.bias_grad`` call (one kernel on the GPU), which
+    also applies the mask of a ReLU after this layer when the engine leaves it here
+    (``autograd.relu_fold``: one launch less per Linear + ReLU pair).
     """
 
     name = "linear"
@@ -150,6 +152,12 @@ class Linear(Op):
         return linear(x, weight, bias)
 
     @staticmethod
+    def takes_relu_mask(ctx) -> bool:
+        """A ReLU after this layer may leave its mask to this backward (``relu_fold``): the
+        bias gradient's kernel applies it as it reads the gradient."""
+        return ctx.has_bias and (*ctx.needs_grad, False, False)[2]
+
+    @staticmethod
     def backward(ctx, grad):
         x, w = ctx.x, ctx.weight
         needs_x, needs_w, needs_b = (*ctx.needs_grad, False)[:3]
@@ -158,8 +166,12 @@ class Linear(Op):
         g2, gb = grad.reshape(rows, grad.shape[-1]), None
         product = np.result_type(x.dtype, w.dtype)
         cast = product if grad.dtype != product else None  # back through the add's cast
+        mask = getattr(ctx, "relu_mask", None)  # a ReLU's output: its mask left to us
+        if mask is not None:
+            mask, cast = mask.reshape(g2.shape), product  # the masked grad comes back as gp
         if ctx.has_bias and needs_b:  # in the add's dtype, the bias's; on the GPU one kernel
-            gb, gp = bias_grad(g2, grad.dtype, cast, out=_same(b_out, None, grad.dtype))
+            out = _same(b_out, None, grad.dtype)
+            gb, gp = bias_grad(g2, grad.dtype, cast, relu_out=mask, out=out)
             g2 = g2 if gp is None else gp
         elif cast is not None:
             with np.errstate(over="ignore"):
