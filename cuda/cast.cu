@@ -1,5 +1,5 @@
 // cast.cu: float32 <-> float16 and float32 <-> bfloat16 elementwise casts, 16-byte
-// vectorised, with an optional device-side overflow flag.
+// vectorised, with an optional device-side overflow flag; two float32 arrays in one launch.
 //
 // What it computes
 //   cast_f32_to_f16        dst[i] = __float2half_rn(src[i])   round to nearest even
@@ -9,6 +9,10 @@
 //   cast_f32_to_bf16[_check]  dst[i] = __float2bfloat16_rn(src[i])  round to nearest even;
 //                          at or above (2 - 2^-8) * 2^127 it becomes +-inf, NaN stays NaN
 //   cast_bf16_to_f32[_check]  dst[i] = __bfloat162float(src[i])      exact (a shift by 16)
+//   cast_pair_f32_to_f16   dst0[i] = __float2half_rn(src0[i]) for i < n0, and
+//                          dst1[i] = __float2half_rn(src1[i]) for i < n1: the two plain casts
+//                          of a white-list op's float32 inputs (x and W) in one launch
+//   cast_pair_f32_to_bf16  the same with __float2bfloat16_rn (no found_inf variant)
 //
 //   Rounding is IEEE round-to-nearest-even: a float32 at or above 65520 (65504 plus half an
 //   ulp) becomes +-inf, NaN stays NaN (its payload and sign are not specified), float16
@@ -20,6 +24,12 @@
 //   1-D grid-stride: block (256,), grid (min(ceil(n / 2048), 4096),). Any grid works; the
 //   loops below stride by the whole grid. One thread converts 8 elements per step: 16 bytes
 //   of half and 32 bytes of float, loaded and stored as uint4 (16-byte) words.
+//   The pair kernels take one grid for both arrays, split at blocks0 (0 < blocks0 < grid):
+//   blocks [0, blocks0) cast array 0 exactly as a plain kernel with a grid of blocks0 would,
+//   blocks [blocks0, grid) cast array 1 as a grid of grid - blocks0, their index rebased to
+//   start at 0; each part keeps the vector path and the head and tail below. The launcher
+//   gives each array its plain grid, ceil(n / 2048), while the two fit in 4096 blocks; past
+//   that it splits 4096 blocks in proportion to n0 and n1, at least one each.
 //
 // Alignment and tails (any length, any offset)
 //   A CuPy view such as x[3:] starts 12 bytes into its allocation, so 16-byte accesses are
@@ -30,12 +40,14 @@
 //   path: still coalesced, just more instructions per byte.
 //
 // Dtypes: float* <-> __half* or __nv_bfloat16* (C-contiguous), n as int64 (long long),
-// found_inf bool [1]. A bfloat16 array is a CuPy array of ml_dtypes.bfloat16 (CuPy >= 14);
+// found_inf bool [1], blocks0 int32. A bfloat16 array is a CuPy array of ml_dtypes.bfloat16 (CuPy >= 14);
 // the kernel reads its bytes as __nv_bfloat16.
 //
-// Python caller: minitorch_amp/backend/cast.py, cast(x, dtype, found_inf=None).
+// Python caller: minitorch_amp/backend/cast.py, cast(x, dtype, found_inf=None), and
+//   cast_pair(a, b, dtype) for the pair kernels.
 // NumPy twin (the specification): the same function on NumPy arrays,
-//   x.astype(dtype), and found_inf |= not isfinite(result).all().
+//   x.astype(dtype), and found_inf |= not isfinite(result).all(); for a pair,
+//   (a.astype(dtype), b.astype(dtype)).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -104,12 +116,15 @@ struct alignas(16) Vec {
     }
 };
 
+// One array's cast by the blocks block = 0 .. blocks - 1 of a (sub)grid: a plain kernel passes
+// blockIdx.x and gridDim.x, a pair kernel its own share of the grid, rebased to start at 0.
 template <typename Src, typename Dst, bool kCheck>
 __device__ __forceinline__ void cast_body(const Src* __restrict__ src, Dst* __restrict__ dst,
-                                          long long n, bool* found_inf)
+                                          long long n, bool* found_inf, unsigned int block,
+                                          unsigned int blocks)
 {
-    const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
-    const long long tid = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+    const long long stride = static_cast<long long>(blocks) * blockDim.x;
+    const long long tid = static_cast<long long>(block) * blockDim.x + threadIdx.x;
     bool bad = false;
 
     // The first index from which both pointers are 16-byte aligned (alignment repeats every
@@ -143,56 +158,91 @@ __device__ __forceinline__ void cast_body(const Src* __restrict__ src, Dst* __re
     if (kCheck && bad) *found_inf = true;
 }
 
+// Two float32 arrays to Dst in one launch: blocks [0, blocks0) cast array 0 as a grid of
+// blocks0 would, blocks [blocks0, gridDim.x) cast array 1 as a grid of gridDim.x - blocks0.
+template <typename Dst>
+__device__ __forceinline__ void cast_pair_body(const float* __restrict__ src0,
+                                               Dst* __restrict__ dst0, long long n0,
+                                               const float* __restrict__ src1,
+                                               Dst* __restrict__ dst1, long long n1, int blocks0)
+{
+    const unsigned int first1 = static_cast<unsigned int>(blocks0);
+    if (blockIdx.x < first1) {
+        cast_body<float, Dst, false>(src0, dst0, n0, nullptr, blockIdx.x, first1);
+    } else {
+        cast_body<float, Dst, false>(src1, dst1, n1, nullptr, blockIdx.x - first1,
+                                     gridDim.x - first1);
+    }
+}
+
 }  // namespace
 
 extern "C" __global__ void cast_f32_to_f16(const float* __restrict__ src,
                                            __half* __restrict__ dst, long long n)
 {
-    cast_body<float, __half, false>(src, dst, n, nullptr);
+    cast_body<float, __half, false>(src, dst, n, nullptr, blockIdx.x, gridDim.x);
 }
 
 extern "C" __global__ void cast_f32_to_f16_check(const float* __restrict__ src,
                                                  __half* __restrict__ dst, long long n,
                                                  bool* found_inf)
 {
-    cast_body<float, __half, true>(src, dst, n, found_inf);
+    cast_body<float, __half, true>(src, dst, n, found_inf, blockIdx.x, gridDim.x);
 }
 
 extern "C" __global__ void cast_f16_to_f32(const __half* __restrict__ src,
                                            float* __restrict__ dst, long long n)
 {
-    cast_body<__half, float, false>(src, dst, n, nullptr);
+    cast_body<__half, float, false>(src, dst, n, nullptr, blockIdx.x, gridDim.x);
 }
 
 extern "C" __global__ void cast_f16_to_f32_check(const __half* __restrict__ src,
                                                  float* __restrict__ dst, long long n,
                                                  bool* found_inf)
 {
-    cast_body<__half, float, true>(src, dst, n, found_inf);
+    cast_body<__half, float, true>(src, dst, n, found_inf, blockIdx.x, gridDim.x);
 }
 
 extern "C" __global__ void cast_f32_to_bf16(const float* __restrict__ src,
                                             __nv_bfloat16* __restrict__ dst, long long n)
 {
-    cast_body<float, __nv_bfloat16, false>(src, dst, n, nullptr);
+    cast_body<float, __nv_bfloat16, false>(src, dst, n, nullptr, blockIdx.x, gridDim.x);
 }
 
 extern "C" __global__ void cast_f32_to_bf16_check(const float* __restrict__ src,
                                                   __nv_bfloat16* __restrict__ dst, long long n,
                                                   bool* found_inf)
 {
-    cast_body<float, __nv_bfloat16, true>(src, dst, n, found_inf);
+    cast_body<float, __nv_bfloat16, true>(src, dst, n, found_inf, blockIdx.x, gridDim.x);
 }
 
 extern "C" __global__ void cast_bf16_to_f32(const __nv_bfloat16* __restrict__ src,
                                             float* __restrict__ dst, long long n)
 {
-    cast_body<__nv_bfloat16, float, false>(src, dst, n, nullptr);
+    cast_body<__nv_bfloat16, float, false>(src, dst, n, nullptr, blockIdx.x, gridDim.x);
 }
 
 extern "C" __global__ void cast_bf16_to_f32_check(const __nv_bfloat16* __restrict__ src,
                                                   float* __restrict__ dst, long long n,
                                                   bool* found_inf)
 {
-    cast_body<__nv_bfloat16, float, true>(src, dst, n, found_inf);
+    cast_body<__nv_bfloat16, float, true>(src, dst, n, found_inf, blockIdx.x, gridDim.x);
+}
+
+extern "C" __global__ void cast_pair_f32_to_f16(const float* __restrict__ src0,
+                                                __half* __restrict__ dst0, long long n0,
+                                                const float* __restrict__ src1,
+                                                __half* __restrict__ dst1, long long n1,
+                                                int blocks0)
+{
+    cast_pair_body<__half>(src0, dst0, n0, src1, dst1, n1, blocks0);
+}
+
+extern "C" __global__ void cast_pair_f32_to_bf16(const float* __restrict__ src0,
+                                                 __nv_bfloat16* __restrict__ dst0, long long n0,
+                                                 const float* __restrict__ src1,
+                                                 __nv_bfloat16* __restrict__ dst1, long long n1,
+                                                 int blocks0)
+{
+    cast_pair_body<__nv_bfloat16>(src0, dst0, n0, src1, dst1, n1, blocks0);
 }

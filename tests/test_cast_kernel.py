@@ -187,7 +187,8 @@ SOURCE = kernels.REGISTRY["cast.cu"].source()
 def test_every_registered_name_is_a_kernel_in_cast_cu():
     entry = kernels.REGISTRY["cast.cu"]
     assert entry is cast_module.CAST
-    assert set(entry.names) == set(cast_module._KERNELS.values())
+    kernel_names = {*cast_module._KERNELS.values(), *cast_module._PAIR_KERNELS.values()}
+    assert set(entry.names) == kernel_names
     for name in entry.names:
         assert re.search(rf'extern "C" __global__ void {name}\(', SOURCE), name
 
@@ -200,9 +201,13 @@ def test_the_launcher_and_the_kernel_agree_on_the_vector_width():
 def test_cast_cu_compiles_with_nvrtc_and_uses_16_byte_accesses(arch, nvrtc_available):
     entry = kernels.REGISTRY["cast.cu"]
     ptx = nvrtc.compile_source(entry.source(), "cast.cu", entry.all_options(), entry.names, arch)
+    pairs = {"cast_pair_f32_to_f16": "cvt.rn.f16.f32", "cast_pair_f32_to_bf16": "cvt.rn.bf16.f32"}
+    assert set(pairs) < set(entry.names)  # one launch for two arrays (cast_pair)
     for name in entry.names:
         body = ptx["ptx"].split(f".entry {name}(")[1].split(".entry")[0]
         assert "ld.global.nc.v4" in body and "st.global.v4" in body, name
+        if name in pairs:  # both arrays' vector paths: two vector loops, 8 conversions each
+            assert body.count(pairs[name]) >= 16 and body.count("st.global.v4") >= 2, name
     assert ptx["ptx"].count("cvt.rn.f16.f32") >= 8  # round to nearest even, spelled out
     assert ptx["ptx"].count("cvt.rn.bf16.f32") >= 8  # Ampere and later: one instruction
 

@@ -10,6 +10,9 @@ flag that records whether the result holds an inf or a NaN (a float32 activation
   bfloat16 exists only from CuPy 14; these kernels use ``__nv_bfloat16`` on its bytes.)
 * Any other pair, or ``MINITORCH_AMP_RAW_KERNELS=0``: CuPy's ``astype``, same rounding.
 
+:func:`cast_pair` casts two float32 arrays (a white-list op's activation and weight) to
+float16 or bfloat16 in one launch on a GPU, with :func:`cast`'s bits.
+
 Example:
     >>> import numpy as np
     >>> found_inf = np.zeros(1, dtype=bool)
@@ -27,7 +30,7 @@ from .device import get_array_module
 from .dtypes import FP8, bfloat16, bool_, float16, float32
 from .fp8 import from_fp8, to_fp8
 
-__all__ = ["cast", "convert", "to_bfloat16"]
+__all__ = ["cast", "cast_pair", "convert", "to_bfloat16"]
 
 # name in cast.cu for (source dtype, target dtype, with found_inf check)
 _KERNELS = {
@@ -40,7 +43,9 @@ _KERNELS = {
     (bfloat16, float32, False): "cast_bf16_to_f32",
     (bfloat16, float32, True): "cast_bf16_to_f32_check",
 }
-CAST = kernels.register("cast.cu", names=tuple(_KERNELS.values()))
+# name in cast.cu of the two-array kernel for a float32 pair cast to (target dtype)
+_PAIR_KERNELS = {float16: "cast_pair_f32_to_f16", bfloat16: "cast_pair_f32_to_bf16"}
+CAST = kernels.register("cast.cu", names=(*_KERNELS.values(), *_PAIR_KERNELS.values()))
 
 _THREADS = 256
 _PER_THREAD = 8  # elements per vector step in cast.cu
@@ -101,6 +106,84 @@ def cast(x, dtype, found_inf=None):
             args += (found_inf,) if check else ()
             kernels.launch("cast.cu", name, (blocks,), (_THREADS,), args)
     return out
+
+
+def cast_pair(a, b, dtype):
+    """``(cast(a, dtype), cast(b, dtype))``, bit for bit, in one launch on a GPU.
+
+    Under AMP a white-list op such as Linear casts two float32 inputs, the activation and
+    the weight, to float16 or bfloat16: here that is one launch of ``cast_pair_f32_to_f16``
+    (or ``_bf16``) instead of two. Its grid is split between the two arrays: each gets the
+    blocks its own cast would launch (``ceil(n / 2048)``) while the two fit in 4096; past
+    that the 4096 are shared in proportion to the sizes, at least one each.
+
+    Any other case is the two casts themselves: NumPy arrays (the specification, ``astype``
+    twice), a source that is not float32, another target dtype, raw kernels disabled, arrays
+    on two different GPUs, or an empty array (the other one's cast is one plain launch).
+
+    Args:
+        a: a NumPy or CuPy array.
+        b: an array of the same kind as ``a`` (both NumPy or both CuPy).
+        dtype: the target dtype (anything ``numpy.dtype`` accepts).
+
+    Returns:
+        ``(a_cast, b_cast)``: new C-contiguous arrays of ``dtype``, of ``a``'s and ``b``'s
+        shapes, on their devices.
+
+    Raises:
+        TypeError: one of ``a`` and ``b`` is a CuPy array and the other is not; nothing is
+            allocated (move both to one device first, e.g. with ``cupy.asarray``).
+
+    Example:
+        >>> import numpy as np
+        >>> x = np.array([1 + 2**-11, 65520.0], "float32")
+        >>> w = np.array([[2.0**-25, 3 * 2.0**-25]], "float32")
+        >>> x16, w16 = cast_pair(x, w, "float16")  # ties to even; 65520 overflows
+        >>> x16.tolist(), (w16.astype("float64") / 2.0**-24).tolist()
+        ([1.0, inf], [[0.0, 2.0]])
+    """
+    dtype = np.dtype(dtype)
+    xp, xp_b = get_array_module(a), get_array_module(b)
+    if xp is not xp_b:
+        raise TypeError(
+            "cast_pair needs a and b on one device, got a NumPy array and a CuPy array: "
+            "move both to the GPU (cupy.asarray) or both to the host (cupy.asnumpy)"
+        )
+    name = _PAIR_KERNELS.get(dtype)
+    if (
+        xp is np
+        or name is None
+        or (a.dtype, b.dtype) != (float32, float32)
+        or not kernels.enabled()
+        or a.device.id != b.device.id
+        or a.size == 0
+        or b.size == 0
+    ):
+        return cast(a, dtype), cast(b, dtype)
+
+    with a.device:  # allocate and launch on the arrays' GPU, whichever is current
+        if not a.flags.c_contiguous:  # the kernel sees bytes, not strides
+            a = xp.ascontiguousarray(a)
+        if not b.flags.c_contiguous:
+            b = xp.ascontiguousarray(b)
+        out_a, out_b = xp.empty(a.shape, dtype=dtype), xp.empty(b.shape, dtype=dtype)
+        blocks_a, blocks_b = _split_blocks(a.size, b.size)
+        args = (a, out_a, np.int64(a.size), b, out_b, np.int64(b.size), np.int32(blocks_a))
+        kernels.launch("cast.cu", name, (blocks_a + blocks_b,), (_THREADS,), args)
+    return out_a, out_b
+
+
+def _split_blocks(n0: int, n1: int) -> tuple[int, int]:
+    """The pair kernel's grid for two non-empty arrays, as (blocks for 0, blocks for 1):
+    each array's own grid while the two fit in ``_MAX_BLOCKS``, else ``_MAX_BLOCKS`` split
+    in proportion to the sizes (rounded to nearest), at least one block each."""
+    per_block = _THREADS * _PER_THREAD
+    own0, own1 = -(-n0 // per_block), -(-n1 // per_block)
+    if own0 + own1 <= _MAX_BLOCKS:
+        return own0, own1
+    blocks0 = (2 * _MAX_BLOCKS * n0 + (n0 + n1)) // (2 * (n0 + n1))
+    blocks0 = min(max(blocks0, 1), _MAX_BLOCKS - 1)
+    return blocks0, _MAX_BLOCKS - blocks0
 
 
 def _cast_twin(xp, x, dtype, found_inf):
