@@ -27,6 +27,7 @@ import numpy as np
 from ..autograd import dispatch
 from ..autograd.grad_mode import ReentrantContext, is_grad_enabled
 from ..autograd.ops import Cast
+from ..backend import cast as _cast_module
 from ..backend.cast_counter import count_cast
 from ..backend.dtypes import bfloat16, float16, float32
 from .bf16 import bfloat16_unsupported_reason
@@ -204,25 +205,58 @@ def _compute_dtype(names, dtypes, state: AmpState):
     return float32 if float32 in dtypes else state.dtype
 
 
-def _cast(t, dtype):
-    """A recorded cast of ``t``; fp32 leaf parameters go through the region's cast cache."""
-    if t._node is None and not t.stop_gradient:  # a leaf that wants a gradient: a parameter
-        cache = _cast_cache.get()
-        cache = cache if isinstance(cache, dict) else None  # None: no region; False: off
-        key = (id(t), dtype)
-        entry = cache.get(key) if cache is not None else None
+def _cast(t, dtype, prepared=None):
+    """A recorded cast of ``t`` (``prepared``: its array, made already by ``cast_pair``);
+    fp32 leaf parameters go through the region's cast cache."""
+    if _is_parameter(t):
+        cache, entry = _cache_entry(t, dtype)
         if entry is not None:
             count_cast("cache_hit")
             return entry[1]
-        out = dispatch.apply(Cast, t, dtype=dtype)
+        out = dispatch.apply(Cast, t, dtype=dtype, prepared=prepared)
         count_cast("weight")
         # NOTE: a cast made under no_grad has no graph; caching it would cut the parameter
         # off from backward for the rest of the region, so only recorded casts are cached.
         if cache is not None and is_grad_enabled():
-            cache[key] = (t, out)  # keep t alive so its id cannot be reused
+            cache[(id(t), dtype)] = (t, out)  # keep t alive so its id cannot be reused
         return out
     count_cast("autocast")
-    return dispatch.apply(Cast, t, dtype=dtype)
+    return dispatch.apply(Cast, t, dtype=dtype, prepared=prepared)
+
+
+def _is_parameter(t) -> bool:
+    return t._node is None and not t.stop_gradient  # a leaf that wants a gradient
+
+
+def _cache_entry(t, dtype):
+    """``(cache, entry)``: the region's cast cache (None: no region, or off) and ``t``'s
+    cached ``(t, cast)`` in it, or None."""
+    cache = _cast_cache.get()
+    cache = cache if isinstance(cache, dict) else None  # None: no region; False: off
+    return cache, (cache.get((id(t), dtype)) if cache is not None else None)
+
+
+def _cast_together(tensors, dtype) -> dict:
+    """The casts of the first two float32 tensors that need a cast kernel (not a cache hit),
+    made in one launch (``backend.cast.cast_pair``): ``{id(tensor): array}``.
+
+    Fewer launches (issue 24): an O1 Linear's activation and weight are cast together. The
+    arrays are those two casts would make, bit for bit; the casts are still recorded one by
+    one (``Cast`` with ``prepared``), so backward, counts and statistics do not change.
+    """
+    if dtype not in (float16, bfloat16):
+        return {}
+    misses = {}
+    for t in tensors:
+        if t._data.dtype == float32 and not (_is_parameter(t) and _cache_entry(t, dtype)[1]):
+            misses.setdefault(id(t), t)
+    if len(misses) < 2:
+        return {}
+    a, b = list(misses.values())[:2]
+    if type(a._data) is not type(b._data):  # host beside device: the op says what to do
+        return {}
+    ca, cb = _cast_module.cast_pair(a._data, b._data, dtype)
+    return {id(a): ca, id(b): cb}
 
 
 def cast_inputs(op, inputs: tuple, state: AmpState) -> tuple:
@@ -260,9 +294,10 @@ def _cast_to_rule(names, inputs: tuple, positions, state: AmpState):
     if all(d == dtype for d in considered.values()):
         return dtype, inputs
     cast = list(inputs)
-    for i, d in considered.items():
-        if d != dtype and isinstance(cast[i], Tensor):
-            cast[i] = _cast(cast[i], dtype)
+    todo = [i for i, d in considered.items() if d != dtype and isinstance(cast[i], Tensor)]
+    prepared = _cast_together([cast[i] for i in todo], dtype) if len(todo) > 1 else {}
+    for i in todo:
+        cast[i] = _cast(cast[i], dtype, prepared.pop(id(cast[i]), None))  # each used once
     return dtype, tuple(cast)
 
 

@@ -121,4 +121,44 @@ MUTANTS: list[Mutant] = [
         (RELU_FOLD_TESTS,),
         "the engine skips a ReLU's backward and Linear does not apply its mask",
     ),
+    Mutant(
+        "cast-pair-second-array-block-index-not-rebased",
+        "cuda/cast.cu",
+        "        cast_body<float, Dst, false>(src1, dst1, n1, nullptr, blockIdx.x - first1,",
+        "        cast_body<float, Dst, false>(src1, dst1, n1, nullptr, blockIdx.x,",
+        (
+            "tests/test_cast_pair.py::test_any_split_of_the_grid_casts_each_array_as_its_own_grid_would",
+            "tests/test_cast_pair.py::test_cast_pair_equals_cast_of_each_bit_for_bit_in_one_launch",
+        ),
+        "the pair kernel's blocks for the second array keep their grid index: its first "
+        "blocks0 * 256 threads' elements are never written",
+    ),
+    Mutant(
+        "cast-pair-split-leaves-the-second-array-no-block",
+        "minitorch_amp/backend/cast.py",
+        "    blocks0 = min(max(blocks0, 1), _MAX_BLOCKS - 1)",
+        "    blocks0 = min(max(blocks0, 1), _MAX_BLOCKS)",
+        (
+            "tests/test_cast_pair.py::test_the_split_gives_every_block_to_one_array_and_each_array_one_or_more",
+            "tests/test_cast_pair.py::test_cast_pair_equals_cast_of_each_bit_for_bit_in_one_launch",
+        ),
+        "the proportional split rounds a huge first array's share up to the whole grid: a "
+        "small second array gets 0 blocks and is never cast",
+    ),
+    Mutant(
+        "auto-cast-pairs-a-cached-weight",
+        "minitorch_amp/amp/auto_cast.py",
+        "        if t._data.dtype == float32 and not (_is_parameter(t) and _cache_entry(t, dtype)[1]):",
+        "        if t._data.dtype == float32:",
+        ("tests/test_auto_cast_pairs.py",),
+        "a weight whose cast is cached is cast again with the activation (the result unused)",
+    ),
+    Mutant(
+        "cast-op-ignores-a-prepared-result",
+        "minitorch_amp/autograd/ops/cast.py",
+        "        if prepared is None:\n            return cast(x, dtype)",
+        "        if True:\n            return cast(x, dtype)",
+        ("tests/test_auto_cast_pairs.py",),
+        "the pair's arrays are thrown away and each cast runs again (two more launches)",
+    ),
 ]

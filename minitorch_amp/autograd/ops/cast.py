@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...backend import place_of, to_place
 from ...backend.cast import cast
 from ..op import NONE, Op
@@ -18,10 +20,19 @@ class Cast(Op):
     amp = NONE
 
     @staticmethod
-    def forward(ctx, x, dtype):
+    def forward(ctx, x, dtype, prepared=None):
+        """``prepared``: the cast of ``x``, already made (``auto_cast`` casts an op's two
+        float32 inputs in one launch, ``backend.cast.cast_pair``); recorded as this cast."""
         ctx.source = x.dtype
         report_cast(x.dtype)
-        return cast(x, dtype)  # the raw cast kernel on the GPU, astype on the CPU
+        if prepared is None:
+            return cast(x, dtype)  # the raw cast kernel on the GPU, astype on the CPU
+        if prepared.shape != x.shape or prepared.dtype != np.dtype(dtype):
+            raise ValueError(
+                f"cast: a prepared result of {prepared.dtype} {list(prepared.shape)} does not "
+                f"fit a cast of {x.dtype} {list(x.shape)} to {np.dtype(dtype)}"
+            )
+        return prepared
 
     @staticmethod
     def backward(ctx, grad):
