@@ -58,11 +58,5 @@ const std::map<std::string, Body (*)(void**)>& kernel_table()
 
 extern "C" int launch(const char* name, int grid, int block, void** args)
 {
-    const auto found = kernel_table().find(name);
-    if (found == kernel_table().end()) {
-        emu::error = "unknown kernel name";
-        return 1;
-    }
-    const Body body = found->second(args);
-    return emu::run_grid_ftz(body, grid, block);  // -ftz=true, as CuPy compiles it
+    return launch_from(kernel_table(), name, grid, block, args);
 }

@@ -158,4 +158,18 @@ unsigned int atomicAdd(unsigned int* address, unsigned int value)
 
 template <typename T> T arg(void** args, int i) { return *static_cast<T*>(args[i]); }
 
+// An emulator's launch(): find the kernel's name in its table (name -> a function making
+// the kernel's body from the argument pointers) and run the grid under -ftz=true, as CuPy
+// compiles every kernel; 1 for a name the table lacks.
+template <typename Table>
+int launch_from(const Table& table, const char* name, int grid, int block, void** args)
+{
+    const auto found = table.find(name);
+    if (found == table.end()) {
+        emu::error = "unknown kernel name";
+        return 1;
+    }
+    return emu::run_grid_ftz(found->second(args), grid, block);
+}
+
 extern "C" const char* last_error() { return emu::error; }
