@@ -7,7 +7,8 @@
 // between the producer and the consumers, the persistent work loop and the epilogue (the
 // inverse scales read on the device, the one rounding, the pair stores and the edges). This
 // program compiles the kernel file unchanged except for the hardware layer, replaced by the
-// models of gemm_sm90_emulator.cpp (fibers, mbarriers, TMA), restated here for FP8:
+// models gemm_sm90_emulator.cpp uses too (fibers, mbarriers and TMA, shared through
+// sm90_emulator_core.h and sm90_emulator_grid.h), and this file's own for FP8:
 //   * wgmma.mma_async m64n128k32 with e4m3 / e5m2 operands: warpgroup-wide, queued at issue
 //     and executed at the wait_group that retires it (the latest it could read shared
 //     memory); K-major element (r, k) at start + 128 (r % 8) + SBO (r / 8) + k, swizzled,
@@ -47,155 +48,15 @@
 #define __grid_constant__
 #endif
 
-[[noreturn]] static void fail(const char* what) {
-    std::fprintf(stderr, "fp8_gemm_emulator: %s\n", what);
-    std::exit(2);
-}
-static void check(bool ok, const char* what) {
-    if (!ok) fail(what);
-}
+#define SM90_EMULATOR_NAME "fp8_gemm_emulator"
 
-// ---- fibers (gemm_sm90_emulator.cpp's) -----------------------------------------------------
-
-constexpr int kThreads = 384;
-constexpr size_t kStackBytes = 128 * 1024;
-constexpr unsigned kSmemBase = 16;
-
-struct WgmmaOp {
+struct WgmmaOp {  // one queued FP8 wgmma (operand formats: 0 E4M3, 1 E5M2)
     float* d;
     unsigned long long desc_a, desc_b;
     int accumulate, a_fmt, b_fmt;
 };
 
-struct Fiber {
-    ucontext_t context;
-    std::vector<char> stack = std::vector<char>(kStackBytes);
-    bool done = false;
-    std::function<bool()> waiting;
-    std::vector<WgmmaOp> uncommitted;
-    std::deque<std::vector<WgmmaOp>> groups;
-};
-
-static std::vector<Fiber> fibers(kThreads);
-static ucontext_t scheduler;
-static int current = 0;
-static std::function<void()> kernel_body;
-uint3 threadIdx, blockIdx, gridDim, blockDim;
-
-enum Mode { EARLY, LATE };
-static Mode mode = EARLY;
-
-static bool runnable(const Fiber& f) { return !f.done && (!f.waiting || f.waiting()); }
-
-static int next_runnable() {
-    const int first = mode == EARLY ? 0 : (current + 1) % kThreads;
-    for (int i = 0; i < kThreads; ++i) {
-        const int t = (first + i) % kThreads;
-        if (runnable(fibers[t])) return t;
-    }
-    return -1;
-}
-
-static void switch_to(int next) {
-    Fiber& from = fibers[current];
-    current = next;
-    threadIdx = {static_cast<unsigned>(next), 0, 0};
-    swapcontext(&from.context, &fibers[next].context);
-}
-
-static void wait_until(std::function<bool()> ready) {
-    if (ready()) {
-        if (mode == LATE) {
-            const int next = next_runnable();
-            if (next >= 0 && next != current) switch_to(next);
-        }
-        return;
-    }
-    fibers[current].waiting = ready;
-    const int next = next_runnable();
-    if (next < 0) swapcontext(&fibers[current].context, &scheduler);  // deadlock
-    else if (next != current) switch_to(next);
-    fibers[current].waiting = nullptr;
-}
-
-struct Barrier {
-    int count = 0;
-    unsigned long long generation = 0;
-    void arrive_and_wait(int size) {
-        const unsigned long long mine = generation;
-        if (++count == size) {
-            count = 0;
-            ++generation;
-            return;
-        }
-        wait_until([this, mine] { return generation != mine; });
-    }
-};
-static Barrier block_barrier;
-static Barrier warpgroup_barrier[kThreads / 128];
-
-void __syncthreads() { block_barrier.arrive_and_wait(kThreads); }
-
-// ---- shared memory, mbarriers, TMA ---------------------------------------------------------
-
-static std::vector<unsigned char> smem;
-static long long tma_count = 0, wgmma_count = 0;
-
-float __fmul_rn(float a, float b) { return a * b; }  // built with -ffp-contract=off
-float __fadd_rn(float a, float b) { return a + b; }
-
-unsigned char* dynamic_smem() { return smem.data(); }
-unsigned smem_address(const void* p) {
-    return kSmemBase + static_cast<unsigned>(static_cast<const unsigned char*>(p) - smem.data());
-}
-static unsigned char* at(unsigned addr, unsigned bytes, const char* what) {
-    check(addr >= kSmemBase && addr - kSmemBase + bytes <= smem.size(), what);
-    return smem.data() + (addr - kSmemBase);
-}
-static unsigned swizzle128(unsigned addr) { return addr ^ (((addr >> 7) & 7u) << 4); }
-
-struct MBarrier {
-    int count = 0, pending = 0;
-    long long tx = 0;
-    unsigned long long completed = 0;
-};
-static std::map<unsigned, MBarrier> barriers;
-
-static MBarrier& barrier(unsigned bar) {
-    check(bar % 8 == 0, "mbarrier: not 8-byte aligned");
-    at(bar, 8, "mbarrier: outside shared memory");
-    auto it = barriers.find(bar);
-    check(it != barriers.end(), "mbarrier: used before mbarrier.init");
-    return it->second;
-}
-static void maybe_complete(MBarrier& b) {
-    if (b.pending == 0 && b.tx == 0) {
-        ++b.completed;
-        b.pending = b.count;
-    }
-}
-
-void mbar_init(unsigned bar, unsigned count) {
-    at(bar, 8, "mbarrier.init: outside shared memory");
-    check(bar % 8 == 0 && count > 0, "mbarrier.init: misaligned or zero count");
-    barriers[bar] = MBarrier{static_cast<int>(count), static_cast<int>(count), 0, 0};
-}
-void mbar_init_fence() {}
-void mbar_arrive(unsigned bar) {
-    MBarrier& b = barrier(bar);
-    check(b.pending > 0, "mbarrier: more arrivals than its count");
-    --b.pending;
-    maybe_complete(b);
-}
-void mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
-    barrier(bar).tx += bytes;
-    mbar_arrive(bar);
-}
-void mbar_wait(unsigned bar, unsigned parity) {
-    check(parity <= 1, "mbarrier.try_wait.parity: parity is 0 or 1");
-    MBarrier* b = &barrier(bar);
-    wait_until([b, parity] { return (b->completed & 1u) != parity; });
-}
+#include "sm90_emulator_core.h"
 
 struct TensorMap;
 void tma_prefetch(const TensorMap*) {}
@@ -276,92 +137,7 @@ void setmaxnreg_inc() {}
 #include "gemm_fp8_sm90.cu"
 #undef __CUDACC_RTC__
 
-// ---- TMA (gemm_sm90_emulator.cpp's model: boxes of two-byte words) -------------------------
-
-static std::vector<std::pair<const unsigned char*, const unsigned char*>> readable;
-
-void tma_load_2d(unsigned dst, const TensorMap* map, int x, int y, unsigned bar) {
-    const auto* base = reinterpret_cast<const unsigned char*>(map->opaque[0]);
-    const long long dim0 = map->opaque[1], dim1 = map->opaque[2], stride = map->opaque[3];
-    const int box0 = static_cast<int>(map->opaque[4]), box1 = static_cast<int>(map->opaque[5]);
-    check(box0 * 2 == 128, "TMA: a 128-byte swizzle needs boxes 128 bytes wide");
-    check(box1 >= 1 && box1 <= 256, "TMA: box rows must be 1..256");
-    check(dst % 1024 == 0, "TMA: a 128-byte-swizzled box must start 1024-byte aligned");
-    at(dst, box0 * box1 * 2, "TMA: box outside shared memory");
-    for (int r = 0; r < box1; ++r) {
-        for (int e = 0; e < box0; ++e) {
-            const long long gx = static_cast<long long>(x) + e, gy = static_cast<long long>(y) + r;
-            unsigned short v = 0;
-            if (gx >= 0 && gx < dim0 && gy >= 0 && gy < dim1) {
-                const unsigned char* src = base + gy * stride + gx * 2;
-                bool inside = false;
-                for (const auto& range : readable)
-                    inside |= src >= range.first && src + 2 <= range.second;
-                check(inside, "TMA: the tensor map reaches outside its matrix");
-                std::memcpy(&v, src, 2);
-            }
-            std::memcpy(at(swizzle128(dst + r * 128 + e * 2), 2, "TMA: write"), &v, 2);
-        }
-    }
-    ++tma_count;
-    MBarrier& b = barrier(bar);
-    b.tx -= static_cast<long long>(box0) * box1 * 2;
-    maybe_complete(b);
-}
-
-// ---- running a grid ------------------------------------------------------------------------
-
-static void fiber_entry() {
-    kernel_body();
-    fibers[current].done = true;
-}
-
-static void run_cta(int cta, int bn) {
-    blockIdx = {static_cast<unsigned>(cta), 0, 0};
-    smem.assign(smem_bytes(bn), 0xff);
-    barriers.clear();
-    block_barrier = Barrier{};
-    for (Barrier& b : warpgroup_barrier) b = Barrier{};
-    for (int t = 0; t < kThreads; ++t) {
-        Fiber& f = fibers[t];
-        f.done = false;
-        f.waiting = nullptr;
-        getcontext(&f.context);
-        f.context.uc_stack.ss_sp = f.stack.data();
-        f.context.uc_stack.ss_size = f.stack.size();
-        f.context.uc_link = &scheduler;
-        makecontext(&f.context, fiber_entry, 0);
-    }
-    current = kThreads - 1;
-    for (int next; (next = next_runnable()) >= 0;) {
-        current = next;
-        threadIdx = {static_cast<unsigned>(next), 0, 0};
-        swapcontext(&scheduler, &fibers[next].context);
-    }
-    for (const Fiber& f : fibers) check(f.done, "deadlock: threads wait for each other");
-    for (const Fiber& f : fibers)
-        check(f.uncommitted.empty() && f.groups.empty(), "a wgmma was never waited for");
-}
-
-static std::vector<unsigned char> read_file(const char* path) {
-    std::vector<unsigned char> data;
-    FILE* f = std::fopen(path, "rb");
-    check(f != nullptr, "cannot open an input file");
-    unsigned char buffer[65536];
-    for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, f)) > 0;)
-        data.insert(data.end(), buffer, buffer + n);
-    std::fclose(f);
-    return data;
-}
-
-static TensorMap make_map(const std::vector<unsigned char>& data, char** v) {
-    TensorMap map{};
-    map.opaque[0] = reinterpret_cast<unsigned long long>(data.data());
-    for (int i = 0; i < 5; ++i) map.opaque[1 + i] = std::strtoull(v[i], nullptr, 10);
-    check(map.opaque[3] % 16 == 0, "tensor map: the row stride must be a multiple of 16 bytes");
-    readable.push_back({data.data(), data.data() + data.size()});
-    return map;
-}
+#include "sm90_emulator_grid.h"
 
 template <typename OutT, int AF, int BF, int BN>
 static void launch(char** argv) {
