@@ -127,11 +127,11 @@ class MseLoss(Op):
         check_reduction("mse_loss", reduction)
         xp = get_array_module(input, label)
         acc = accumulation_dtype(input.dtype)
-        diff = binary(
+        diff = binary(  # (no copies of inputs already in acc: a launch each on the GPU)
             "mse_loss",
             lambda a, b: a - b,
-            input.astype(acc),
-            sync.to_device(label, input, "mse_loss's label").astype(acc),
+            input.astype(acc, copy=False),
+            sync.to_device(label, input, "mse_loss's label").astype(acc, copy=False),
         )
         ctx.diff, ctx.dtype, ctx.scale = diff, input.dtype, 2.0
         out = diff * diff
@@ -139,7 +139,8 @@ class MseLoss(Op):
             out = out.sum()
         elif reduction == "mean":  # of an empty tensor: nan, as in NumPy and Paddle
             ctx.scale = 2.0 / diff.size if diff.size else 0.0
-            out = out.sum() / diff.size if diff.size else xp.full((), xp.nan, dtype=acc)
+            # mean: sum then divide, as NumPy's; one reduction kernel on the GPU, not two
+            out = out.mean() if diff.size else xp.full((), xp.nan, dtype=acc)
         return xp.asarray(out).astype(input.dtype, copy=False)
 
     @staticmethod
