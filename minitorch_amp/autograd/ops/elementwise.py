@@ -68,7 +68,8 @@ class Multiply(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        return grad * ctx.y, grad * ctx.x
+        needs_x, needs_y = ctx.needs_grad  # (a loss times the scaler's factor: x only)
+        return grad * ctx.y if needs_x else None, grad * ctx.x if needs_y else None
 
 
 class Divide(Op):
@@ -82,8 +83,9 @@ class Divide(Op):
 
     @staticmethod
     def backward(ctx, grad):
+        needs_x, needs_y = ctx.needs_grad
         gx = grad / ctx.y
-        return gx, -gx * ctx.x / ctx.y
+        return gx if needs_x else None, -gx * ctx.x / ctx.y if needs_y else None
 
 
 class Neg(Op):
