@@ -26,6 +26,7 @@ import ctypes
 import functools
 import math
 import os
+from collections import OrderedDict
 from typing import NamedTuple
 
 import numpy as np
@@ -218,8 +219,35 @@ def _encoder():
     return _encode
 
 
+MAP_CACHE_SIZE = 512  # tensor maps kept: a step's operands, many times over
+_maps: OrderedDict = OrderedDict()  # (address, shape, row stride, k_major, rows) -> map
+
+
 def encode(array, k_major: bool, rows: int):
-    """The tensor map of ``array`` (a CuPy float16 matrix) as a 128-byte kernel argument."""
+    """The tensor map of ``array`` (a CuPy float16 matrix) as a 128-byte kernel argument.
+
+    A map is a function of the operand's address, shape and row stride and of the box, and
+    nothing else, so it is encoded once and then found here: a weight keeps its address for
+    the whole run, and CuPy's pool hands an activation of the same size back at the same
+    address step after step, so a training step encodes nothing after its first iteration
+    (the ``ctypes`` call and its argument arrays cost tens of µs of host time per operand).
+    The ``MAP_CACHE_SIZE`` least recently used are kept. A map is passed by value, so a
+    graph captured with it needs nothing kept alive.
+    """
+    key = (array.data.ptr, array.shape, array.strides[0], k_major, rows)
+    found = _maps.get(key)
+    if found is not None:
+        _maps.move_to_end(key)
+        return found
+    found = _encode_now(array, k_major, rows)
+    _maps[key] = found
+    if len(_maps) > MAP_CACHE_SIZE:
+        _maps.popitem(last=False)
+    return found
+
+
+def _encode_now(array, k_major: bool, rows: int):
+    """:func:`encode` without the cache: one ``cuTensorMapEncodeTiled`` call."""
     spec = map_spec(array, k_major, rows)
     holder = np.zeros(256, np.uint8)  # the driver wants the map 64-byte aligned
     offset = (-holder.ctypes.data) % 128
@@ -276,7 +304,14 @@ def tma_addressable(array) -> bool:
 
 
 def device_is_hopper() -> bool:
-    return _device.cupy.cuda.Device().compute_capability == "90"
+    """Whether the current device has compute capability 9.0 (asked once per device)."""
+    cupy = _device.cupy
+    return _compute_capability(cupy, cupy.cuda.runtime.getDevice()) == "90"
+
+
+@functools.cache
+def _compute_capability(cupy, device_id: int) -> str:
+    return cupy.cuda.Device(device_id).compute_capability
 
 
 def usable(a, b, k: int) -> bool:
