@@ -68,3 +68,23 @@ def test_compare_with_float8_adds_the_bf16_and_fp8_rows():
     modes = [line.split("  ")[0].strip() for line in out.stdout.splitlines()]
     for mode in ("fp32", "O1", "O2", "O1 bf16", "O2 bf16", "O1 fp8", "O2 fp8"):
         assert mode in modes, out.stdout
+
+
+def test_compare_with_graph_replays_every_dtype_after_its_eager_rows():
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import simple_net
+    finally:
+        sys.path.remove(str(ROOT / "examples"))
+    names = [
+        f"{mode}{ {'float16': '', 'bfloat16': ' bf16', 'float8': ' fp8'}[dtype] }"
+        + (" graph" if graphed else "")
+        for mode, graphed, dtype in simple_net.compared_runs(graph=True, float8=True)
+    ]
+    assert names == [
+        "fp32", "O1", "O2", "O1 graph", "O2 graph", "O1 bf16", "O2 bf16", "O1 bf16 graph",
+        "O2 bf16 graph", "O1 fp8", "O2 fp8", "O1 fp8 graph", "O2 fp8 graph",
+    ]  # fmt: skip
+    assert simple_net.compared_runs() == [
+        ("fp32", False, "float16"), ("O1", False, "float16"), ("O2", False, "float16"),
+    ]  # fmt: skip
