@@ -18,6 +18,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "gpu_check.sh"
 STAGES = ["device", "pytest", "kernels", "simple_net", "optimizer", "host_profile", "compare"]
@@ -116,12 +118,44 @@ def test_the_stages_run_the_gpu_tests_the_tables_and_the_example():
     all on the GPU."""
     stages = dry_run()
     command = {name: stages[name][1] for name in stages}
-    assert command["pytest"].endswith("-m pytest -m gpu -q")
+    assert re.search(r"-m pytest -m gpu -q( -n 4 --dist loadfile)?$", command["pytest"])
     assert command["kernels"].endswith("benchmarks/kernels.py --fp8")  # no --sweep: the table
     assert "--modes" not in command["simple_net"]  # every mode: graph and bf16 rows
     assert "examples/simple_net.py --compare --full --graph" in command["compare"]
     for name in ("simple_net", "optimizer", "host_profile", "compare"):
         assert "--device gpu" in command[name], name
+
+
+def test_the_device_stage_fills_the_kernel_cache_on_every_core_before_the_report():
+    """The first run on an H200 timed out in four stages compiling kernels one at a time in
+    each process: the device stage compiles them all at once first, into CuPy's cache."""
+    parts = [part.strip() for part in dry_run()["device"][1].split("&&")]
+    cores = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
+    assert parts[0].endswith(f"-m minitorch_amp --warm-kernel-cache -j {cores}")
+    assert parts[1] == "nvidia-smi" and parts[2].endswith("-m minitorch_amp --no-compile")
+
+
+def fake_module(folder: Path, name: str, text: str) -> dict[str, str]:
+    """The environment that puts a module ``name`` with ``text`` first on Python's path."""
+    folder.mkdir()
+    (folder / f"{name}.py").write_text(text)
+    return {"PYTHONPATH": str(folder)}
+
+
+@pytest.mark.parametrize(
+    "xdist, tail",
+    [("", " -n 4 --dist loadfile"), ("raise ImportError('not installed')", "")],
+    ids=["with pytest-xdist", "without"],
+)
+def test_pytest_runs_in_4_processes_where_pytest_xdist_is_installed(tmp_path, xdist, tail):
+    env = fake_module(tmp_path / "site", "xdist", xdist)
+    done = check("--dry-run", "--stages", "pytest", **env)
+    assert done.returncode == 0, done.stderr
+    assert (
+        re.search(r"^pytest +\d+ s  (.*)$", done.stdout, re.M)
+        .group(1)
+        .endswith(f"-m pytest -m gpu -q{tail}")
+    )
 
 
 def test_the_docs_list_the_stages_and_budgets_the_script_has():
