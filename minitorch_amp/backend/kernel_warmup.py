@@ -11,11 +11,14 @@ exactly what the loader's ``_module`` hands CuPy (the same source, options and n
 expressions, on a device of the same kind), so that each later compile of the loader finds
 its cubin in CuPy's cache. ``python -m minitorch_amp --warm-kernel-cache [-j N]`` runs it::
 
-    $ python -m minitorch_amp --warm-kernel-cache -j 16      # (the times made up)
-      probe.cu           cached in 2.1 s
+    $ python -m minitorch_amp --warm-kernel-cache -j 16  # an H200, an empty cache
+      probe.cu           cached in 0.0 s
+      amp.cu             cached in 0.3 s
       ...
-      gemm_sm90.cu       cached in 31.2 s
-    CuPy kernel cache: 11 kernel files in 33.0 s, 11 at once (the longest: gemm_sm90.cu, 31.2 s)
+      gemm_sm90.cu       cached in 43.4 s
+      gemm_bf16_sm90.cu  cached in 47.1 s
+    CuPy kernel cache: 11 kernel files in 50.1 s, 11 at once (the longest: gemm_bf16_sm90.cu,
+    47.1 s)
 
 NOTE: the processes are started with ``spawn``: this process has initialised CUDA (the
 device probe at import compiles a kernel), and a forked copy of a CUDA context is unusable.
