@@ -328,3 +328,11 @@ def test_after_the_first_step_the_kernel_path_uploads_nothing(kind, launches, mo
         p.grad = (p.grad._data * 1).view(HostArray)
     with sync_debug_mode("error"), pytest.raises(SyncError, match="kernel table"):
         opt.step()
+
+
+def test_the_environment_reports_kernel_check_runs_the_optimizer_kernel(launches):
+    # `python -m minitorch_amp` checks optim.cu this way: the kernel against the host maths
+    from minitorch_amp.utils import kernel_check
+
+    assert kernel_check._optim_matches(to_emulator, np.asarray)
+    assert launches  # the kernel ran: the device half was not the host twin
