@@ -336,3 +336,15 @@ def test_the_environment_reports_kernel_check_runs_the_optimizer_kernel(launches
 
     assert kernel_check._optim_matches(to_emulator, np.asarray)
     assert launches  # the kernel ran: the device half was not the host twin
+
+
+def test_the_kernel_check_keeps_its_host_half_on_the_host_when_the_gpu_is_current(
+    launches, monkeypatch
+):
+    # on a GPU the current device is the GPU: a Parameter made from the check's NumPy values
+    # went there while its grads stayed NumPy, and the kernel got a host array (H200, run 2)
+    from minitorch_amp.utils import kernel_check
+
+    monkeypatch.setattr(_device, "current_place", lambda: _device.Place("gpu", 0))
+    assert kernel_check._optim_matches(to_emulator, np.asarray)
+    assert launches

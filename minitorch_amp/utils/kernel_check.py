@@ -194,9 +194,10 @@ def _optim_matches(to_device: Move, to_host: Move) -> bool:
     grads = [rng.standard_normal(300).astype(np.float16) for _ in range(2)]
     results = []
     for move in (to_device, None):
-        param = Parameter(values.copy(), name="kernel_check.w")
-        if move is not None:
-            param._data = move(values)
+        # the very arrays, wherever the current device is: a Parameter made from NumPy
+        # values follows the current device, and the host half must stay on the host
+        data = values.copy() if move is None else move(values)
+        param = Parameter._from_array(data, name="kernel_check.w")
         opt = Adam(1e-3, parameters=[param], multi_precision=True)
         for grad in grads:
             param.grad = Tensor._wrap(grad if move is None else move(grad))
