@@ -194,3 +194,42 @@ def test_a_depthwise_convolution_stays_the_usual_op():
     with amp.fp8_autocast(), debugging.collect_operator_stats() as stats:
         conv(mt.randn([1, 4, 5, 5]))
     assert "depthwise_conv2d" in stats.counts and "fp8_conv2d" not in stats.counts
+
+
+@pytest.mark.parametrize("level", ["O1", "O2"])
+def test_each_fp8_gemm_rounds_to_its_result_dtype_in_the_epilogue(level, monkeypatch):
+    # one rounding in the GEMM instead of a float32 product and a cast (on a GPU a launch
+    # and a float32 copy fewer per GEMM), the same bits: the epilogue's rounding is astype's
+    from minitorch_amp.amp.fp8 import gemm
+
+    asked, plain = [], gemm.fp8_matmul
+
+    def recording(a, b, sa, sb, out_dtype):
+        asked.append(np.dtype(out_dtype).name)
+        result = plain(a, b, sa, sb, out_dtype)
+        wide = plain(a, b, sa, sb, "float32").astype(out_dtype)
+        assert np.array_equal(result.view(np.uint8), wide.view(np.uint8))
+        return result
+
+    monkeypatch.setattr(gemm, "fp8_matmul", recording)
+    mt.seed(0)
+    model = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 16))
+    opt = mt.optimizer.SGD(learning_rate=0.1, parameters=model.parameters())
+    if level == "O2":
+        model, opt = amp.decorate(model, opt, level="O2", dtype="bfloat16")
+    with amp.auto_cast(level=level, dtype="bfloat16"), amp.fp8_autocast():
+        out = model(mt.randn([8, 16]))
+    out.astype("float32").mean().backward()
+    weight = "bfloat16" if level == "O2" else "float32"  # O1: the fp32 weight's gradient
+    # forward: two products; backward: the second layer's dx and dW, the first's dW alone
+    assert asked == ["bfloat16", "bfloat16", "bfloat16", weight, weight]
+
+
+def test_a_float64_input_gets_the_float32_product_widened():
+    from minitorch_amp.amp.fp8.gemm import fp8_gemm
+
+    a = fp8.to_fp8(np.float32([[1.5, -2.0], [0.25, 3.0]]), float8_e4m3fn)
+    one = np.ones(1, np.float32)
+    out = fp8_gemm(a, a, one, one, np.float64)
+    assert out.dtype == np.float64
+    assert np.array_equal(out, fp8_gemm(a, a, one, one).astype(np.float64))

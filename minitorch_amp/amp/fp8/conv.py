@@ -51,11 +51,11 @@ class Fp8Conv2D(Op, register=False):
         cols = _im2col(x_q, (kh, kw), (oh, ow), stride, dilation, groups)
         w_q, sw = weight_fp8
         w2 = w_q.reshape(groups, o // groups, c_group * kh * kw)
-        out = fp8_gemm(cols, w2.swapaxes(-1, -2), sx, sw)  # [g, N*OH*OW, O/g], float32
+        out = fp8_gemm(cols, w2.swapaxes(-1, -2), sx, sw, x.dtype)  # [g, N*OH*OW, O/g]
         out = out.reshape(groups, n, oh, ow, o // groups).transpose(1, 0, 4, 2, 3)
         ctx.saved = (x_q, sx, w_q, sw, x.shape, x.dtype, weight.dtype)
         ctx.conv = (stride, padding, dilation, groups, (oh, ow), meta)
-        return out.reshape(n, o, oh, ow).astype(x.dtype)
+        return out.reshape(n, o, oh, ow)
 
     @staticmethod
     def backward(ctx, grad):
@@ -69,7 +69,7 @@ class Fp8Conv2D(Op, register=False):
         gx = gw = None
         if needs_w:
             cols = _im2col(x_q, (kh, kw), (oh, ow), stride, dilation, groups)
-            gw = fp8_gemm(g_q.swapaxes(-1, -2), cols, sg, sx).reshape(w_q.shape).astype(w_dtype)
+            gw = fp8_gemm(g_q.swapaxes(-1, -2), cols, sg, sx, w_dtype).reshape(w_q.shape)
         if needs_x:
             w2 = w_q.reshape(groups, o // groups, c_group * kh * kw)
             dcols = fp8_gemm(g_q, w2, sg, sw).reshape(groups, n, oh, ow, c_group, kh, kw)
