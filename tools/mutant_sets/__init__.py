@@ -37,6 +37,7 @@ SETS = (
     "fp8_checkpoint",
     "docs_precision_numbers",
     "fewer_launches",
+    "gpu_runs",
 )
 
 

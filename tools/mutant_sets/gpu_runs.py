@@ -1,0 +1,146 @@
+"""Found on the first GPU runs of 2026-11-27 (an NVIDIA H200): the kernel cache warmed in
+parallel, the GPU check's stages, the Hopper GEMM's host side, the optim.cu kernel check,
+the FP8 GEMM benchmark and the FP8 GEMMs' epilogue rounding."""
+
+# ruff: noqa: E501 (search texts are source lines, whatever their length)
+
+from __future__ import annotations
+
+from mutant_sets import Mutant
+
+MUTANTS: list[Mutant] = [
+    Mutant(
+        "warm-up-passes-the-options-as-a-list",
+        "minitorch_amp/backend/kernel_warmup.py",
+        "                code=job.source, options=job.options, name_expressions=job.names\n",
+        "                code=job.source, options=list(job.options), name_expressions=job.names\n",
+        (
+            "tests/test_kernel_warmup.py::"
+            "test_each_job_compiles_exactly_what_the_loader_compiles_for_its_file",
+        ),
+        "the warm-up hands CuPy the options as a list: CuPy's cache key holds their repr, so every later compile of the loader misses the cache the warm-up filled",
+    ),
+    Mutant(
+        "warm-up-forks-a-cuda-process",
+        "minitorch_amp/backend/kernel_warmup.py",
+        '    spawn = multiprocessing.get_context("spawn")\n',
+        '    spawn = multiprocessing.get_context("fork")\n',
+        (
+            "tests/test_kernel_warmup.py::test_warming_compiles_every_file_once_in_spawned_processes",
+        ),
+        "the warm-up forks the process that initialised CUDA at import: the workers' CUDA calls fail or hang",
+    ),
+    Mutant(
+        "warm-up-misses-a-launcher",
+        "minitorch_amp/backend/kernel_warmup.py",
+        '    "fused_optim",\n',
+        "",
+        (
+            "tests/test_kernel_warmup.py::"
+            "test_the_launcher_list_names_every_backend_module_that_registers_a_kernel_file",
+        ),
+        "a launcher module left out of LAUNCHERS: the warm-up skips its kernel file when nothing else imported it",
+    ),
+    Mutant(
+        "jobs-without-the-warm-up-accepted",
+        "minitorch_amp/__main__.py",
+        '        parser.error("-j/--jobs goes with --warm-kernel-cache")\n',
+        "        pass\n",
+        (
+            "tests/test_kernel_warmup.py::"
+            "test_the_command_line_takes_a_number_of_processes_with_the_warm_up_only",
+        ),
+        "python -m minitorch_amp -j 8 runs the whole report and silently ignores -j",
+    ),
+    Mutant(
+        "device-stage-without-the-warm-up",
+        "benchmarks/gpu_check.sh",
+        '    "$warm_up && nvidia-smi && ',
+        '    "nvidia-smi && ',
+        (
+            "tests/test_gpu_check.py::"
+            "test_the_device_stage_fills_the_kernel_cache_on_every_core_before_the_report",
+        ),
+        "the device stage compiles every kernel serially again and times out, as in the first H200 run",
+    ),
+    Mutant(
+        "pytest-stage-never-uses-xdist",
+        "benchmarks/gpu_check.sh",
+        '    xdist=" -n 4 --dist loadfile"\n',
+        '    xdist=""\n',
+        (
+            "tests/test_gpu_check.py::"
+            "test_pytest_runs_in_4_processes_where_pytest_xdist_is_installed",
+        ),
+        "the pytest stage runs serially where pytest-xdist is installed",
+    ),
+    Mutant(
+        "tensor-maps-never-cached",
+        "minitorch_amp/backend/gemm_sm90.py",
+        "    found = _maps.get(key)\n",
+        "    found = None\n",
+        (
+            "tests/test_gemm_sm90_host.py::test_the_same_operand_is_encoded_once_and_its_map_found_after",
+        ),
+        "every Hopper GEMM launch encodes both tensor maps anew (12 µs of host time each on the H200)",
+    ),
+    Mutant(
+        "tensor-map-cache-grows-without-bound",
+        "minitorch_amp/backend/gemm_sm90.py",
+        "    if len(_maps) > MAP_CACHE_SIZE:\n",
+        "    if False:\n",
+        ("tests/test_gemm_sm90_host.py::test_the_cache_keeps_only_the_most_recently_used_maps",),
+        "the tensor-map cache keeps every operand ever seen (a long run's activations grow it without end)",
+    ),
+    Mutant(
+        "tensor-map-key-forgets-the-box",
+        "minitorch_amp/backend/gemm_sm90.py",
+        "    key = (array.data.ptr, array.shape, array.strides[0], k_major, rows)\n",
+        "    key = (array.data.ptr, array.shape, array.strides[0])\n",
+        (
+            "tests/test_gemm_sm90_host.py::test_a_different_shape_stride_box_or_address_gets_its_own_map",
+        ),
+        "an operand used once K-major and once MN-major gets the first map's box both times",
+    ),
+    Mutant(
+        "kernel-check-host-half-follows-the-current-device",
+        "minitorch_amp/utils/kernel_check.py",
+        '        param = Parameter._from_array(data, name="kernel_check.w")\n',
+        '        param = Parameter(data, name="kernel_check.w")\n',
+        (
+            "tests/test_fused_optim_kernel.py::"
+            "test_the_kernel_check_keeps_its_host_half_on_the_host_when_the_gpu_is_current",
+        ),
+        "the optim.cu check's host parameter goes to the current GPU with NumPy grads: 'memoryview' has no 'ptr' (the H200 run)",
+    ),
+    Mutant(
+        "fp8-linear-rounds-after-a-float32-product",
+        "minitorch_amp/amp/fp8/gemm.py",
+        "        out = fp8_gemm(x_q, w_q, sx, sw, x.dtype)\n",
+        "        out = fp8_gemm(x_q, w_q, sx, sw).astype(x.dtype)\n",
+        (
+            "tests/test_fp8_autocast.py::test_each_fp8_gemm_rounds_to_its_result_dtype_in_the_epilogue",
+        ),
+        "the FP8 Linear's forward product comes out in float32 and is cast after (a launch and a float32 copy more on a GPU)",
+    ),
+    Mutant(
+        "fp8-benchmark-drops-the-format-code",
+        "benchmarks/fp8_gemm.py",
+        '    return fp8_kernels.fp8_gemm_nt(a, b_t, scale_a, scale_b, "bfloat16", E4M3, E4M3)\n',
+        '    return fp8_kernels.fp8_gemm_nt(a, b_t, scale_a, scale_b, "bfloat16")\n',
+        (
+            "tests/test_benchmark_fp8_gemm.py::test_it_hands_our_gemm_uint8_storage_with_its_format_code",
+        ),
+        "the FP8 GEMM benchmark hands uint8 storage without its format code and stops before timing (the H200 run)",
+    ),
+    Mutant(
+        "compare-graphs-float16-only",
+        "examples/simple_net.py",
+        "        replays = (False, True) if graph else (False,)\n",
+        '        replays = (False, True) if graph and dtype == "float16" else (False,)\n',
+        (
+            "tests/test_examples_cli.py::test_compare_with_graph_replays_every_dtype_after_its_eager_rows",
+        ),
+        "simple_net.py --compare --graph --dtype float8 has no FP8 graph row for issue 28's comparison",
+    ),
+]
