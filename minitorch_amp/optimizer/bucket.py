@@ -313,12 +313,20 @@ class Bucket:
 
     def _per_element(self, flat, start: int, stop: int):
         """A per-tensor buffer over a run: its one value, or on a device each tensor's value
-        repeated over the tensor's elements (and the padding after them)."""
+        repeated over the tensor's elements (and the padding after them).
+
+        NOTE: not ``xp.repeat(flat[start:stop], counts)``: CuPy 14 uploads a list of counts
+        and reads their sum back to size the result, so every step would wait for the GPU.
+        One copy per tensor, from its [1] slice on the device, reads nothing.
+        """
         if self.xp is np or stop - start == 1:
             return flat[start : start + 1]
-        ends = [*self.offsets[start + 1 : stop], self.offsets[stop - 1] + self.sizes[stop - 1]]
-        repeats = [e - a for a, e in zip(self.offsets[start:stop], ends)]
-        return self.xp.repeat(flat[start:stop], repeats)
+        base, end = self.offsets[start], self.offsets[stop - 1] + self.sizes[stop - 1]
+        out = self.xp.empty(end - base, dtype=flat.dtype)
+        ends = [*self.offsets[start + 1 : stop], end]
+        for i, (a, b) in enumerate(zip(self.offsets[start:stop], ends), start):
+            out[a - base : b - base] = flat[i : i + 1]  # broadcast on the device
+        return out
 
     def _gather(self, name: str, arrays):
         """``arrays`` widened into one flat scratch buffer, laid out like the state."""
