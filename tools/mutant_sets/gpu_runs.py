@@ -6,7 +6,7 @@ the FP8 GEMM benchmark and the FP8 GEMMs' epilogue rounding."""
 
 from __future__ import annotations
 
-from mutant_sets import Mutant
+from mutant_sets import Mutant, lines
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -142,5 +142,43 @@ MUTANTS: list[Mutant] = [
             "tests/test_examples_cli.py::test_compare_with_graph_replays_every_dtype_after_its_eager_rows",
         ),
         "simple_net.py --compare --graph --dtype float8 has no FP8 graph row for issue 28's comparison",
+    ),
+    Mutant(
+        "device-twin-repeats-per-tensor-state-with-a-list",
+        "minitorch_amp/optimizer/bucket.py",
+        lines(
+            "        for i, (a, b) in enumerate(zip(self.offsets[start:stop], ends), start):",
+            "            out[a - base : b - base] = flat[i : i + 1]  # broadcast on the device",
+        ),
+        lines(
+            "        counts = [b - a for a, b in zip(self.offsets[start:stop], ends)]",
+            "        out[...] = self.xp.repeat(flat[start:stop], counts)",
+        ),
+        (
+            "tests/test_scaler_no_host_read.py::test_the_gpu_tests_scaler_step_on_the_cupy_twins_reads_nothing_on_the_host",
+            "tests/test_scaler_no_host_read.py::test_every_optimizers_scaler_step_on_the_cupy_twins_reads_nothing_on_the_host[adam]",
+        ),
+        "the device twin spreads Adam's beta pows over a run with xp.repeat(values, list of counts): CuPy 14 uploads the counts and reads their sum back, so every GradScaler step with raw kernels off waits for the GPU",
+    ),
+    Mutant(
+        "device-twin-spreads-the-first-tensors-state-over-the-run",
+        "minitorch_amp/optimizer/bucket.py",
+        "            out[a - base : b - base] = flat[i : i + 1]  # broadcast on the device\n",
+        "            out[a - base : b - base] = flat[start : start + 1]  # broadcast on the device\n",
+        (
+            "tests/test_fused_optim_kernel.py::test_parameters_at_different_steps_in_one_device_bucket[Adam-0]",
+            "tests/test_fused_optim_kernel.py::test_parameters_at_different_steps_in_one_device_bucket[AdamW-0]",
+        ),
+        "the device twin gives every parameter of a run the first one's beta pows: parameters that joined at a later step get the wrong bias correction",
+    ),
+    Mutant(
+        "strict-stand-in-takes-a-list-of-repeats",
+        "tests/emulated_gpu.py",
+        "    if not isinstance(repeats, (int, np.integer)):\n",
+        "    if isinstance(repeats, np.ndarray):\n",
+        (
+            "tests/test_scaler_no_host_read.py::test_the_stand_in_refuses_each_kind_of_host_read[repeat(list)]",
+        ),
+        "the CPU stand-in for CuPy lets repeat() take a list of counts, which CuPy 14 reads back: the no-host-read tests would miss the H200's sync",
     ),
 ]
