@@ -44,6 +44,7 @@ LAUNCHERS = (
     "cast",
     "device",
     "fp8_kernels",
+    "fp8_scale",
     "fused_optim",
     "gemm",
     "gemm_bf16_sm90",

@@ -273,6 +273,30 @@ def _fp8_gemm_matches(to_device: Move, to_host: Move) -> bool:
     return _fp8.check_gemm(to_device, to_host)
 
 
+def _fp8_scale_matches(to_device: Move, to_host: Move) -> bool:
+    """Histories of 1, 16 and 1030 entries (past one block's stride) holding a NaN, inf, 0,
+    a subnormal or an ordinary largest amax, both algorithms, margins 0 and 10, updated by
+    ``update_amax_history_and_scale`` (the kernel on a GPU): the history, the scale and its
+    inverse are the bits it gives on NumPy."""
+    from ..amp.fp8.scaling import update_amax_history_and_scale as update
+
+    rng = np.random.default_rng(0)
+    same = True
+    for n in (1, 16, 1030):
+        for special in np.float32([np.nan, np.inf, 0.0, 1e-40, 1e30]):
+            history = (rng.random(n) * 100).astype(np.float32)
+            history[rng.integers(n)] = special
+            for algo, margin in (("max", 0), ("max", 10), ("most_recent", 0)):
+                want = [history.copy(), np.float32([0.75]), np.float32([4 / 3])]
+                got = [to_device(a) for a in want]
+                update(*got, 448.0, margin, algo)
+                update(*want, 448.0, margin, algo)
+                same = same and all(
+                    np.array_equal(bits(to_host(a)), bits(b)) for a, b in zip(got, want)
+                )
+    return same
+
+
 CHECKS: dict[str, Callable[[Move, Move], bool]] = {
     "cast.cu": _cast_matches,
     "amp.cu": _amp_matches,
@@ -285,6 +309,7 @@ CHECKS: dict[str, Callable[[Move, Move], bool]] = {
     "probe.cu": _probe_matches,
     "fp8_cast.cu": _fp8.check_cast,  # every float16 value, both formats and overflow modes
     "gemm_fp8_sm90.cu": _fp8_gemm_matches,
+    "fp8_scale.cu": _fp8_scale_matches,
 }
 
 

@@ -21,9 +21,12 @@ from __future__ import annotations
 import numpy as np
 
 from ...backend import comm as _comm
+from ...backend import fp8_kernels as _fp8_kernels
+from ...backend import fp8_scale as _fp8_scale
+from ...backend import kernels as _kernels
 from ...backend.device import get_array_module as _xp
 from ...backend.dtypes import FP8_MAX, float32
-from ...backend.fp8 import cast_to_fp8
+from ...backend.fp8 import FP8_DTYPE_CODE, cast_to_fp8
 from .recipe import DelayedScaling, Float8CurrentScaling
 
 __all__ = ["ScalingState", "current_scale", "reduce_amax", "update_amax_history_and_scale"]
@@ -41,11 +44,18 @@ def update_amax_history_and_scale(amax_history, scale, scale_inv, fp8_max, margi
     * ``amax_history`` rotated by -1 (this step's amax moves to the end, the oldest entry
       comes to the front) and its first entry zeroed, ready for the next step's amax.
 
+    This is the specification of ``cuda/fp8_scale.cu``, which does it all in one launch:
+    CuPy arrays go to that kernel (:func:`minitorch_amp.backend.fp8_scale.update`, the same
+    bits) unless ``MINITORCH_AMP_RAW_KERNELS=0``; NumPy arrays run the array operations below.
+
     Args:
         amax_history: float32 [history_len]; scale, scale_inv: float32 [1] (all updated).
         fp8_max: the format's largest finite value; margin: >= 0; algo: 'max'|'most_recent'.
     """
     xp = _xp(amax_history)
+    if xp is not np and _kernels.enabled():
+        _fp8_scale.update(amax_history, scale, scale_inv, fp8_max, margin, algo)
+        return
     amax = amax_history.max(keepdims=True) if algo == "max" else amax_history[:1].copy()
     # NOTE: max() over a history holding a NaN is NaN: that step keeps the old scale
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
@@ -128,8 +138,11 @@ class ScalingState:
 
         Delayed scaling casts with the current ``scale`` (the previous steps'), writes this
         tensor's amax into ``amax_history[0]`` and runs
-        :func:`update_amax_history_and_scale`. Current scaling computes the amax first and
-        casts with the scale it gives.
+        :func:`update_amax_history_and_scale`. On a GPU with raw kernels that is two
+        launches: the cast folds its amax straight into ``amax_history[0]`` (0 since the
+        last update's rotation) and ``cuda/fp8_scale.cu`` updates the rest (about 14 CuPy
+        launches as array operations). Current scaling computes the amax first and casts
+        with the scale it gives.
         """
         fp8_max = FP8_MAX[self.dtype]
         if isinstance(self.recipe, Float8CurrentScaling):
@@ -141,6 +154,8 @@ class ScalingState:
             self.scale_inv[...] = np.float32(1.0) / self.scale
             out, _ = cast_to_fp8(x, self.dtype, self.scale, saturate)
             return out, self.scale_inv.copy()
+        if self._fused(x):
+            return self._cast_fused(x, saturate, fp8_max)
         scale_inv = self.scale_inv.copy()  # the inverse of the scale this cast uses
         out, amax = cast_to_fp8(x, self.dtype, self.scale, saturate)
         self.amax_history[:1] = reduce_amax(amax)
@@ -154,3 +169,27 @@ class ScalingState:
             recipe.amax_compute_algo,
         )
         return out, scale_inv
+
+    def _fused(self, x) -> bool:
+        """Whether the delayed cast runs as the two kernels: CuPy arrays, raw kernels on."""
+        return _xp(x) is not np and _xp(self.amax_history) is not np and _kernels.enabled()
+
+    def _cast_fused(self, x, saturate: bool, fp8_max: float):
+        """The delayed cast in two launches, the twin's bits: the cast folds ``max |x|`` into
+        ``amax_history[0]``, which the previous update zeroed (max(0, a) is a, NaN too), then
+        one update kernel returns the inverse scale the cast used and updates the rest."""
+        amax = self.amax_history[:1]  # a view: the kernel's atomicMax writes the history
+        out, _ = _fp8_kernels.cast_fp8_with_amax(
+            x, self.scale, FP8_DTYPE_CODE[self.dtype], saturate, amax=amax
+        )
+        reduce_amax(amax)  # the ranks' maximum, in place (nothing in a world of one)
+        recipe = self.recipe
+        scale_inv = _fp8_scale.update(
+            self.amax_history,
+            self.scale,
+            self.scale_inv,
+            fp8_max,
+            recipe.margin,
+            recipe.amax_compute_algo,
+        )
+        return out.view(self.dtype), scale_inv
