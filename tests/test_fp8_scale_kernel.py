@@ -182,7 +182,8 @@ def test_the_inverse_the_cast_used_is_copied_before_the_update(on_emulator):
 
 # ---- ScalingState.cast on the emulated GPU ----------------------------------------------------
 def steps(dtype, seed: int) -> list[np.ndarray]:
-    """Six steps of one tensor: growth, a spike, a NaN step, an empty-looking small one."""
+    """Seven steps of one tensor: growth, a spike, a NaN, a subnormal one (its amax gives an
+    inf quotient: float32's largest scale), and back."""
     rng = np.random.default_rng(seed)
     xs = [(rng.standard_normal((33, 17)) * 4.0**k).astype(np.float32) for k in range(3)]
     spike = xs[0] * 1e4

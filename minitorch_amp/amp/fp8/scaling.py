@@ -1,8 +1,8 @@
 """One tensor's FP8 scaling state (scale, its inverse, the amax history) and its update.
 
-Every array here stays on the tensor's device and every update is an array operation, so a
-training step with FP8 casts reads nothing back to the host (and can be captured as a CUDA
-graph, like the loss scaler's step).
+Every array here stays on the tensor's device and every update runs there (array operations,
+or on a GPU one kernel, ``cuda/fp8_scale.cu``), so a training step with FP8 casts reads
+nothing back to the host (and can be captured as a CUDA graph, like the loss scaler's step).
 
 Example:
     >>> import numpy as np
