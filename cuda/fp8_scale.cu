@@ -1,6 +1,9 @@
 // fp8_scale.cu: Transformer Engine's delayed-scaling update of one FP8 tensor role, in ONE
-// launch, after the cast (fp8_cast.cu) has folded this step's amax into amax_history[0].
+// launch, after the cast (fp8_cast.cu) has folded this step's amax into *amax.
 //
+//   amax_history[0] = amax[0], and amax[0] = 0     (when amax is not null: the state's own
+//                                                    slot, which the next cast folds into;
+//                                                    null: amax_history[0] holds the amax)
 //   used_scale_inv[0] = scale_inv[0]                (the inverse the cast just used, copied
 //                                                    before the update overwrites it)
 //   amax  = max(amax_history)   (algo 0, 'max': a NaN anywhere makes it NaN, as NumPy's max)
@@ -24,6 +27,10 @@
 // A float32 quotient taken in double and rounded to float32 is the correctly rounded float32
 // quotient (53 >= 2 * 24 + 2: double rounding is innocuous for division).
 //
+// NOTE: the cast folds into a slot of its own, not into amax_history[0]: that entry is 0 after
+// every update, but a loaded state (a current-scaling checkpoint resumed with a history of 1)
+// may hold an amax there, which the twin overwrites and a fold would keep.
+//
 // The rotation reads before it writes: entry 0 is kept in a register, then the block moves
 // entries i + 1 -> i in strides of kThreads (each stride read in full, a barrier, then
 // written: a later stride reads only entries no earlier one writes), then thread 0 writes
@@ -31,7 +38,8 @@
 //
 // LAUNCH (backend/fp8_scale.py): grid (1,), block (kThreads = 256,). Args: amax_history
 //   float [n], scale float [1], scale_inv float [1] (all updated in place), used_scale_inv
-//   float [1] (written), n int32 >= 1, numerator float, algo int32 (0 'max', 1 'most_recent').
+//   float [1] (written), amax float [1] or null (read, then zeroed), n int32 >= 1,
+//   numerator float, algo int32 (0 'max', 1 'most_recent').
 //
 // Python caller: minitorch_amp/amp/fp8/scaling.py (ScalingState.cast, delayed scaling, on
 // CuPy arrays). NumPy twin (the specification): backend/fp8_scale.py's twin_update, which is
@@ -102,16 +110,19 @@ __device__ __forceinline__ unsigned int inverse_bits(unsigned int scale)
 extern "C" __global__ void __launch_bounds__(kThreads)
     fp8_delayed_scale_update(float* __restrict__ amax_history, float* __restrict__ scale,
                              float* __restrict__ scale_inv, float* __restrict__ used_scale_inv,
-                             int n, float numerator, int algo)
+                             float* __restrict__ amax, int n, float numerator, int algo)
 {
     __shared__ unsigned int keys[kThreads];
     unsigned int* history = reinterpret_cast<unsigned int*>(amax_history);
+    unsigned int* slot = reinterpret_cast<unsigned int*>(amax);
     const int t = static_cast<int>(threadIdx.x);
+    // this step's amax, read before any write: entry 0 of the history the update sees
+    const unsigned int first = slot != nullptr ? slot[0] : history[0];
 
     // 1. The amax: every thread's maximum key over its strided entries, then a tree.
     unsigned int mine = 0u;  // below every float's key
     for (int i = t; i < n; i += kThreads) {
-        const unsigned int key = order_key(history[i]);
+        const unsigned int key = order_key(i == 0 ? first : history[i]);
         mine = key > mine ? key : mine;
     }
     keys[t] = mine;
@@ -120,14 +131,13 @@ extern "C" __global__ void __launch_bounds__(kThreads)
         if (t < half && keys[t + half] > keys[t]) keys[t] = keys[t + half];
         __syncthreads();
     }
-    const unsigned int first = history[0];  // this step's amax, read before any write
 
     // 2. The scale and its inverse (one thread; every thread has read the history).
     if (t == 0) {
-        const unsigned int amax = algo == 0 ? from_key(keys[0]) : first;
+        const unsigned int chosen = algo == 0 ? from_key(keys[0]) : first;
         const unsigned int* old_inv = reinterpret_cast<const unsigned int*>(scale_inv);
         reinterpret_cast<unsigned int*>(used_scale_inv)[0] = old_inv[0];
-        const unsigned int s = next_scale(amax, __float_as_uint(scale[0]), numerator);
+        const unsigned int s = next_scale(chosen, __float_as_uint(scale[0]), numerator);
         reinterpret_cast<unsigned int*>(scale)[0] = s;
         reinterpret_cast<unsigned int*>(scale_inv)[0] = inverse_bits(s);
     }
@@ -143,6 +153,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     }
     if (t == 0) {
         history[n - 1] = first;
-        history[0] = 0u;  // the slot the next cast folds its amax into (n = 1: the only one)
+        history[0] = 0u;  // (n = 1: the only entry)
+        if (slot != nullptr) slot[0] = 0u;  // the slot the next cast folds its amax into
     }
 }

@@ -43,8 +43,8 @@ std::function<void()> update(void** a)
 {
     return [=] {
         fp8_delayed_scale_update(arg<float*>(a, 0), arg<float*>(a, 1), arg<float*>(a, 2),
-                                 arg<float*>(a, 3), arg<int>(a, 4), arg<float>(a, 5),
-                                 arg<int>(a, 6));
+                                 arg<float*>(a, 3), arg<float*>(a, 4), arg<int>(a, 5),
+                                 arg<float>(a, 6), arg<int>(a, 7));
     };
 }
 

@@ -1,8 +1,8 @@
 """``cuda/fp8_scale.cu`` on a GPU: the delayed-scaling update bit for bit its NumPy twin
 (``update_amax_history_and_scale`` on NumPy arrays), and ``ScalingState.cast`` on CuPy
-arrays equal to the NumPy path over several steps. The same checks as
-``test_fp8_scale_kernel.py`` on the CPU emulator, here with the real ``-ftz`` and the real
-loader. Skipped without CuPy and a device (the ``gpu`` marker).
+arrays equal to the NumPy path over several steps: the checks ``test_fp8_scale_kernel.py``
+and ``test_fp8_scale_state.py`` run on the CPU emulator, here with the real ``-ftz`` and
+the real loader. Skipped without CuPy and a device (the ``gpu`` marker).
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 from test_amp_kernels import assert_same_bits
-from test_fp8_scale_kernel import FP8_MAXES, ODD_NANS, SPECIALS, SUBNORMALS, history_of, steps
+from test_fp8_scale_kernel import FP8_MAXES, ODD_NANS, SPECIALS, SUBNORMALS, history_of
+from test_fp8_scale_state import steps
 
 from minitorch_amp.amp.fp8.recipe import DelayedScaling
 from minitorch_amp.amp.fp8.scaling import ScalingState, update_amax_history_and_scale
@@ -35,28 +36,37 @@ def assert_bits(got, want, where=""):
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=where)
 
 
-def gpu_against_twin(cp, history, scale, scale_inv, fp8_max, margin, algo):
+def gpu_against_twin(cp, history, scale, scale_inv, fp8_max, margin, algo, slot=False):
+    """As test_fp8_scale_kernel.kernel_against_twin: with ``slot``, this step's amax comes in
+    a slot of its own and the history's entry 0 holds a stale one."""
     state = [np.asarray(v, np.float32).copy() for v in (history, scale, scale_inv)]
     want = [v.copy() for v in state]
     got = [cp.asarray(v) for v in state]
-    used = fp8_scale.update(*got, fp8_max, margin, algo)
+    amax = None
+    if slot:
+        amax = cp.asarray(state[0][:1])
+        got[0][0] = np.float32(1e30)  # stale: what a loaded state may hold there
+    used = fp8_scale.update(*got, fp8_max, margin, algo, amax=amax)
     update_amax_history_and_scale(*want, fp8_max, margin, algo)
-    where = f"n={len(state[0])} margin={margin} {algo} scale={state[1]}"
+    where = f"n={len(state[0])} margin={margin} {algo} scale={state[1]} slot={slot}"
+    if slot:
+        assert device.asnumpy(amax).view(np.uint32).tolist() == [0], where
     assert_bits(used, state[2], where + " (the inverse the cast used)")
     for label, g, w in zip(("history", "scale", "scale_inv"), got, want):
         assert_bits(g, w, f"{where}: {label}")
 
 
+@pytest.mark.parametrize("slot", [False, True], ids=["amax in the history", "amax in a slot"])
 @pytest.mark.parametrize("algo", ["max", "most_recent"])
 @pytest.mark.parametrize("n", [1, 16, 257, 1024, 1030, 5000])
-def test_the_update_on_the_gpu_is_the_twins_bits(cp, n, algo):
+def test_the_update_on_the_gpu_is_the_twins_bits(cp, n, algo, slot):
     rng = np.random.default_rng(n)
     for special in [*SPECIALS, *ODD_NANS]:
         for margin in (0, 1, 3, 10, 140):
             h = history_of(n, rng, [special])
-            if algo == "most_recent" and rng.random() < 0.5:
-                h[0] = special
-            gpu_against_twin(cp, h, [0.75], [4 / 3], FP8_MAXES["e4m3"], margin, algo)
+            if rng.random() < 0.5:
+                h[0] = special  # this step's amax: the entry 'most_recent' reads
+            gpu_against_twin(cp, h, [0.75], [4 / 3], FP8_MAXES["e4m3"], margin, algo, slot)
 
 
 @pytest.mark.parametrize("old_scale", [0.0, -0.0, 1e-40, -2.0, np.inf, np.nan, *ODD_NANS, 3e38])

@@ -5,11 +5,10 @@ The emulator (``tests/fp8_scale_emulator.cpp`` on ``tests/cuda_emulator.h``, und
 flush-to-zero CuPy compiles kernels with) runs the kernel file unchanged, fed by the real
 launcher (``backend/fp8_scale.py``) around NumPy arrays posing as CuPy ones. Checked here:
 the history, the scale, its inverse and the inverse the cast used, for histories of 1 to
-1030 entries holding NaN, inf, zeros, subnormal and negative amaxes, margins from 0 to 140,
-both algorithms; ``ScalingState.cast`` on the emulated GPU (two launches: the cast, which
-folds its amax into the history, and the update) equals the NumPy path over several steps;
-the launcher refuses bad arguments before writing anything. ``test_fp8_scale_gpu.py``
-holds a GPU to the same twin.
+1030 entries holding NaN, inf, zeros, subnormal and negative amaxes, margins from 0 to 200,
+both algorithms, this step's amax in the history or in a slot; the launcher refuses bad
+arguments before writing anything. ``test_fp8_scale_state.py`` runs ``ScalingState.cast``
+on these emulators, ``test_fp8_scale_gpu.py`` holds a GPU to the same twin.
 """
 
 from __future__ import annotations
@@ -17,15 +16,12 @@ from __future__ import annotations
 import re
 
 import emulated_gpu
-import ml_dtypes
 import numpy as np
 import pytest
 from emulated_gpu import HostArray
-from test_amp_kernels import assert_same_bits
 
-from minitorch_amp.amp.fp8.recipe import DelayedScaling
-from minitorch_amp.amp.fp8.scaling import ScalingState, update_amax_history_and_scale
-from minitorch_amp.backend import comm, device, fp8_scale, kernels, nvrtc
+from minitorch_amp.amp.fp8.scaling import update_amax_history_and_scale
+from minitorch_amp.backend import device, fp8_scale, kernels, nvrtc
 from minitorch_amp.utils import kernel_check
 
 FP8_MAXES = {"e4m3": 448.0, "e5m2": 57344.0}
@@ -72,8 +68,8 @@ def on_emulator(emulators, monkeypatch):
 def device_where(*args):
     """np.where that keeps its device arrays' type (as cupy.where returns a CuPy array)."""
     kind = next(type(a) for a in args if isinstance(a, HostArray))
-    if kind is CountingArray:
-        OPS.append("where")
+    if hasattr(kind, "record"):  # test_fp8_scale_state.py's CountingArray
+        kind.record("where")
     return np.where(*(np.asarray(a) if isinstance(a, HostArray) else a for a in args)).view(kind)
 
 
@@ -101,14 +97,22 @@ def assert_bits(got, want, where=""):
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=where)
 
 
-def kernel_against_twin(history, scale, scale_inv, fp8_max, margin, algo):
-    """Run the launcher on device copies and the twin on NumPy ones; compare everything."""
+def kernel_against_twin(history, scale, scale_inv, fp8_max, margin, algo, slot=False):
+    """Run the launcher on device copies and the twin on NumPy ones; compare everything.
+    With ``slot``, the kernel reads this step's amax (``history[0]``) from a slot of its
+    own, and finds a stale amax in the history's entry 0, which it must ignore."""
     state = [np.asarray(v, np.float32).copy() for v in (history, scale, scale_inv)]
     want = [v.copy() for v in state]
     got = [on_device(v) for v in state]
-    used = fp8_scale.update(*got, fp8_max, margin, algo)
+    amax = None
+    if slot:
+        amax = on_device(state[0][:1])
+        got[0][0] = np.float32(1e30)  # stale: what a loaded state may hold there
+    used = fp8_scale.update(*got, fp8_max, margin, algo, amax=amax)
     update_amax_history_and_scale(*want, fp8_max, margin, algo)
-    where = f"n={len(state[0])} margin={margin} {algo} scale={state[1]}"
+    where = f"n={len(state[0])} margin={margin} {algo} scale={state[1]} slot={slot}"
+    if slot:
+        assert host(amax).view(np.uint32).tolist() == [0], where + " (the slot, zeroed)"
     assert_bits(used, state[2], where + " (the inverse the cast used)")
     for label, g, w in zip(("history", "scale", "scale_inv"), got, want):
         assert_bits(g, w, f"{where}: {label}")
@@ -124,16 +128,17 @@ def history_of(n: int, rng, plant) -> np.ndarray:
 
 
 # ---- the kernel on the emulator against the twin ----------------------------------------------
+@pytest.mark.parametrize("slot", [False, True], ids=["amax in the history", "amax in a slot"])
 @pytest.mark.parametrize("algo", ["max", "most_recent"])
 @pytest.mark.parametrize("n", [1, 16, 255, 256, 257, 1024, 1030])
-def test_the_update_is_the_twins_bits_for_histories_with_special_amaxes(n, algo, on_emulator):
+def test_the_update_is_the_twins_bits_for_histories_with_special_amaxes(n, algo, slot, on_emulator):
     rng = np.random.default_rng(n)
     for special in SPECIALS:
         for margin in (0, 1, 3):
             h = history_of(n, rng, [special])
-            if algo == "most_recent" and rng.random() < 0.5:
-                h[0] = special  # the entry this algorithm reads
-            kernel_against_twin(h, [0.75], [4 / 3], FP8_MAXES["e4m3"], margin, algo)
+            if rng.random() < 0.5:
+                h[0] = special  # this step's amax: the entry 'most_recent' reads
+            kernel_against_twin(h, [0.75], [4 / 3], FP8_MAXES["e4m3"], margin, algo, slot)
     assert on_emulator == [("fp8_scale.cu", fp8_scale.NAME)] * (len(SPECIALS) * 3)
 
 
@@ -180,149 +185,6 @@ def test_the_inverse_the_cast_used_is_copied_before_the_update(on_emulator):
     assert host(scale).tolist() == [32.0] and host(scale_inv).tolist() == [1 / 32]
 
 
-# ---- ScalingState.cast on the emulated GPU ----------------------------------------------------
-def steps(dtype, seed: int) -> list[np.ndarray]:
-    """Seven steps of one tensor: growth, a spike, a NaN, a subnormal one (its amax gives an
-    inf quotient: float32's largest scale), and back."""
-    rng = np.random.default_rng(seed)
-    xs = [(rng.standard_normal((33, 17)) * 4.0**k).astype(np.float32) for k in range(3)]
-    spike = xs[0] * 1e4
-    nan_step = xs[1].copy()
-    nan_step[3, 4] = np.nan
-    tiny = np.full((5, 3), 1e-39, np.float32)  # subnormal in float32: an inf-capped scale
-    return [x.astype(dtype) for x in (*xs, spike, nan_step, tiny, xs[2])]
-
-
-@pytest.mark.parametrize("dtype", ["float32", "float16", ml_dtypes.bfloat16], ids=str)
-@pytest.mark.parametrize(
-    "recipe",
-    [
-        DelayedScaling(amax_history_len=4),
-        DelayedScaling(
-            margin=1, fp8_format="E5M2", amax_history_len=3, amax_compute_algo="most_recent"
-        ),
-        DelayedScaling(margin=3, amax_history_len=1),
-        DelayedScaling(amax_history_len=1024, fp8_format="E4M3"),
-    ],
-    ids=["max-4", "most-recent-3", "margin-3-len-1", "max-1024"],
-)
-def test_scaling_state_cast_on_the_gpu_is_the_numpy_path_bit_for_bit(recipe, dtype, on_emulator):
-    fp8_dtype = recipe.dtype(False)
-    gpu = ScalingState(recipe, fp8_dtype, device.cupy)
-    cpu = ScalingState(recipe, fp8_dtype, np)
-    assert type(gpu.amax_history) is HostArray
-    for step, x in enumerate(steps(dtype, seed=len(recipe.amax_compute_algo))):
-        on_emulator.clear()
-        out, scale_inv = gpu.cast(on_device(x))
-        want_out, want_scale_inv = cpu.cast(x)
-        where = f"step {step}"
-        np.testing.assert_array_equal(host(out).view(np.uint8), want_out.view(np.uint8), where)
-        assert out.dtype == want_out.dtype
-        assert_bits(scale_inv, want_scale_inv, where)
-        for field in ("scale", "scale_inv", "amax_history"):
-            # NOTE: a NaN amax keeps the payload the cast kernel gave it (fp8_cast.cu: a
-            # float16 NaN widens to 0x7fffffff there, to 0x7fc00000 in NumPy): NaN-ness only
-            assert_same_bits(getattr(gpu, field), getattr(cpu, field), f"{where}: {field}")
-        assert on_emulator == [
-            ("fp8_cast.cu", f"cast_fp8_amax<{fp8_kernels_in_type(dtype)}>"),
-            ("fp8_scale.cu", fp8_scale.NAME),
-        ]
-
-
-def fp8_kernels_in_type(dtype) -> str:
-    return {"float32": "float", "float16": "__half"}.get(str(np.dtype(dtype)), "__nv_bfloat16")
-
-
-def test_without_raw_kernels_the_state_runs_the_twin_on_the_device(on_emulator, monkeypatch):
-    monkeypatch.setenv("MINITORCH_AMP_RAW_KERNELS", "0")
-    recipe = DelayedScaling(amax_history_len=3)
-    gpu, cpu = (ScalingState(recipe, recipe.dtype(False), xp) for xp in (device.cupy, np))
-    for x in steps("float32", seed=2)[:3]:
-        gpu.cast(on_device(x))
-        cpu.cast(x)
-    for field in ("scale", "scale_inv", "amax_history"):
-        assert_bits(getattr(gpu, field), getattr(cpu, field), field)
-    assert ("fp8_scale.cu", fp8_scale.NAME) not in on_emulator
-
-
-# ---- launches per delayed cast -----------------------------------------------------------------
-OPS: list[str] = []  # what CountingArray recorded
-
-
-class CountingArray(HostArray):
-    """A device array that records every array operation on it (each a CuPy launch or
-    more on a GPU): ufuncs and reductions, NumPy functions, copies, casts, stores."""
-
-    def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
-        OPS.append(f"{ufunc.__name__}.{method}")
-        if out is not None:
-            kwargs["out"] = tuple(_plain(o) for o in out)
-        return _counted(getattr(ufunc, method)(*map(_plain, inputs), **kwargs))
-
-    def __array_function__(self, func, types, args, kwargs):
-        OPS.append(func.__name__)
-        return _counted(func(*map(_plain, args), **kwargs))
-
-    def copy(self, *args, **kwargs):
-        OPS.append("copy")
-        return _counted(_plain(self).copy(*args, **kwargs))
-
-    def astype(self, *args, **kwargs):
-        OPS.append("astype")
-        return _counted(_plain(self).astype(*args, **kwargs))
-
-    def __setitem__(self, index, value):
-        OPS.append("setitem")
-        super().__setitem__(index, value)
-
-
-def _plain(a):
-    return a.view(np.ndarray) if isinstance(a, np.ndarray) else a
-
-
-def _counted(a):
-    return a.view(CountingArray) if isinstance(a, np.ndarray) else a
-
-
-def launches_of_one_delayed_cast(on_emulator) -> tuple[list, list]:
-    """(raw kernels launched, array operations on device arrays) by one delayed cast of a
-    tensor on the emulated GPU, with the array operations counted."""
-
-    def zeros(n, dtype):  # a fill: a launch on a GPU
-        OPS.append("zeros")
-        return _counted(np.zeros(n, dtype))
-
-    device.cupy.zeros = zeros
-    recipe = DelayedScaling(amax_history_len=16)
-    state = ScalingState(recipe, recipe.dtype(False), np)
-    state.amax_history, state.scale, state.scale_inv = (
-        _counted(a) for a in (state.amax_history, state.scale, state.scale_inv)
-    )
-    x = _counted(np.linspace(-3, 5, 4096, dtype=np.float32))
-    state.cast(x)  # a first step: the fold's entry 0 is the zero of a fresh history
-    on_emulator.clear()
-    OPS.clear()
-    state.cast(x)
-    return list(on_emulator), list(OPS)
-
-
-def test_a_delayed_cast_on_the_gpu_is_two_launches_and_no_array_operation(on_emulator):
-    kernels_launched, ops = launches_of_one_delayed_cast(on_emulator)
-    assert [file for file, _ in kernels_launched] == ["fp8_cast.cu", "fp8_scale.cu"]
-    assert ops == []
-
-
-def test_without_the_update_kernel_a_delayed_cast_is_a_launch_and_many_array_ops(
-    on_emulator, monkeypatch
-):
-    """What the kernel replaces (and proof that the count above can fail): the cast, its
-    amax's zero fill, the inverse's copy, the amax's store, and the update's operations."""
-    monkeypatch.setenv("MINITORCH_AMP_RAW_KERNELS", "0")
-    kernels_launched, ops = launches_of_one_delayed_cast(on_emulator)
-    assert [file for file, _ in kernels_launched] == ["fp8_cast.cu"]
-    assert len(ops) >= 15, ops
-
-
 # ---- bad arguments ------------------------------------------------------------------------------
 def f32(*shape) -> HostArray:
     return on_device(np.ones(shape, np.float32))
@@ -339,6 +201,8 @@ BAD_ARGUMENTS = [
     ({"scale": f32(2)}, ValueError, "scale must have shape [1]"),
     ({"scale_inv": np.ones(1, np.float32)}, ValueError, "on amax_history's device"),
     ({"scale": on_device(np.ones(1, np.float16))}, TypeError, "scale must be float32"),
+    ({"amax": f32(2)}, ValueError, "amax must have shape [1]"),
+    ({"amax": np.zeros(1, np.float32)}, ValueError, "amax must be on amax_history's device"),
 ]
 
 
@@ -351,6 +215,7 @@ def test_bad_arguments_are_refused_before_anything_is_written(bad, error, messag
         "fp8_max": 448.0,
         "margin": 0,
         "algo": "max",
+        "amax": on_device(np.float32([5.0])),
     }
     args.update(bad)
     before = {k: host(v).copy() for k, v in args.items() if isinstance(v, np.ndarray)}
@@ -388,31 +253,3 @@ def test_no_float32_compare_or_division_reaches_the_ptx_under_ftz(nvrtc_availabl
     ptx = result["ptx"]
     assert "div.rn.f64" in ptx
     assert not re.search(r"\b(div|setp|min|max)(\.\w+)*\.f32\b", ptx)
-
-
-class TwoRanks:
-    """A world of two ranks as reduce_amax sees it: the other rank's amax is ``other``."""
-
-    size = 2
-
-    def __init__(self, other: float):
-        self.other, self.calls = np.float32(other), []
-
-    def all_reduce(self, array, op, caller=""):
-        self.calls.append((host(array).copy(), op, caller))
-        array[...] = np.maximum(array, self.other)
-        return array
-
-
-def test_in_a_world_of_ranks_the_amax_in_the_history_is_all_reduced_before_the_update(
-    on_emulator, monkeypatch
-):
-    world = TwoRanks(other=112.0)  # larger than this rank's 7: every rank takes 448 / 112
-    monkeypatch.setattr(comm, "get_world", lambda: world)
-    recipe = DelayedScaling(amax_history_len=4)
-    state = ScalingState(recipe, recipe.dtype(False), device.cupy)
-    state.cast(on_device(np.float32([[7.0, -2.0]])))
-    ((seen, op, caller),) = world.calls
-    assert seen.tolist() == [7.0] and op == comm.ReduceOp.MAX and caller == "fp8 amax"
-    assert host(state.scale).tolist() == [4.0]
-    assert host(state.amax_history).tolist() == [0.0, 0.0, 0.0, 112.0]

@@ -1,6 +1,6 @@
 """The delayed-scaling update of one FP8 tensor role in one launch: ``cuda/fp8_scale.cu``.
 
-After a delayed-scaling cast has folded its amax into ``amax_history[0]``, Transformer
+After a delayed-scaling cast has folded its amax into a zeroed slot, Transformer
 Engine's update takes the history's maximum, turns it into the next scale and its inverse,
 and rotates the history. Spelled in CuPy array operations that is about a dozen launches per
 cast, and an FP8 Linear step casts nine times; ``fp8_delayed_scale_update`` does it all in
@@ -38,6 +38,7 @@ NAME = "fp8_delayed_scale_update"
 SCALE = kernels.register(FILE, names=(NAME,))
 ALGOS = {"max": 0, "most_recent": 1}  # the kernel's algo codes
 _THREADS = 256  # kThreads in cuda/fp8_scale.cu
+_NULL = np.int64(0)  # a null pointer: RawKernel passes an int64 by value, 8 zero bytes
 
 
 def numerator(fp8_max: float, margin: float) -> np.float32:
@@ -46,10 +47,12 @@ def numerator(fp8_max: float, margin: float) -> np.float32:
     return np.float32(fp8_max * 2.0**-margin)
 
 
-def update(amax_history, scale, scale_inv, fp8_max: float, margin: float, algo: str):
+def update(amax_history, scale, scale_inv, fp8_max: float, margin: float, algo: str, amax=None):
     """Transformer Engine's delayed-scaling update of CuPy arrays, in place, in one launch;
     returns the inverse scale before the update (a new float32 [1]: the one the step's cast
-    used). What it computes is ``update_amax_history_and_scale``:
+    used). What it computes is ``update_amax_history_and_scale``, with this step's amax in
+    ``amax_history[0]``, or, when ``amax`` is given, in ``amax`` (moved into the history and
+    zeroed for the next cast to fold into):
 
     * ``amax = max(amax_history)`` for ``'max'`` (NaN if any entry is NaN),
       ``amax_history[0]`` for ``'most_recent'``;
@@ -63,21 +66,23 @@ def update(amax_history, scale, scale_inv, fp8_max: float, margin: float, algo: 
             all CuPy arrays on one device, all updated.
         fp8_max: the format's largest finite value; margin: >= 0.
         algo: ``'max'`` or ``'most_recent'``.
+        amax: None, or a float32 [1] on the same device holding this step's amax.
 
     Raises:
         TypeError, ValueError: an argument of the wrong dtype, shape, layout, device or
             value, or NumPy arrays (their update is the twin's); nothing is written then.
     """
-    _check(amax_history, scale, scale_inv, fp8_max, margin, algo)
+    _check(amax_history, scale, scale_inv, fp8_max, margin, algo, amax)
     with amax_history.device:
         used = _device.cupy.empty(1, float32)
-        args = (amax_history, scale, scale_inv, used, np.int32(amax_history.size))
+        args = (amax_history, scale, scale_inv, used, _NULL if amax is None else amax)
+        args += (np.int32(amax_history.size),)
         args += (numerator(fp8_max, margin), np.int32(ALGOS[algo]))
         kernels.launch(FILE, NAME, (1,), (_THREADS,), args)
     return used
 
 
-def _check(amax_history, scale, scale_inv, fp8_max, margin, algo) -> None:
+def _check(amax_history, scale, scale_inv, fp8_max, margin, algo, amax) -> None:
     """Raise, before anything is written, unless the arguments are what the kernel reads."""
     if algo not in ALGOS:
         raise ValueError(f"algo must be 'max' or 'most_recent', got {algo!r}")
@@ -91,6 +96,7 @@ def _check(amax_history, scale, scale_inv, fp8_max, margin, algo) -> None:
             "updated by amp.fp8.scaling.update_amax_history_and_scale (the twin)"
         )
     arrays = (("amax_history", amax_history), ("scale", scale), ("scale_inv", scale_inv))
+    arrays += (("amax", amax),) if amax is not None else ()
     for label, array in arrays:
         if get_array_module(array) is not xp:
             raise ValueError(

@@ -123,6 +123,7 @@ class ScalingState:
         self.amax_history = xp.zeros(length, dtype=float32)
         self.scale = xp.ones(1, dtype=float32)
         self.scale_inv = xp.ones(1, dtype=float32)
+        self._amax_slot = None  # the GPU cast's amax, zero between casts (_cast_fused)
 
     @classmethod
     def restored(cls, scale, scale_inv, amax_history) -> ScalingState:
@@ -131,6 +132,7 @@ class ScalingState:
         state = cls.__new__(cls)
         state.recipe, state.dtype = None, None
         state.scale, state.scale_inv, state.amax_history = scale, scale_inv, amax_history
+        state._amax_slot = None
         return state
 
     def cast(self, x, saturate: bool = True):
@@ -139,10 +141,9 @@ class ScalingState:
         Delayed scaling casts with the current ``scale`` (the previous steps'), writes this
         tensor's amax into ``amax_history[0]`` and runs
         :func:`update_amax_history_and_scale`. On a GPU with raw kernels that is two
-        launches: the cast folds its amax straight into ``amax_history[0]`` (0 since the
-        last update's rotation) and ``cuda/fp8_scale.cu`` updates the rest (about 14 CuPy
-        launches as array operations). Current scaling computes the amax first and casts
-        with the scale it gives.
+        launches: the cast folds its amax into a zeroed slot of the state's own and
+        ``cuda/fp8_scale.cu`` does the rest (about 20 launches as array operations).
+        Current scaling computes the amax first and casts with the scale it gives.
         """
         fp8_max = FP8_MAX[self.dtype]
         if isinstance(self.recipe, Float8CurrentScaling):
@@ -176,9 +177,18 @@ class ScalingState:
 
     def _cast_fused(self, x, saturate: bool, fp8_max: float):
         """The delayed cast in two launches, the twin's bits: the cast folds ``max |x|`` into
-        ``amax_history[0]``, which the previous update zeroed (max(0, a) is a, NaN too), then
-        one update kernel returns the inverse scale the cast used and updates the rest."""
-        amax = self.amax_history[:1]  # a view: the kernel's atomicMax writes the history
+        a zeroed slot of the state's own (max(0, a) is a, NaN too), then one update kernel
+        moves it into the history, zeroes the slot, returns the inverse scale the cast used
+        and updates the rest.
+
+        NOTE: not ``amax_history[:1]``: that entry is 0 after every update, but a loaded
+        state (a current-scaling checkpoint resumed with a history of 1) may hold an amax
+        there, which the NumPy path overwrites and a fold would keep.
+        """
+        amax = self._amax_slot
+        if amax is None:  # the first fused cast: the slot, zeroed once
+            with self.amax_history.device:
+                amax = self._amax_slot = _xp(self.amax_history).zeros(1, dtype=float32)
         out, _ = _fp8_kernels.cast_fp8_with_amax(
             x, self.scale, FP8_DTYPE_CODE[self.dtype], saturate, amax=amax
         )
@@ -191,5 +201,6 @@ class ScalingState:
             fp8_max,
             recipe.margin,
             recipe.amax_compute_algo,
+            amax=amax,
         )
         return out.view(self.dtype), scale_inv
