@@ -66,7 +66,8 @@ def update(amax_history, scale, scale_inv, fp8_max: float, margin: float, algo: 
             all CuPy arrays on one device, all updated.
         fp8_max: the format's largest finite value; margin: >= 0.
         algo: ``'max'`` or ``'most_recent'``.
-        amax: None, or a float32 [1] on the same device holding this step's amax.
+        amax: None, or a float32 [1] on the same device holding this step's amax (an
+            array of its own: the kernel's pointers are ``__restrict__``, never a history view).
 
     Raises:
         TypeError, ValueError: an argument of the wrong dtype, shape, layout, device or
