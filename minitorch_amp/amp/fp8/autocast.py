@@ -29,7 +29,7 @@ from ...backend.dtypes import bfloat16, float16, float32
 from .conv import Fp8Conv2D
 from .gemm import Fp8Linear, Fp8Matmul, quantize
 from .recipe import DelayedScaling, Float8CurrentScaling
-from .scaling import ScalingState
+from .scaling import ScalingState, transposed_bytes
 
 __all__ = ["fp8_autocast", "fp8_meta", "is_fp8_enabled"]
 
@@ -55,7 +55,7 @@ class GemmMeta:
 @dataclass
 class _Region:
     recipe: object
-    weights: dict = field(default_factory=dict)  # id(weight) -> (weight, FP8 copy, scale_inv)
+    weights: dict = field(default_factory=dict)  # id(weight) -> [weight, FP8, scale_inv, FP8.T]
 
 
 _metas: dict[int, tuple] = {}  # id(weight) -> (weakref to it, GemmMeta)
@@ -176,13 +176,20 @@ class fp8_autocast(ReentrantContext):  # noqa: N801 - TE's name; a context and a
         fp8_route.region.reset(saved)
 
 
-def _weight_fp8(region: _Region, weight: Tensor, meta: GemmMeta):
-    """The FP8 copy of ``weight`` and its inverse scale, cast once per region."""
+def _weight_fp8(region: _Region, weight: Tensor, meta: GemmMeta, transpose: bool = False):
+    """The FP8 copy of ``weight`` and its inverse scale, cast once per region; with
+    ``transpose`` (a Linear's 2-D weight) also the copy's transpose, made by the same cast
+    (or, for a weight a convolution cast first, from the copy: never a second cast, which
+    would record a second amax)."""
     entry = region.weights.get(id(weight))
     if entry is None or entry[0] is not weight:
-        w_q, scale_inv = quantize(meta.weight, weight._data)
-        entry = region.weights[id(weight)] = (weight, w_q, scale_inv)
-    return entry[1], entry[2]
+        w_q, scale_inv, *w_qt = quantize(meta.weight, weight._data, transpose=transpose)
+        entry = region.weights[id(weight)] = [weight, w_q, scale_inv, *w_qt, None][:4]
+    if not transpose:
+        return entry[1], entry[2]
+    if entry[3] is None:
+        entry[3] = transposed_bytes(entry[1])
+    return entry[1], entry[2], entry[3]
 
 
 def _floating(t) -> bool:
@@ -211,7 +218,7 @@ def _gemm(
         return apply(Fp8Conv2D, x, y, meta=meta, weight_fp8=weight_fp8, **conv)
     if kind == "linear" or (not transpose_x and not transpose_y and _is_weight(y)):
         meta = _meta_for(y, recipe, xp)
-        weight_fp8 = _weight_fp8(region, y, meta)
+        weight_fp8 = _weight_fp8(region, y, meta, transpose=True)
         return apply(Fp8Linear, x, y, bias, meta=meta, weight_fp8=weight_fp8)
     if x.ndim < 2:
         return None

@@ -6,7 +6,9 @@ by the weight's FP8 copy (cast once per ``fp8_autocast`` region), accumulates in
 applies both inverse scales once and rounds to the input's dtype (the AMP level's). Backward
 casts the output gradient to the backward format (E5M2 under HYBRID) and runs two more FP8
 GEMMs: ``dx = g @ W^T`` and ``dW = x^T @ g``, with the FP8 copies forward saved (one byte
-an element).
+an element). The FP8 kernel reads both operands K-major, so the casts of ``x``, ``W`` and
+``g`` also write the transposes the products need (``ScalingState.cast_transposed``, one
+pass over the input on a GPU) and no product copies its operands.
 
 With a debugging tool on, each FP8 cast is also shown to the observers as op
 ``cast_to_fp8``, its output the *plain* cast of the scaled tensor: the operator statistics
@@ -36,16 +38,22 @@ class CastToFp8(Op, register=False):
     name = "cast_to_fp8"
 
 
-def quantize(state, x):
-    """``state.cast(x)`` (saturating), shown to the debugging observers when they are on."""
-    out, scale_inv = state.cast(x)
+def quantize(state, x, transpose: bool = False):
+    """``state.cast(x)`` (saturating), shown to the debugging observers when they are on;
+    with ``transpose`` (a 2-D ``x``) ``(out, scale_inv, out.T contiguous)``, made in the
+    same pass on a GPU: an FP8 GEMM reads both operands K-major, so a product that needs
+    ``x`` transposed takes it from here instead of copying the bytes."""
+    if transpose:
+        out, scale_inv, out_t = state.cast_transposed(x)
+    else:
+        out, scale_inv = state.cast(x)
     if hooks.observers:
         with np.errstate(all="ignore"):
             scaled = x.astype(float32) * (np.float32(1.0) / scale_inv)
             plain = Tensor._wrap(to_fp8(scaled, state.dtype, saturate=False))
         for observe in hooks.observers:
             observe(CastToFp8, plain)
-    return out, scale_inv
+    return (out, scale_inv, out_t) if transpose else (out, scale_inv)
 
 
 _EPILOGUE_DTYPES = (np.dtype(float32), np.dtype(float16), np.dtype(bfloat16))  # the kernel's
@@ -94,25 +102,28 @@ class Fp8Linear(Op, register=False):
                 f"{list(weight.shape)} (weight is [in_features, out_features])"
             )
         rows = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
-        x_q, sx = quantize(meta.input, rows)
-        w_q, sw = weight_fp8
-        out = fp8_gemm(x_q, w_q, sx, sw, x.dtype)
+        # every operand K-major, as the FP8 kernel reads them: x for this product, x^T for
+        # dW (saved instead of x: the same bytes), W^T here and W for dx (the region's)
+        x_q, sx, x_qt = quantize(meta.input, rows, transpose=True)
+        w_q, sw, w_qt = weight_fp8
+        out = fp8_gemm(x_q, w_qt.T, sx, sw, x.dtype)
         if bias is not None:
             out = out + bias
-        ctx.saved = (x_q, sx, w_q, sw, x.shape, x.dtype, weight.dtype, bias, meta)
+        ctx.saved = (x_qt, sx, w_q, sw, x.shape, x.dtype, weight.dtype, bias, meta)
         return out.reshape(*x.shape[:-1], weight.shape[1])
 
     @staticmethod
     def backward(ctx, grad):
-        x_q, sx, w_q, sw, x_shape, x_dtype, w_dtype, bias, meta = ctx.saved
+        x_qt, sx, w_q, sw, x_shape, x_dtype, w_dtype, bias, meta = ctx.saved
         needs = ctx.needs_grad
         g = grad.reshape(-1, grad.shape[-1])
-        g_q, sg = quantize(meta.grad, g)  # E5M2 under HYBRID: gradients need the range
+        # E5M2 under HYBRID: gradients need the range; g^T too when dW is wanted
+        g_q, sg, *g_qt = quantize(meta.grad, g, transpose=needs[1])
         gx = gw = gb = None
         if needs[0]:
             gx = fp8_gemm(g_q, w_q.T, sg, sw, x_dtype).reshape(x_shape)
         if needs[1]:
-            gw = fp8_gemm(x_q.T, g_q, sx, sg, w_dtype)
+            gw = fp8_gemm(x_qt, g_qt[0].T, sx, sg, w_dtype)
         if bias is not None and len(needs) > 2 and needs[2]:
             gb = g.sum(axis=0, dtype=float32).astype(bias.dtype, copy=False)
         return gx, gw, gb
