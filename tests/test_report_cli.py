@@ -87,9 +87,10 @@ def test_help_lists_every_option_with_its_default(capsys, monkeypatch, tmp_path)
         main(["--help"])
     assert stopped.value.code == 0
     text = capsys.readouterr().out
-    for option in ("--no-compile", "--no-cache", "--cache-dir DIR"):
+    for option in ("--no-compile", "--no-cache", "--cache-dir DIR", "--warm-kernel-cache", "-j N"):
         assert option in text
-    assert text.count("(default: False)") == 2
+    assert text.count("(default: False)") == 3  # the three switches
+    assert "(default: None)" in text  # -j: one process per CPU core
     assert f"(default: {tmp_path})" in text
 
 

@@ -116,8 +116,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "fp8-linear-rounds-after-a-float32-product",
         "minitorch_amp/amp/fp8/gemm.py",
-        "        out = fp8_gemm(x_q, w_q, sx, sw, x.dtype)\n",
-        "        out = fp8_gemm(x_q, w_q, sx, sw).astype(x.dtype)\n",
+        "        out = fp8_gemm(x_q, w_qt.T, sx, sw, x.dtype)\n",
+        "        out = fp8_gemm(x_q, w_qt.T, sx, sw).astype(x.dtype)\n",
         (
             "tests/test_fp8_autocast.py::test_each_fp8_gemm_rounds_to_its_result_dtype_in_the_epilogue",
         ),
@@ -180,5 +180,45 @@ MUTANTS: list[Mutant] = [
             "tests/test_scaler_no_host_read.py::test_the_stand_in_refuses_each_kind_of_host_read[repeat(list)]",
         ),
         "the CPU stand-in for CuPy lets repeat() take a list of counts, which CuPy 14 reads back: the no-host-read tests would miss the H200's sync",
+    ),
+    Mutant(
+        "fp8-linear-forward-reads-the-weight-mn-major",
+        "minitorch_amp/amp/fp8/gemm.py",
+        "        out = fp8_gemm(x_q, w_qt.T, sx, sw, x.dtype)\n",
+        "        out = fp8_gemm(x_q, w_q, sx, sw, x.dtype)\n",
+        (
+            "tests/test_fp8_cast_transposed.py::test_an_fp8_linear_hands_its_gemms_contiguous_k_major_operands_only",
+        ),
+        "the FP8 Linear's forward hands the kernel the weight row-major: a transposing copy of its bytes every step",
+    ),
+    Mutant(
+        "fp8-linear-dw-transposes-the-gradient-by-copy",
+        "minitorch_amp/amp/fp8/gemm.py",
+        "            gw = fp8_gemm(x_qt, g_qt[0].T, sx, sg, w_dtype)\n",
+        "            gw = fp8_gemm(x_qt, g_q, sx, sg, w_dtype)\n",
+        (
+            "tests/test_fp8_cast_transposed.py::test_an_fp8_linear_hands_its_gemms_contiguous_k_major_operands_only",
+        ),
+        "dW reads the gradient row-major: the kernel copies its transpose each backward",
+    ),
+    Mutant(
+        "fp8-fused-cast-transposes-nothing",
+        "minitorch_amp/amp/fp8/scaling.py",
+        "        if transpose:  # the transposed bytes in the same pass (a 2-D x)\n",
+        "        if False:  # the transposed bytes in the same pass (a 2-D x)\n",
+        (
+            "tests/test_fp8_cast_transposed.py::test_on_the_gpu_a_delayed_cast_and_transpose_is_two_launches_and_the_numpy_bits",
+        ),
+        "the GPU's delayed cast_transposed returns no transpose (the cast kernel without its transposing twin)",
+    ),
+    Mutant(
+        "fp8-weight-cast-twice-for-its-transpose",
+        "minitorch_amp/amp/fp8/autocast.py",
+        "    if entry is None or entry[0] is not weight:\n",
+        "    if entry is None or entry[0] is not weight or (transpose and entry[3] is None):\n",
+        (
+            "tests/test_fp8_cast_transposed.py::test_a_weight_a_convolution_cast_first_is_transposed_from_its_copy_not_cast_again",
+        ),
+        "a weight a convolution cast first is cast again for its transpose: a second amax in the history",
     ),
 ]
