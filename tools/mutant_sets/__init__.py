@@ -38,6 +38,7 @@ SETS = (
     "docs_precision_numbers",
     "fewer_launches",
     "gpu_runs",
+    "fp8_scale",
 )
 
 
