@@ -43,9 +43,10 @@
 // NumPy twin (the specification): sum_squares on NumPy arrays, np.dot(x, x) in Acc. BLAS adds
 // in its own order, so the kernel agrees with the twin within the error bound above.
 //
-// The file's second part, bias_grad<G, B, P> (with its own header there): a Linear layer's
-// bias gradient, its grad cast to the product's dtype and an optional ReLU mask, in one
-// deterministic pass.
+// The file's second part, squared_error<Acc> and mean_partials<Acc> (with their own header
+// there): mse_loss's difference and mean of squares in the same order. Its third part,
+// bias_grad<G, B, P>: a Linear layer's bias gradient, its grad cast to the product's dtype
+// and an optional ReLU mask, in one deterministic pass.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -157,6 +158,112 @@ template __global__ void sum_partials<float>(const float* __restrict__, long lon
                                              float* __restrict__);
 template __global__ void sum_partials<double>(const double* __restrict__, long long,
                                               double* __restrict__);
+
+// ---- squared_error: mse_loss's forward, the difference and the mean (or sum) of its squares
+//
+// squared_error<Acc>: for input and label [n] of dtype Acc (float or double: the op's
+// accumulation dtype; MseLoss casts 16-bit inputs to float32 first):
+//   diff[i] = input[i] - label[i]    (written: the array MseLoss saves for its backward)
+//   out[0]  = sum_i diff[i] * diff[i], divided by n when mean is 1 (nan for n = 0, as 0 / 0)
+// in the order of sum_squares above: tiles of kTile elements, thread t adding the squares of
+// elements t, t + 256, ..., t + 15 * 256 of its tile, the block's tree, one partial per tile
+// (block b takes tiles b, b + gridDim.x, ...); then the partials in order and the same tree.
+// A one-block grid finishes in the same launch; a larger one is followed by mean_partials<Acc>
+// (mean) or sum_partials<Acc> (sum). Deterministic, no atomics, no temporary, no host read.
+//   Launch: as sum_squares: grid (1,) when P = ceil(n / kTile) <= 16, else (min(P, 1024),);
+//   block (kThreads = 256,). Args: input, label Acc [n] (C-contiguous), n int64, mean int32,
+//   diff Acc [n] (written), partials Acc [P] (written), out Acc [1] (written when the grid
+//   is one block).
+// mean_partials<Acc>: step 2 and the division. Launch: grid (1,), block (256,). Args: partials
+//   Acc [P], P int64, n int64, out Acc [1] (written).
+//
+// Arithmetic. The difference is one rounded add of -label (a - b is a + (-b) in IEEE), the
+// square and the sums as sum_squares's (__fmul_rn / __fadd_rn, never contracted into an fma).
+// Under CuPy's -ftz=true a float32 subnormal input reads as 0 and a subnormal difference is
+// written as 0, as CuPy's own a - b (also compiled with -ftz) did before; a float32 square
+// below 2**-126 counts as 0, so the float sum is 0, at least 2**-126, inf or NaN. The mean is
+// the double quotient sum / n (IEEE division, never flushed; exact operands for n < 2**53)
+// rounded once to float, below 2**-126 built from its bits (a float conversion would flush
+// it): NumPy's mean of a float32 array, float32(float64(sum) / n), has the same two steps,
+// and double rounding a quotient of floats through 53 bits is exact rounding. In double the
+// quotient is one division. The error of the sum is sum_squares's bound, with one more
+// rounding for the difference, one for the division.
+//
+// Python caller: minitorch_amp/backend/squared_error.py, squared_error (on CuPy arrays, when
+// backend.kernels.enabled(); from MseLoss.forward in autograd/ops/loss.py).
+// NumPy twin (the specification): squared_error on NumPy arrays, the op's former maths:
+// diff = input - label, then (diff * diff).mean() (NumPy's pairwise sum) or .sum().
+
+namespace {
+
+// sum / n, rounded once to nearest even (see "Arithmetic" above).
+__device__ __forceinline__ double divide(double sum, long long n)
+{
+    return sum / static_cast<double>(n);
+}
+__device__ __forceinline__ float divide(float sum, long long n)
+{
+    const double quotient = static_cast<double>(sum) / static_cast<double>(n);
+    if (!(fabs(quotient) < 0x1p-126)) return static_cast<float>(quotient);  // normal, inf, NaN
+    union {
+        unsigned int bits;
+        float value;
+    } subnormal;  // k * 2**-149, k = quotient * 2**149 rounded to nearest even (sum >= +0)
+    subnormal.bits = static_cast<unsigned int>(rint(quotient * 0x1p149));
+    return subnormal.value;
+}
+
+}  // namespace
+
+template <typename Acc>
+__global__ void __launch_bounds__(kThreads)
+    squared_error(const Acc* __restrict__ input, const Acc* __restrict__ label, long long n,
+                  int mean, Acc* __restrict__ diff, Acc* partials, Acc* out)
+{
+    __shared__ Acc lane[kThreads];
+    const long long n_tiles = (n + kTile - 1) / kTile;
+    for (long long tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
+        const long long first = tile * kTile + threadIdx.x;
+        Acc sum = 0;
+#pragma unroll
+        for (int k = 0; k < kPerThread; ++k) {
+            const long long i = first + static_cast<long long>(k) * kThreads;
+            if (i < n) {
+                const Acc d = add(input[i], -label[i]);
+                diff[i] = d;
+                sum = add(sum, square(d));
+            }
+        }
+        sum = block_sum(sum, lane);
+        if (threadIdx.x == 0) partials[tile] = sum;
+    }
+    if (gridDim.x == 1) {  // the only block: finish here, as mean_partials / sum_partials would
+        __syncthreads();
+        sum_in_order(partials, n_tiles, out, lane);
+        if (mean != 0 && threadIdx.x == 0) *out = divide(*out, n);
+    }
+}
+
+template <typename Acc>
+__global__ void __launch_bounds__(kThreads)
+    mean_partials(const Acc* __restrict__ partials, long long n_partials, long long n,
+                  Acc* __restrict__ out)
+{
+    __shared__ Acc lane[kThreads];
+    sum_in_order(partials, n_partials, out, lane);
+    if (threadIdx.x == 0) *out = divide(*out, n);
+}
+
+template __global__ void squared_error<float>(const float* __restrict__,
+                                              const float* __restrict__, long long, int,
+                                              float* __restrict__, float*, float*);
+template __global__ void squared_error<double>(const double* __restrict__,
+                                               const double* __restrict__, long long, int,
+                                               double* __restrict__, double*, double*);
+template __global__ void mean_partials<float>(const float* __restrict__, long long, long long,
+                                              float* __restrict__);
+template __global__ void mean_partials<double>(const double* __restrict__, long long, long long,
+                                               double* __restrict__);
 
 // ---- bias_grad: a Linear layer's bias gradient, and its grad cast to the product, in one pass
 //

@@ -26,7 +26,7 @@ from test_primitive_kernels import specials
 
 from minitorch_amp.autograd.ops import linalg
 from minitorch_amp.backend import bias_grad as bias_grad_module
-from minitorch_amp.backend import device, kernels, nvrtc, primitives
+from minitorch_amp.backend import device, kernels, nvrtc, primitives, squared_error
 from minitorch_amp.backend.bias_grad import bias_grad
 from minitorch_amp.backend.dtypes import bfloat16, float16, float32, float64
 from minitorch_amp.backend.primitives import column_sums, relu_backward
@@ -329,10 +329,15 @@ def test_the_launcher_and_the_kernel_agree_on_block_and_tile_sizes_and_names():
         assert macro in source, macro
 
 
-def test_reduction_cu_is_registered_once_with_both_launchers_kernels():
+def test_reduction_cu_is_registered_once_with_every_launchers_kernels():
     entry = kernels.REGISTRY["reduction.cu"]
     assert entry.names[: len(primitives.REDUCTION.names)] == primitives.REDUCTION.names
-    assert set(entry.names) == {*primitives.REDUCTION.names, *bias_grad_module._KERNELS.values()}
+    mse = (*squared_error._FORWARD.values(), *squared_error._MEAN.values())  # mse_loss's
+    assert set(entry.names) == {
+        *primitives.REDUCTION.names,
+        *bias_grad_module._KERNELS.values(),
+        *mse,
+    }
     assert kernels.register("reduction.cu", names=entry.names[-1:]) == entry  # idempotent
     with pytest.raises(ValueError, match="different options or targets"):
         kernels.register("reduction.cu", names=("bias_grad_v2",), options=("-DX",))

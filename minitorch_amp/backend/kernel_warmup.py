@@ -51,6 +51,7 @@ LAUNCHERS = (
     "gemm_sm90",
     "loss_scaling",
     "primitives",
+    "squared_error",
 )
 
 

@@ -1,0 +1,97 @@
+"""mse_loss's forward: the difference ``input - label`` and the mean (or sum) of its squares.
+
+``MseLoss`` saves the difference for its backward and reduces its squares. CuPy spells this
+as three launches (``a - b``, ``diff * diff`` and ``mean()``, a reduction whose host cost is
+the highest of the three); ``squared_error<Acc>`` of ``cuda/reduction.cu`` writes the
+difference and the sum in one pass, and divides by ``n`` in the same launch up to 64Ki
+elements (``mean_partials<Acc>`` or ``sum_partials<Acc>`` finish larger inputs: two).
+
+* NumPy arrays: ``diff = input - label``, then ``(diff * diff).mean()`` or ``.sum()``, the
+  op's maths before the kernel, bit for bit. This is the twin, the specification.
+* CuPy arrays: the kernels, deterministic (the order of ``sum_squares``: 4096-element tiles,
+  fixed trees; the grid never changes a bit). The difference is the twin's (a float32
+  subnormal difference is 0 under CuPy's -ftz, as it was with CuPy's ``a - b``); the result
+  lies within ``(35 + n / 2**20) * u`` times the exact sum of squares (divided by ``n``) of
+  it, ``u`` = 2**-24 in float32, 2**-53 in float64 (float32 squares below 2**-126 count as
+  0); the mean is the sum divided by ``n`` and rounded once, as NumPy's.
+* Other dtypes, arrays of different shapes or not C-contiguous, and
+  ``MINITORCH_AMP_RAW_KERNELS=0``: the twin's code on CuPy arrays.
+
+Example:
+    >>> import numpy as np
+    >>> diff, loss = squared_error(np.array([1.0, 4.0]), np.array([0.0, 2.0]), mean=True)
+    >>> diff.tolist(), float(loss)
+    ([1.0, 2.0], 2.5)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import kernels, primitives  # primitives registers sum_partials<Acc> (sum_squares's)
+from .device import get_array_module
+from .dtypes import float32, float64
+
+__all__ = ["squared_error"]
+
+_CUDA_TYPE = {float32: "float", float64: "double"}
+_FORWARD = {acc: f"squared_error<{name}>" for acc, name in _CUDA_TYPE.items()}
+_MEAN = {acc: f"mean_partials<{name}>" for acc, name in _CUDA_TYPE.items()}
+REDUCTION = kernels.register("reduction.cu", names=(*_FORWARD.values(), *_MEAN.values()))
+_TILE = 4096  # kTile in cuda/reduction.cu: elements per partial sum
+_THREADS = 256  # kThreads
+_ONE_BLOCK_TILES = 16  # up to 64Ki elements one block does both steps: one launch
+_MAX_BLOCKS = 1024  # past that, blocks stride over the tiles
+
+
+def squared_error(input, label, mean: bool):  # noqa: A002 - Paddle's name
+    """``(diff, loss)``: ``diff = input - label`` and ``loss``, the mean (``mean=True``; nan
+    for empty arrays) or the sum of ``diff * diff``, a 0-d array of ``input``'s dtype.
+
+    ``input`` and ``label`` have one shape and one float dtype (the loss's accumulation
+    dtype: the caller casts). On NumPy arrays this is the twin; on CuPy arrays, the kernels
+    above (one launch up to 64Ki elements, two past that) for float32 and float64.
+
+    Raises:
+        ValueError: ``input`` and ``label`` have different shapes or dtypes; broadcast or
+            cast them first. Nothing is computed then.
+    """
+    if input.shape != label.shape or input.dtype != label.dtype:
+        raise ValueError(
+            f"squared_error: input {list(input.shape)} {input.dtype} and label "
+            f"{list(label.shape)} {label.dtype} must have one shape and dtype; broadcast "
+            "and cast them first (MseLoss does)"
+        )
+    xp = get_array_module(input, label)
+    acc = input.dtype
+    contiguous = input.flags.c_contiguous and label.flags.c_contiguous
+    if xp is np or acc not in _FORWARD or not kernels.enabled() or not contiguous:
+        return _twin(xp, input, label, mean)
+    n = input.size
+    tiles = -(-n // _TILE)
+    blocks = 1 if tiles <= _ONE_BLOCK_TILES else min(tiles, _MAX_BLOCKS)
+    with input.device:
+        diff = xp.empty(input.shape, acc)
+        buffer = xp.empty(1 + tiles, acc)  # the result, then the partials (as sum_squares)
+        out, partials = buffer[:1], buffer[1:]
+        args = (input, label, np.int64(n), np.int32(mean), diff, partials, out)
+        kernels.launch("reduction.cu", _FORWARD[acc], (blocks,), (_THREADS,), args)
+        if blocks > 1:  # a one-block grid finishes in its own launch
+            if mean:
+                args = (partials, np.int64(tiles), np.int64(n), out)
+                name = _MEAN[acc]
+            else:
+                args = (partials, np.int64(tiles), out)
+                name = primitives._SUM_PARTIALS[acc]
+            kernels.launch("reduction.cu", name, (1,), (_THREADS,), args)
+    return diff, out.reshape(())
+
+
+def _twin(xp, x, label, mean: bool):
+    """The specification: the op's maths before the kernel (NumPy's pairwise sum)."""
+    diff = x - label
+    squares = diff * diff
+    if not mean:
+        return diff, squares.sum()
+    # mean: sum then divide, as NumPy's; of an empty array nan, as in NumPy and Paddle
+    return diff, squares.mean() if diff.size else xp.full((), xp.nan, dtype=x.dtype)
