@@ -186,8 +186,9 @@ template __global__ void sum_partials<double>(const double* __restrict__, long l
 // rounded once to float, below 2**-126 built from its bits (a float conversion would flush
 // it): NumPy's mean of a float32 array, float32(float64(sum) / n), has the same two steps,
 // and double rounding a quotient of floats through 53 bits is exact rounding. In double the
-// quotient is one division. The error of the sum is sum_squares's bound, with one more
-// rounding for the difference, one for the division.
+// quotient is one division. Against the exact mean (sum) of diff's squares the error is at
+// most (34 + ceil(P / 256)) * u times it: sum_squares's bound and the division (plus 2**-126
+// in float, for the flushed squares).
 //
 // Python caller: minitorch_amp/backend/squared_error.py, squared_error (on CuPy arrays, when
 // backend.kernels.enabled(); from MseLoss.forward in autograd/ops/loss.py).

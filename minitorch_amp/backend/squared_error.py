@@ -11,9 +11,10 @@ elements (``mean_partials<Acc>`` or ``sum_partials<Acc>`` finish larger inputs: 
 * CuPy arrays: the kernels, deterministic (the order of ``sum_squares``: 4096-element tiles,
   fixed trees; the grid never changes a bit). The difference is the twin's (a float32
   subnormal difference is 0 under CuPy's -ftz, as it was with CuPy's ``a - b``); the result
-  lies within ``(35 + n / 2**20) * u`` times the exact sum of squares (divided by ``n``) of
-  it, ``u`` = 2**-24 in float32, 2**-53 in float64 (float32 squares below 2**-126 count as
-  0); the mean is the sum divided by ``n`` and rounded once, as NumPy's.
+  lies within ``(34 + ceil(n / 2**20)) * u`` times the exact mean (sum) of the difference's
+  squares, ``u`` = 2**-24 in float32, 2**-53 in float64 (plus 2**-126 in float32, where
+  squares below 2**-126 count as 0); the mean is the sum divided by ``n`` in float64 and
+  rounded once, as NumPy's.
 * Other dtypes, arrays of different shapes or not C-contiguous, and
   ``MINITORCH_AMP_RAW_KERNELS=0``: the twin's code on CuPy arrays.
 
