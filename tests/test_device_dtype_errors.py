@@ -237,3 +237,19 @@ def test_the_paddle_forms_of_the_creation_functions_still_work():
 def test_a_layer_called_on_a_python_list_says_to_make_a_tensor():
     with pytest.raises(TypeError, match=r"linear: got a Python list .*to_tensor\(data\)"):
         nn.Linear(2, 2)([[1.0, 2.0]])
+
+
+@pytest.mark.parametrize(
+    "layer, data",
+    [
+        (lambda: nn.Conv2D(1, 1, 3), [[[[1.0] * 4] * 4]]),
+        (lambda: nn.Conv1D(1, 1, 3), np.ones((1, 1, 4), np.float32)),
+    ],
+    ids=["conv2d-list", "conv1d-array"],
+)
+def test_a_convolution_called_on_host_data_says_to_make_a_tensor(layer, data):
+    conv = layer()
+    weight = conv.weight.numpy().copy()
+    with pytest.raises(TypeError, match=r"conv[12]d: got a (list|ndarray) .*to_tensor\(data\)"):
+        conv(data)
+    assert np.array_equal(conv.weight.numpy(), weight)

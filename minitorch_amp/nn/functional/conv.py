@@ -81,6 +81,17 @@ def same_padding(sizes, kernels, strides) -> list[int]:
     return pads
 
 
+def _tensors(fn: str, *values) -> None:
+    """Raise TypeError unless every value is a Tensor (a list or an array would fail
+    further in with an AttributeError that says nothing about the fix)."""
+    for value in values:
+        if not isinstance(value, Tensor):
+            raise TypeError(
+                f"{fn}: got a {type(value).__name__} where a Tensor goes; make one first with "
+                "minitorch_amp.to_tensor(data) (PyTorch's torch.tensor(data))"
+            )
+
+
 def _groups(groups, channels: int, filters: int, fn: str) -> int:
     if not _is_int(groups) or groups < 1:
         raise ValueError(f"{fn}: groups must be a positive integer, got {groups!r}")
@@ -153,6 +164,7 @@ def conv2d(
     if data_format not in ("NCHW", "NHWC"):
         raise ValueError(f"conv2d: data_format must be 'NCHW' or 'NHWC', got {data_format!r}")
     channel_last = data_format == "NHWC"
+    _tensors("conv2d", x, weight)
     if x.ndim != 4 or weight.ndim != 4:
         raise ValueError(
             f"conv2d: x must be 4-D ({data_format}) and weight 4-D [out, in/groups, kh, kw], "
@@ -202,6 +214,7 @@ def conv1d(
     if data_format not in ("NCL", "NLC"):
         raise ValueError(f"conv1d: data_format must be 'NCL' or 'NLC', got {data_format!r}")
     channel_last = data_format == "NLC"
+    _tensors("conv1d", x, weight)
     if x.ndim != 3 or weight.ndim != 3:
         raise ValueError(
             f"conv1d: x must be 3-D ({data_format}) and weight 3-D [out, in/groups, k], "
