@@ -31,6 +31,7 @@ from minitorch_amp.backend import device, kernels, nvrtc
 from minitorch_amp.backend import squared_error as module
 from minitorch_amp.backend.dtypes import float16, float32, float64
 from minitorch_amp.backend.squared_error import squared_error
+from minitorch_amp.utils import kernel_check
 
 TILE = module._TILE
 SIZES = [0, 1, 4095, 4096, 4097, 3 * 4096 + 5, 17 * 4096 + 3]  # the last: two launches
@@ -292,6 +293,22 @@ def test_mse_loss_keeps_its_former_code_for_none_and_broadcast_labels(case, emul
     assert ctx.scale == cpu_ctx.scale
     want = [("squared_error<float>", (1,))] if case == "empty" else []  # nan, as 0 / 0
     assert launches == want
+
+
+def test_the_environment_reports_check_of_squared_error_passes_on_the_emulator(
+    emulator, monkeypatch
+):
+    launches = install(emulator, monkeypatch)
+    to_host = lambda a: np.asarray(a).view(np.ndarray)  # noqa: E731
+    assert kernel_check._squared_error_matches(on_device, to_host)
+    assert [name for name, _ in launches] == [
+        "squared_error<float>",
+        "mean_partials<float>",
+        "squared_error<float>",
+        "sum_partials<float>",
+        "squared_error<float>",
+        "squared_error<float>",
+    ]
 
 
 # ---- the kernel file, compiled as the loader compiles it --------------------------------------

@@ -3,11 +3,11 @@
 On a GPU every file of ``cuda/`` is compiled by the loader and launched once on a small
 input, and the result is held to the twin run on the same input with NumPy: bit for bit
 where the kernel promises that (casts, unscaling, the loss-scale update, the optimizer, the
-ReLU gradient, the start-up probe, the Hopper GEMM, and the sum of squares and the bias
-gradient on integer data, whose float32 sums are exact in any order), within two float16
-ulps for ``gemm_fp16.cu`` (it adds in another order). Each GEMM check chooses its kernel
-with ``MINITORCH_AMP_GEMM_KERNEL``; ``gemm_sm90.cu`` runs only on compute capability 9.0 and
-is reported "not run" elsewhere.
+ReLU gradient, the start-up probe, the Hopper GEMM, and the sum of squares, the bias
+gradient and mse_loss's squared error on integer data, whose float32 sums are exact in any
+order), within two float16 ulps for ``gemm_fp16.cu`` (it adds in another order). Each GEMM
+check chooses its kernel with ``MINITORCH_AMP_GEMM_KERNEL``; ``gemm_sm90.cu`` runs only on
+compute capability 9.0 and is reported "not run" elsewhere.
 Without a GPU, each file is compiled with NVRTC for its target when the library is here
 (``pip install nvidia-cuda-nvrtc``), and nothing runs; the compiled kernels are kept between
 runs (:mod:`minitorch_amp.utils.kernel_cache`). Every check is a generator: the report prints
@@ -34,6 +34,7 @@ from ..backend import gemm_sm90 as _gemm_sm90
 from ..backend import kernels as _kernels
 from ..backend import loss_scaling as _loss_scaling
 from ..backend import primitives as _primitives
+from ..backend import squared_error as _squared_error
 from ..backend.dtypes import bfloat16
 from . import kernel_cache as _kernel_cache
 from .kernel_cache import KernelCache
@@ -249,9 +250,31 @@ def _bias_grad_matches(to_device: Move, to_host: Move) -> bool:
     return all(np.array_equal(bits(a), bits(b)) for a, b in results)
 
 
+def _squared_error_matches(to_device: Move, to_host: Move) -> bool:
+    """mse_loss's difference and its squares' mean and sum: 17 tiles and a tail (both
+    kernels) and one tile (one launch) of small integers, whose float32 sums are exact in
+    any order (so the mean is the twin's one rounding of the same sum): the twin's bits."""
+    rng = np.random.default_rng(0)
+    same = True
+    for n in (17 * 4096 + 5, 1000):
+        a, b = (rng.integers(-3, 4, n).astype(np.float32) for _ in range(2))
+        for mean in (True, False):
+            got = _squared_error.squared_error(to_device(a), to_device(b), mean)
+            want = _squared_error.squared_error(a, b, mean)
+            same = same and all(
+                np.array_equal(bits(to_host(x)), bits(np.asarray(y))) for x, y in zip(got, want)
+            )
+    return same
+
+
 def _reduction_matches(to_device: Move, to_host: Move) -> bool:
-    """reduction.cu's two launchers: the sum of squares and the bias gradient."""
-    return _sum_squares_matches(to_device, to_host) and _bias_grad_matches(to_device, to_host)
+    """reduction.cu's three launchers: the sum of squares, the bias gradient and mse_loss's
+    squared error."""
+    return (
+        _sum_squares_matches(to_device, to_host)
+        and _bias_grad_matches(to_device, to_host)
+        and _squared_error_matches(to_device, to_host)
+    )
 
 
 def _probe_matches(to_device: Move, to_host: Move) -> bool:
