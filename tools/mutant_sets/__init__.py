@@ -39,6 +39,7 @@ SETS = (
     "fewer_launches",
     "gpu_runs",
     "fp8_scale",
+    "squared_error",
 )
 
 
