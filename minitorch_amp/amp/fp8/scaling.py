@@ -179,16 +179,14 @@ class ScalingState:
         scale_inv = self.scale_inv.copy()  # the inverse of the scale this cast uses
         out, amax = cast_to_fp8(x, self.dtype, self.scale, saturate)
         self.amax_history[:1] = reduce_amax(amax)
-        recipe = self.recipe
-        update_amax_history_and_scale(
-            self.amax_history,
-            self.scale,
-            self.scale_inv,
-            fp8_max,
-            recipe.margin,
-            recipe.amax_compute_algo,
-        )
+        update_amax_history_and_scale(*self._update_args(fp8_max))
         return out, scale_inv, _transposed(out, transpose)
+
+    def _update_args(self, fp8_max: float) -> tuple:
+        """The arguments of the scale update: this state's arrays and its recipe's knobs."""
+        recipe = self.recipe
+        margin, algo = recipe.margin, recipe.amax_compute_algo
+        return self.amax_history, self.scale, self.scale_inv, fp8_max, margin, algo
 
     def _fused(self, x) -> bool:
         """Whether the delayed cast runs as the two kernels: CuPy arrays, raw kernels on."""
@@ -215,16 +213,7 @@ class ScalingState:
         else:
             out, _ = _fp8_kernels.cast_fp8_with_amax(x, self.scale, code, saturate, amax=amax)
         reduce_amax(amax)  # the ranks' maximum, in place (nothing in a world of one)
-        recipe = self.recipe
-        scale_inv = _fp8_scale.update(
-            self.amax_history,
-            self.scale,
-            self.scale_inv,
-            fp8_max,
-            recipe.margin,
-            recipe.amax_compute_algo,
-            amax=amax,
-        )
+        scale_inv = _fp8_scale.update(*self._update_args(fp8_max), amax=amax)
         return out.view(self.dtype), scale_inv, out_t
 
 
