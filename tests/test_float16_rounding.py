@@ -81,24 +81,38 @@ def test_every_float16_widens_as_numpy_widens_it_nan_payloads_included():
     assert isinstance(zero_d, np.ndarray) and zero_d.shape == () and zero_d == 1.5  # 0-d stays
 
 
-@pytest.mark.parametrize("scale, whole_array", [(1.0, False), (1e-6, True)])
-@pytest.mark.parametrize("source, target", [("float32", "float16"), ("float16", "float32")])
-def test_convert_takes_the_whole_array_path_only_for_mostly_subnormal_values(
+@pytest.mark.parametrize(
+    "source, target, scale, whole_array",
+    [
+        ("float16", "float32", 1.0, True),  # the table: as fast for normal values
+        ("float16", "float32", 1e-6, True),
+        ("float32", "float16", 1.0, False),  # no value is slow in NumPy
+        ("float32", "float16", 1e-6, True),  # every value is
+        ("float32", "float16", "3%", True),  # 3% of them already cost more than the integers
+    ],
+)
+def test_convert_takes_the_whole_array_path_where_it_is_faster(
     source, target, scale, whole_array, monkeypatch
 ):
-    """Both paths give the same bits (tested above); the sample decides the faster one."""
+    """Both paths give the same bits (tested above); size and a sample decide the faster one."""
     from minitorch_amp.backend import cast
 
     calls = []
     for name in ("float16_from_float32", "float32_from_float16"):
         real = getattr(cast, name)
         monkeypatch.setattr(cast, name, lambda x, *a, real=real: calls.append(1) or real(x, *a))
-    x = (np.random.default_rng(2).standard_normal(20000) * scale).astype(source)
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(20000)
+    if scale == "3%":
+        x[rng.random(x.size) < 0.03] *= 1e-6  # these round to float16 subnormals
+    else:
+        x *= scale
+    x = x.astype(source)
     out = convert(x, target)
     assert len(calls) == whole_array
     with np.errstate(over="ignore"):
         want = x.astype(target)
     np.testing.assert_array_equal(out.view(f"u{out.itemsize}"), want.view(f"u{want.itemsize}"))
-    small = x[: cast._SAMPLE_FROM - 1]
-    convert(small, target)  # too small to sample: NumPy's own conversion
+    small = x[: cast._WHOLE_ARRAY_FROM - 1]
+    convert(small, target)  # too small to pay: NumPy's own conversion
     assert len(calls) == whole_array

@@ -47,6 +47,7 @@ from ..backend.cast_counter import count_cast
 from ..backend.dtypes import float16
 
 ALIGN = 64  # on a GPU each segment starts at a multiple of 64 elements: aligned vector loads
+IN_PLACE_FROM = 1 << 16  # elements: a NumPy bucket this big is updated parameter by parameter
 
 
 class Record:
@@ -108,10 +109,17 @@ class Bucket:
         self._scratch: dict = {}  # 'grad' / 'param' -> the flat buffer the twin gathers into
         self._casts: list = []  # [(param, start, stop)] in the flat values: the write-back
         # NumPy float32/float64 parameters without masters are updated where they live (see
-        # _update_in_place); the flat copies are made only for a step a found_inf may skip
-        self.in_place = self.xp is np and (
-            masters  # the masters are flat already; each parameter is written from its own
-            or (self.wide == self.ptype and all(r.data.flags.c_contiguous for r in records))
+        # _update_in_place); the flat copies are made only for a step a found_inf may skip.
+        # A small bucket takes the flat path all the same: one _update call for the whole
+        # bucket, not one per parameter (each is ~15 NumPy calls, whose overhead is most of a
+        # small model's step), for flat copies of at most IN_PLACE_FROM elements.
+        self.in_place = (
+            self.xp is np
+            and self.total >= IN_PLACE_FROM
+            and (
+                masters  # the masters are flat already; each parameter is written from its own
+                or (self.wide == self.ptype and all(r.data.flags.c_contiguous for r in records))
+            )
         )
         if self.kernel is None and not self.in_place:  # now: a step cannot fail half-way
             self._twin_buffers()
