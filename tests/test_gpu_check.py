@@ -223,6 +223,8 @@ def test_every_stage_runs_and_the_summary_says_which_failed(tmp_path):
     stages = "pytest,kernels,simple_net,host_profile,compare"
     # 5 s: the stub pytest run takes about 1 s on a loaded 2-core machine, the hang all 5
     fast = {"OUT": str(out), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    # and the stub run in one process: with autoload off, xdist's -n would be refused
+    fast |= fake_module(tmp_path / "site", "xdist", "raise ImportError('not here')")
     done = check("--stages", stages, "--max-stage-s", "5", cwd=tmp_path, script=script, **fast)
     assert done.returncode == 1, done.stdout + done.stderr
 

@@ -70,3 +70,40 @@ def test_an_fp32_step_makes_and_keeps_no_flat_copy_of_the_parameters_and_gradien
     peak = mt.device.max_memory_allocated() - before
     assert kept < 512 * 512 * 4 // 2, f"the step keeps {kept} bytes on top of the model"
     assert peak < 512 * 512 * 4 // 2, f"the step allocated {peak} bytes on top of the model"
+
+
+@pytest.mark.parametrize("level", [None, "O2"])
+def test_a_small_bucket_is_one_flat_update_with_the_per_parameter_bits(level, monkeypatch):
+    """Below ``IN_PLACE_FROM`` elements a NumPy bucket takes the flat path: one ``_update``
+    call for all its parameters (the per-call NumPy overhead is most of a small step), with
+    the bits the parameter-by-parameter path gives."""
+    from minitorch_amp.optimizer import bucket as bucket_module
+
+    def tiny_run(in_place_from):
+        monkeypatch.setattr(bucket_module, "IN_PLACE_FROM", in_place_from)
+        mt.seed(5)
+        model = nn.Sequential(nn.Linear(16, 12), nn.ReLU(), nn.Linear(12, 4))
+        opt = optimizer.Adam(learning_rate=0.01, parameters=model.parameters())
+        if level == "O2":
+            model, opt = amp.decorate(model, opt, level="O2")
+        calls = []
+        real = opt._update
+        monkeypatch.setattr(opt, "_update", lambda *a: calls.append(1) or real(*a))
+        rng = np.random.default_rng(1)
+        for _ in range(3):
+            x = mt.to_tensor(rng.standard_normal((5, 16)).astype(np.float32))
+            with amp.auto_cast(enable=level is not None, level=level or "O1"):
+                loss = model(x).astype("float32").square().mean()
+            loss.backward()
+            opt.step()
+            opt.clear_grad()
+        (_, bucket), *more = opt._state.plan.buckets
+        assert not more
+        return [p.numpy().copy() for p in model.parameters()], calls, bucket.in_place
+
+    flat, flat_calls, flat_in_place = tiny_run(bucket_module.IN_PLACE_FROM)
+    each, each_calls, each_in_place = tiny_run(0)
+    assert (flat_in_place, each_in_place) == (False, True)
+    assert (len(flat_calls), len(each_calls)) == (3, 3 * 4)  # 3 steps; 4 parameters
+    for a, b in zip(flat, each):
+        np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))

@@ -1,4 +1,5 @@
-"""Issue 26's GPT step speed: GELU's float32 normal CDF and the heap that keeps temporaries."""
+"""Issue 26's GPT step speed (GELU's float32 normal CDF, the heap that keeps temporaries) and
+issue 24's CPU step: the optimizer's small buckets and NumPy's float16 conversions."""
 
 # ruff: noqa: E501 (search texts are source lines, whatever their length)
 
@@ -9,6 +10,8 @@ from mutant_sets import Mutant
 CDF_TESTS = "tests/test_normal_cdf.py"
 HEAP_TESTS = "tests/test_host_memory.py"
 IN_PLACE = "tests/test_optimizer_in_place.py"
+FLOAT16 = "tests/test_float16_rounding.py"
+CAST = "minitorch_amp/backend/cast.py"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -70,10 +73,18 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "cpu-update-keeps-flat-copies",
         "minitorch_amp/optimizer/bucket.py",
-        "        self.in_place = self.xp is np and (",
-        "        self.in_place = False and (",
+        "            self.xp is np\n            and self.total >= IN_PLACE_FROM\n",
+        "            False\n            and self.total >= IN_PLACE_FROM\n",
         (IN_PLACE,),
         "the CPU step keeps flat copies of every parameter and gradient (fp32 SimpleNet at width 4096: 808 MiB, not 424)",
+    ),
+    Mutant(
+        "cpu-small-bucket-per-parameter",
+        "minitorch_amp/optimizer/bucket.py",
+        "IN_PLACE_FROM = 1 << 16",
+        "IN_PLACE_FROM = 0",
+        (IN_PLACE,),
+        "a small NumPy bucket is updated parameter by parameter: one _update call per parameter, ~15 NumPy calls each",
     ),
     Mutant(
         "optimizer-runs-left-interleaved",
@@ -82,5 +93,37 @@ MUTANTS: list[Mutant] = [
         "",
         ("tests/test_optimizer_runs.py",),
         "AdamW decaying only its 2-D weights updates in 48 runs, one per parameter",
+    ),
+    Mutant(
+        "float16-select-without-the-sign-spread",
+        CAST,
+        "    small >>= np.int32(31)\n",
+        "",
+        (FLOAT16,),
+        "the lane select masks with (a - 2**-14's bits) itself, not its spread sign: normal and subnormal bits mixed",
+    ),
+    Mutant(
+        "float16-subnormal-lane-off-by-a-unit",
+        CAST,
+        "    sub -= np.uint32(0x3F000000)",
+        "    sub -= np.uint32(0x3EFFFFFF)",
+        (FLOAT16,),
+        "every float16 subnormal (and the smallest normals) one unit too large",
+    ),
+    Mutant(
+        "float16-sample-blind-below-a-tenth",
+        CAST,
+        "    return int(np.count_nonzero(magnitude < np.uint32(0x387FFFFF))) >= 4",
+        "    return int(np.count_nonzero(magnitude < np.uint32(0x387FFFFF))) >= 26",
+        (FLOAT16,),
+        "the sample takes the integer path only when a tenth of the values are slow in NumPy (at 3% they cost 2x already)",
+    ),
+    Mutant(
+        "float16-widening-only-when-sampled-slow",
+        CAST,
+        "        if x.dtype == float16 and np.dtype(dtype) == float32:\n",
+        "        if x.dtype == float16 and np.dtype(dtype) == float32 and not np.isfinite(x).all():\n",
+        (FLOAT16,),
+        "large float16 arrays widen through NumPy's per-element loop (7x slower on subnormals), not the table",
     ),
 ]
