@@ -58,6 +58,17 @@ def _restore_global_state():
 
 
 @pytest.fixture
+def garbage_collected():
+    """Collect the garbage earlier tests in this process left (cycles still holding counted
+    arrays) before the test: a memory test's own gc.collect() would otherwise free it in the
+    middle of its measurement. Files that count memory use it module-wide (``pytestmark``);
+    with pytest-xdist their neighbours in the process differ from run to run."""
+    import gc
+
+    gc.collect()
+
+
+@pytest.fixture
 def nvrtc_available():
     """Skip unless NVRTC and the CUDA headers are here; under CI=true fail instead (needs.py)."""
     needs.nvrtc_compiler()

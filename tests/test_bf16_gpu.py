@@ -23,7 +23,7 @@ import minitorch_amp as mt
 from minitorch_amp import amp
 from minitorch_amp.backend import device, primitives
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("garbage_collected")]
 
 # dropout draws its mask from CuPy's generator on the GPU, NumPy's on the CPU: not comparable
 ENTRIES = [e for e in CATALOGUE if e.name != "dropout"]

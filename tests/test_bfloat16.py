@@ -23,6 +23,8 @@ from minitorch_amp import device
 from minitorch_amp.backend import dtypes
 from minitorch_amp.backend.cast import cast, to_bfloat16
 
+pytestmark = pytest.mark.usefixtures("garbage_collected")
+
 
 def f32_to_bf16_bits(value: float) -> int:
     """float32 -> bfloat16 by integer arithmetic on the bits: round to nearest, ties to even."""

@@ -37,10 +37,16 @@ class Net(nn.Layer):
 
 @pytest.fixture(autouse=True)
 def _no_leaked_master_grad_hooks():
-    hooks = list(engine.post_backward_hooks)
+    """Each test starts with no post-backward hook and no master-grad parameter (another
+    file's DataParallel or decorate may have left theirs in this process), and leaves the
+    process as it found it."""
+    hooks, params = list(engine.post_backward_hooks), dict(decorate_module._master_grad_params)
+    engine.post_backward_hooks.clear()
+    decorate_module._master_grad_params.clear()
     yield
     engine.post_backward_hooks[:] = hooks
     decorate_module._master_grad_params.clear()
+    decorate_module._master_grad_params.update(params)
 
 
 def dtypes(model) -> dict:

@@ -19,6 +19,8 @@ import minitorch_amp as mt
 from minitorch_amp import device, nn
 from minitorch_amp.nn.layer import tensor_convert
 
+pytestmark = pytest.mark.usefixtures("garbage_collected")
+
 F16, F32, F64 = np.dtype("float16"), np.dtype("float32"), np.dtype("float64")
 
 

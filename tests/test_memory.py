@@ -10,6 +10,8 @@ import pytest
 import minitorch_amp as mt
 from minitorch_amp import device
 
+pytestmark = pytest.mark.usefixtures("garbage_collected")
+
 
 def test_a_tensor_is_counted_from_creation_until_its_storage_dies():
     before = device.memory_allocated()

@@ -9,6 +9,8 @@ import minitorch_amp as mt
 from minitorch_amp import amp, nn, optimizer
 from minitorch_amp.regularizer import L1Decay, L2Decay
 
+pytestmark = pytest.mark.usefixtures("garbage_collected")
+
 
 def make(name: str, params):
     if name == "sgd":

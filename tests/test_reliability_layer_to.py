@@ -25,6 +25,8 @@ from minitorch_amp import device, nn
 from minitorch_amp.backend import device as backend
 from minitorch_amp.backend import memory
 
+pytestmark = pytest.mark.usefixtures("garbage_collected")
+
 F16, F32, F64 = np.dtype("float16"), np.dtype("float32"), np.dtype("float64")
 
 

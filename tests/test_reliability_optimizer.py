@@ -20,6 +20,8 @@ from minitorch_amp import amp, nn
 from minitorch_amp.backend import memory
 from minitorch_amp.device import OutOfMemoryError
 
+pytestmark = pytest.mark.usefixtures("garbage_collected")
+
 OPTIMIZERS = {
     "SGD": lambda ps: mt.optimizer.SGD(0.05, parameters=ps, grad_clip=nn.ClipGradByGlobalNorm(1.0)),
     "Momentum": lambda ps: mt.optimizer.Momentum(0.05, 0.9, parameters=ps, weight_decay=0.01),

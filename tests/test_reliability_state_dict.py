@@ -23,6 +23,8 @@ from minitorch_amp import device, nn
 from minitorch_amp.backend import device as backend
 from minitorch_amp.backend import memory
 
+pytestmark = pytest.mark.usefixtures("garbage_collected")
+
 
 def model(seed: int = 0):
     """Two Linears, a batch norm, an int64 buffer; the first weight has a gradient."""
