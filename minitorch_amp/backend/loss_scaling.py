@@ -357,6 +357,12 @@ def update_loss_scaling(
             args = (found_inf, scale, *counters, *counts, *bounds)
             kernels.launch("amp.cu", "update_loss_scaling", (1,), (1,), args)
         return
+    if xp is np and all(a.shape == (1,) and a.dtype == dtype for a, dtype in state):
+        _update_on_the_host(
+            found_inf, scale, *counters, incr_every_n_steps, decr_every_n_nan_or_inf,
+            incr_ratio, decr_ratio, min_loss_scaling, max_loss_scaling,
+        )  # fmt: skip
+        return
     f32 = scale.dtype.type
     bad = xp.where(found_inf, bad_steps + 1, 0)
     good = xp.where(found_inf, 0, good_steps + 1)
@@ -370,3 +376,35 @@ def update_loss_scaling(
     bad_steps[...] = xp.where(decrease, 0, bad)
     good_steps[...] = xp.where(increase, 0, good)
     at_floor[...] = xp.where(found_inf & (scale <= f32(min_loss_scaling)), at_floor + 1, 0)
+
+
+def _update_on_the_host(
+    found_inf, scale, good_steps, bad_steps, at_floor, incr_every, decr_every, incr_ratio,
+    decr_ratio, min_scale, max_scale,
+) -> None:  # fmt: skip
+    """:func:`update_loss_scaling` on NumPy ``[1]`` arrays, with Python branches on the values
+    (free to read on the host): the same float32 roundings and int32 wrap-around, in ~10 µs
+    instead of the ~25 array operations (~50 µs) of the branch-free form."""
+    f32 = np.float32
+    s = scale[0]
+    good, bad, floor = int(good_steps[0]), int(bad_steps[0]), int(at_floor[0])
+    if found_inf[0]:
+        good, bad = 0, _int32(bad + 1)
+        if bad == decr_every:
+            s = np.maximum(s * f32(decr_ratio), f32(min_scale))  # NaN propagates, as in where
+            bad = 0
+    else:
+        good, bad = _int32(good + 1), 0
+        if good == incr_every:
+            with np.errstate(over="ignore"):  # growing into inf is refused just below
+                grown = np.minimum(s * f32(incr_ratio), f32(max_scale))
+            if np.isfinite(grown):
+                s = grown
+            good = 0
+    floor = _int32(floor + 1) if found_inf[0] and s <= f32(min_scale) else 0
+    scale[0], good_steps[0], bad_steps[0], at_floor[0] = s, good, bad, floor
+
+
+def _int32(n: int) -> int:
+    """``n`` wrapped into int32's range, as NumPy's int32 arithmetic wraps."""
+    return (n + 2**31) % 2**32 - 2**31
