@@ -126,4 +126,20 @@ MUTANTS: list[Mutant] = [
         (FLOAT16,),
         "large float16 arrays widen through NumPy's per-element loop (7x slower on subnormals), not the table",
     ),
+    Mutant(
+        "host-scale-update-grows-into-inf",
+        "minitorch_amp/backend/loss_scaling.py",
+        "            if np.isfinite(grown):\n                s = grown\n",
+        "            s = grown\n",
+        ("tests/test_loss_scaling.py",),
+        "the CPU's scale update grows a scale near float32's top into inf",
+    ),
+    Mutant(
+        "host-scale-update-counters-unwrapped",
+        "minitorch_amp/backend/loss_scaling.py",
+        "    return (n + 2**31) % 2**32 - 2**31",
+        "    return n",
+        ("tests/test_loss_scaling.py",),
+        "the CPU's step counters pass 2**31 - 1 where NumPy's (and the kernel's) int32 wrap",
+    ),
 ]
