@@ -1,0 +1,210 @@
+"""Our training step at an earlier commit and now, in one process, taking turns.
+
+On the shared 2-core development machine two runs of one benchmark differ by 30% and more
+(the neighbours' load comes and goes), far more than most host-cost changes, so comparing a
+run before a change with a run after it says little. Here both versions of the package are
+imported into one process (the earlier one extracted with ``git archive REV``) and their steps
+take turns in short blocks, as ``timing.interleave`` runs ours against PyTorch: a noisy
+neighbour slows both alike. Python's garbage collector waits between turns (as ``timeit``
+makes it wait): one version's cycles are not collected in the other's steps. The table shows
+the median step of each, and their ratio.
+
+    python benchmarks/before_after.py --before 0a377f9                # tiny SimpleNet, fp32/O1/O2
+    python benchmarks/before_after.py --before HEAD~3 --modes O2      # one mode
+    python benchmarks/before_after.py --before 0a377f9 --workload gpt # the GPT step, 1 BLAS thread
+
+*After* is this checkout's working tree, uncommitted changes included. The tiny workload is
+``benchmarks/simple_net.py``'s step at width 64, batch 8, Adam (the step issue 24's CPU target
+names); the GPT workload is ``benchmarks/gpt_step.py``'s fp32 step (batch 16, 1 BLAS thread
+when threadpoolctl is installed). Each version runs its own copy of those scripts.
+
+NOTE: two versions of one package in one process. Each version's modules are kept apart and
+put back into ``sys.modules`` at the start of each of its turns: a function that imports
+lazily must find its own version's modules, not the other's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from timing import SETTLE_S  # noqa: E402 (benchmarks/ first on the path)
+
+TINY_MODES = ("fp32", "O1", "O2")
+OURS = ("minitorch_amp", "simple_net", "gpt", "gpt_step", "timing")  # modules kept per version
+
+
+def _ours(name: str) -> bool:
+    return name.split(".")[0] in OURS or name.startswith("_before_after_")
+
+
+def extract(rev: str, into: Path) -> str:
+    """``git archive rev`` of this checkout unpacked into ``into``; returns the short hash and
+    subject. Raises SystemExit with the reason when it cannot."""
+    describe = subprocess.run(
+        ["git", "log", "-1", "--format=%h %s", rev], cwd=ROOT, capture_output=True, text=True
+    )
+    if describe.returncode != 0:
+        raise SystemExit(
+            f"--before {rev!r}: not a revision of this checkout ({describe.stderr.strip()}); "
+            "name a commit, a tag or e.g. HEAD~1 of a git clone"
+        )
+    archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True)
+    if archive.returncode != 0:
+        raise SystemExit(f"git archive {rev} failed: {archive.stderr.decode().strip()}")
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return describe.stdout.strip()
+
+
+def load(root: Path, build):
+    """Import the package and scripts of the checkout at ``root``, call ``build(script)``
+    with ``script(name)`` importing ``root/benchmarks/name.py``; return ``(what build
+    returned, that version's modules)``."""
+    for name in [n for n in sys.modules if _ours(n)]:
+        del sys.modules[name]
+    paths = [str(root), str(root / "benchmarks"), str(root / "examples")]
+    sys.path[:0] = paths
+
+    def script(name: str):
+        spec = importlib.util.spec_from_file_location(
+            f"_before_after_{name}", root / "benchmarks" / f"{name}.py"
+        )
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    try:
+        built = build(script)
+        import minitorch_amp
+
+        if not Path(minitorch_amp.__file__).resolve().is_relative_to(root.resolve()):
+            raise SystemExit(f"imported {minitorch_amp.__file__}, not the checkout at {root}")
+    finally:
+        del sys.path[: len(paths)]
+    return built, {n: m for n, m in sys.modules.items() if _ours(n)}
+
+
+def use(modules: dict) -> None:
+    """Make ``modules`` (one version's) the ones ``import`` finds."""
+    for name in [n for n in sys.modules if _ours(n)]:
+        del sys.modules[name]
+    sys.modules.update(modules)
+
+
+def tiny_steps(modes):
+    """``build`` for the tiny SimpleNet step: mode -> step."""
+
+    def build(script):
+        bench = script("simple_net")
+        import minitorch_amp as mt
+
+        rng = np.random.default_rng(0)
+        x, y = (rng.standard_normal((8, 64)).astype(np.float32) for _ in range(2))
+        batches = [(mt.to_tensor(x), mt.to_tensor(y))]
+        return {mode: bench.ours_step(mode, 64, batches, "Adam")[0] for mode in modes}
+
+    return build
+
+
+def gpt_steps(build_args):
+    """``build`` for the GPT step: {'fp32': step}, a new batch each call."""
+
+    def build(script):
+        bench = script("gpt_step")
+        ours, _, batches = bench.setup("fp32", 16, None)
+        return {"GPT fp32": lambda: ours(*batches()[0])}
+
+    return build
+
+
+def measure(versions: dict, names, steps: int, warmup: int, block: int) -> dict:
+    """``{name: {version: median seconds}}``: the versions take turns, ``block`` steps each."""
+    results = {}
+    for name in names:
+        times = {version: [] for version in versions}
+        for steps_of, modules in versions.values():
+            use(modules)
+            for _ in range(warmup):
+                steps_of[name]()
+        order = list(versions.items())
+        while min(len(t) for t in times.values()) < steps:
+            order.reverse()  # each goes first every other round: neither always follows a pause
+            for version, (steps_of, modules) in order:
+                use(modules)
+                gc.collect()  # both versions' garbage, collected between turns (timeit's way)
+                time.sleep(SETTLE_S)
+                step = steps_of[name]
+                step()  # untimed: wakes the thread pools after the pause
+                gc.disable()
+                try:
+                    for _ in range(min(block, steps - len(times[version]))):
+                        start = time.perf_counter()
+                        step()
+                        times[version].append(time.perf_counter() - start)
+                finally:
+                    gc.enable()
+        results[name] = {version: statistics.median(t) for version, t in times.items()}
+    return results
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--before", required=True, help="the earlier revision (git)")
+    parser.add_argument("--workload", choices=("tiny", "gpt"), default="tiny")
+    parser.add_argument("--modes", nargs="+", choices=TINY_MODES, default=list(TINY_MODES))
+    parser.add_argument("--steps", type=int, default=None, help="timed steps (tiny 300, gpt 16)")
+    parser.add_argument("--warmup", type=int, default=None, help="untimed steps (tiny 30, gpt 3)")
+    parser.add_argument("--block", type=int, default=None, help="steps per turn (tiny 10, gpt 2)")
+    args = parser.parse_args(argv)
+    tiny = args.workload == "tiny"
+    steps = args.steps or (300 if tiny else 16)
+    warmup = args.warmup if args.warmup is not None else (30 if tiny else 3)
+    block = args.block or (10 if tiny else 2)
+    if min(steps, block) < 1 or warmup < 0:
+        raise SystemExit("--steps and --block must be at least 1, --warmup at least 0")
+    if not tiny:
+        try:
+            from threadpoolctl import threadpool_limits
+
+            threadpool_limits(limits=1, user_api="blas")
+        except ImportError:
+            print("threadpoolctl is not installed: NumPy's BLAS keeps its default thread count")
+    build = tiny_steps(args.modes) if tiny else gpt_steps(None)
+    with tempfile.TemporaryDirectory() as scratch:
+        before_root = Path(scratch)
+        described = extract(args.before, before_root)
+        head = subprocess.run(
+            ["git", "log", "-1", "--format=%h"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+        versions = {"before": load(before_root, build), "after": load(ROOT, build)}
+        names = list(versions["after"][0])
+        results = measure(versions, names, steps, warmup, block)
+    print(
+        f"{'tiny SimpleNet (width 64, batch 8, Adam)' if tiny else 'GPT (batch 16)'} on the CPU: "
+        f"before {described}; after the working tree at {head or 'this checkout'}; median of "
+        f"{steps} steps each after {warmup} warm-up, taking turns in blocks of {block}"
+    )
+    print("| step | before ms | after ms | after / before |")
+    print("|---|---|---|---|")
+    for name, medians in results.items():
+        before, after = medians["before"], medians["after"]
+        print(f"| {name} | {before * 1e3:.3f} | {after * 1e3:.3f} | {after / before:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
