@@ -7,7 +7,8 @@ imported into one process (the earlier one extracted with ``git archive REV``) a
 take turns in short blocks, as ``timing.interleave`` runs ours against PyTorch: a noisy
 neighbour slows both alike. Python's garbage collector waits between turns (as ``timeit``
 makes it wait): one version's cycles are not collected in the other's steps. The table shows
-the median step of each, and their ratio.
+the median step of each, and the median over the rounds of each round's after / before
+(``timing.paired_ratio``: a drift of the machine's speed cancels in each round).
 
     python benchmarks/before_after.py --before 0a377f9                # tiny SimpleNet, fp32/O1/O2
     python benchmarks/before_after.py --before HEAD~3 --modes O2      # one mode
@@ -39,7 +40,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from timing import SETTLE_S  # noqa: E402 (benchmarks/ first on the path)
+from timing import SETTLE_S, paired_ratio  # noqa: E402 (benchmarks/ first on the path)
 
 TINY_MODES = ("fp32", "O1", "O2")
 OURS = ("minitorch_amp", "simple_net", "gpt", "gpt_step", "timing")  # modules kept per version
@@ -130,10 +131,12 @@ def gpt_steps(build_args):
 
 
 def measure(versions: dict, names, steps: int, warmup: int, block: int) -> dict:
-    """``{name: {version: median seconds}}``: the versions take turns, ``block`` steps each."""
+    """``{name: {version: median seconds, 'ratio': after over before}}``: the versions take
+    turns, ``block`` steps each; the ratio is the median of the rounds' (``paired_ratio``)."""
     results = {}
     for name in names:
         times = {version: [] for version in versions}
+        rounds = []  # per round: each version's block median
         for steps_of, modules in versions.values():
             use(modules)
             for _ in range(warmup):
@@ -141,6 +144,7 @@ def measure(versions: dict, names, steps: int, warmup: int, block: int) -> dict:
         order = list(versions.items())
         while min(len(t) for t in times.values()) < steps:
             order.reverse()  # each goes first every other round: neither always follows a pause
+            rounds.append({})
             for version, (steps_of, modules) in order:
                 use(modules)
                 gc.collect()  # both versions' garbage, collected between turns (timeit's way)
@@ -148,14 +152,19 @@ def measure(versions: dict, names, steps: int, warmup: int, block: int) -> dict:
                 step = steps_of[name]
                 step()  # untimed: wakes the thread pools after the pause
                 gc.disable()
+                turn = []
                 try:
                     for _ in range(min(block, steps - len(times[version]))):
                         start = time.perf_counter()
                         step()
-                        times[version].append(time.perf_counter() - start)
+                        turn.append(time.perf_counter() - start)
                 finally:
                     gc.enable()
+                times[version] += turn
+                if turn:
+                    rounds[-1][version] = statistics.median(turn)
         results[name] = {version: statistics.median(t) for version, t in times.items()}
+        results[name]["ratio"] = paired_ratio(rounds, "after", "before")
     return results
 
 
@@ -197,13 +206,14 @@ def main(argv=None) -> None:
     print(
         f"{'tiny SimpleNet (width 64, batch 8, Adam)' if tiny else 'GPT (batch 16)'} on the CPU: "
         f"before {described}; after the working tree at {head or 'this checkout'}; median of "
-        f"{steps} steps each after {warmup} warm-up, taking turns in blocks of {block}"
+        f"{steps} steps each after {warmup} warm-up, taking turns in blocks of {block}; "
+        "after / before: the median of the rounds' ratios"
     )
     print("| step | before ms | after ms | after / before |")
     print("|---|---|---|---|")
     for name, medians in results.items():
-        before, after = medians["before"], medians["after"]
-        print(f"| {name} | {before * 1e3:.3f} | {after * 1e3:.3f} | {after / before:.3f} |")
+        before, after, ratio = medians["before"], medians["after"], medians["ratio"]
+        print(f"| {name} | {before * 1e3:.3f} | {after * 1e3:.3f} | {ratio:.3f} |")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ global-norm clipping and AdamW (decay on the 2-D weights only) with warmup + cos
 runs ``nn.TransformerEncoderLayer(norm_first=True, batch_first=True)`` blocks with the same
 initial weights (ours transposed: our Linear weights are ``[in, out]``), the same batches
 and hyper-parameters, in the same process, on the same device, interleaved in blocks
-(``timing.interleave``).
+(``timing.interleave_rounds``). The ratio is the median over the rounds of each round's ours
+over torch (``timing.paired_ratio``): far steadier than the ratio of the two medians when the
+machine's speed drifts.
 
     python benchmarks/gpt_step.py                  # fp32, 1 thread each: ~30 s on 2 cores
     python benchmarks/gpt_step.py --parity         # 40 steps, fp32: the losses step by step
@@ -32,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a sourc
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 import gpt
-from timing import interleave, torch_device, warmup_seconds
+from timing import interleave_rounds, paired_ratio, torch_device, warmup_seconds
 
 import minitorch_amp as mt
 
@@ -233,9 +235,9 @@ def main(argv=None) -> None:
     )
     parser.add_argument("--level", default="fp32", choices=gpt.LEVELS, help="precision")
     parser.add_argument("--batch", type=int, default=16, help="windows of 64 tokens per step")
-    parser.add_argument("--steps", type=int, default=15, help="timed steps of each framework")
+    parser.add_argument("--steps", type=int, default=32, help="timed steps of each framework")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
-    parser.add_argument("--block", type=int, default=5, help="steps per turn")
+    parser.add_argument("--block", type=int, default=4, help="steps per turn")
     parser.add_argument("--threads", type=int, default=1, help="BLAS / intra-op threads")
     parser.add_argument("--device", default=None, help="'cpu', 'gpu' or 'gpu:N'; None: auto")
     parser.add_argument("--no-torch", action="store_true", help="time minitorch_amp only")
@@ -285,13 +287,16 @@ def main(argv=None) -> None:
     print(
         f"GPT step on {mt.get_device()}{threads}, {args.threads} thread(s), {args.level}: "
         f"4 layers, 4 heads, width 128, context 64, batch {args.batch}, dropout 0; median of "
-        f"{args.steps} steps after {args.warmup} warm-up, interleaved in blocks of {args.block}"
+        f"{args.steps} steps after {args.warmup} warm-up, interleaved in blocks of {args.block}; "
+        "ours / torch: the median of the rounds' ratios"
     )
     warmup_s = warmup_seconds(str(mt.get_device()).startswith("gpu"))
-    medians = interleave(runs, args.steps, args.warmup, args.block, warmup_s=warmup_s)
+    medians, rounds = interleave_rounds(
+        runs, args.steps, args.warmup, args.block, warmup_s=warmup_s
+    )
     line = f"ours {medians['ours'] * 1e3:.1f} ms"
     if "torch" in medians:
-        ratio = medians["ours"] / medians["torch"]
+        ratio = paired_ratio(rounds, "ours", "torch")  # each round's blocks side by side
         line += f", torch {medians['torch'] * 1e3:.1f} ms, ours / torch {ratio:.2f}"
     print(line)
 

@@ -100,7 +100,24 @@ def interleave(
     warmup_s: float,
     desc: str | None = None,
 ) -> dict:
-    """Median seconds per step of each run, timed in alternating blocks.
+    """Median seconds per step of each run, timed in alternating blocks (the medians of
+    :func:`interleave_rounds`)."""
+    medians, _ = interleave_rounds(runs, steps, warmup, block, wake, warmup_s=warmup_s, desc=desc)
+    return medians
+
+
+def interleave_rounds(
+    runs: dict[str, Run],
+    steps: int,
+    warmup: int,
+    block: int = 5,
+    wake: int = 1,
+    *,
+    warmup_s: float,
+    desc: str | None = None,
+) -> tuple[dict, list[dict]]:
+    """``(medians, rounds)``: the median seconds per step of each run, and per round (one
+    turn of each run) the median of each run's block, for :func:`paired_ratio`.
 
     Args:
         runs: name -> ``(step, sync)``; ``sync`` waits for the run's device (no-op on a CPU).
@@ -117,11 +134,31 @@ def interleave(
     for step, sync in runs.values():
         warm_up(step, sync, warmup_s, warmup)
     times: dict[str, list[float]] = {name: [] for name in runs}
+    rounds: list[dict] = []
     for _ in progress(range(math.ceil(steps / block)), desc=desc):  # a turn each per round
+        this_round = {}
         for name, (step, sync) in runs.items():
             time.sleep(SETTLE_S)
             for _ in range(wake):  # untimed: wakes this framework's threads
                 timed(step, sync)
-            for _ in range(min(block, steps - len(times[name]))):
-                times[name].append(timed(step, sync))
-    return {name: statistics.median(t) for name, t in times.items()}
+            turn = [timed(step, sync) for _ in range(min(block, steps - len(times[name])))]
+            times[name] += turn
+            if turn:
+                this_round[name] = statistics.median(turn)
+        rounds.append(this_round)
+    return {name: statistics.median(t) for name, t in times.items()}, rounds
+
+
+def paired_ratio(rounds: list[dict], a: str, b: str) -> float:
+    """The median over rounds of ``a``'s block median over ``b``'s in the same round.
+
+    NOTE: the ratio of the two overall medians moves with the machine: on the shared 2-core
+    development machine three runs of the GPT step gave 1.35, 1.32 and 1.24, while this,
+    whose two blocks of a round ran seconds apart, gave 1.314, 1.308 and 1.312. A slow
+    change of the machine's speed (a neighbour's load coming and going) cancels in each
+    round's ratio; what is left of the noise, the median of the rounds removes.
+    """
+    ratios = [r[a] / r[b] for r in rounds if a in r and b in r]
+    if not ratios:
+        raise ValueError(f"no round timed both {a!r} and {b!r}")
+    return statistics.median(ratios)

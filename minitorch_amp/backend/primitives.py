@@ -83,6 +83,16 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False, out=None)
             if xp is not np and kernels.enabled() and a.ndim == b.ndim == 2:
                 a, b = xp.ascontiguousarray(a), xp.ascontiguousarray(b)
                 return _gemm.gemm(a, b, transpose_a, transpose_b, c=out)
+        elif (
+            get_array_module(a, b, out) is np
+            and not _same_16bit(a, b)
+            and out.dtype == np.result_type(a, b)
+        ):
+            # NOTE: BLAS writes the product into out itself (the same call, the same bits):
+            # no temporary the size of a weight's gradient, and no copy of it after
+            a = a.swapaxes(-1, -2) if transpose_a and a.ndim >= 2 else a
+            b = b.swapaxes(-1, -2) if transpose_b and b.ndim >= 2 else b
+            return np.matmul(a, b, out=out)
         get_array_module(out).copyto(out, matmul(a, b, transpose_a, transpose_b))
         return out
     if _same_16bit(a, b):  # float16, or bfloat16 (two 8-bit significands: exact products too)
