@@ -7,7 +7,8 @@ weights on the same batches, on the same device, in one process; their first los
 agree. After a warm-up (the first step compiles the kernels on a GPU; then more steps, on a
 GPU for at least 1 s of sustained work so its clocks are up) the two take turns in short blocks
 of steps (``timing.py`` says why not single steps), so a noisy neighbour slows both alike; the
-table shows the median of each.
+table shows the median of each, and as ours/torch the median over the rounds of each round's
+ratio (``timing.paired_ratio``: a drift of the machine's speed cancels in each round).
 
 The modes, side by side:
 
@@ -73,7 +74,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a sourc
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 from simple_net import SimpleNet
-from timing import interleave, torch_device, warmup_seconds
+from timing import interleave_rounds, paired_ratio, torch_device, warmup_seconds
 
 import minitorch_amp as mt
 from minitorch_amp import amp, nn
@@ -301,8 +302,12 @@ def measure(
         check_same_start(mode, ours(), theirs())
 
     wake = 1 if block > 1 else 0  # single long steps need no untimed step to wake threads
-    medians = interleave(runs, steps, warmup, block, wake, warmup_s=warmup_s, desc=mode)
+    medians, rounds = interleave_rounds(
+        runs, steps, warmup, block, wake, warmup_s=warmup_s, desc=mode
+    )
     result = {name: seconds / per_batch for name, seconds in medians.items()}
+    if "torch" in runs:  # each round's two blocks side by side: a drifting machine cancels
+        result["ratio"] = paired_ratio(rounds, "ours", "torch")
     for name, (step, sync) in runs.items():
         result[f"{name}_kernels"] = count_gpu_activities(step, sync)
     result["ours_peak"] = mt.device.max_memory_allocated() - base
@@ -343,7 +348,7 @@ def print_table(results: dict) -> None:
             mode,
             _ms(ours),
             _ms(theirs),
-            _ratio(ours, theirs),
+            "n/a" if r.get("ratio") is None else f"{r['ratio']:.2f}",
             _ratio(fp32.get("ours"), ours, "x"),
             _ratio(fp32.get("torch"), theirs, "x"),
             _mib(r["ours_peak"]),
