@@ -90,20 +90,10 @@ def warm_up(
     return calls
 
 
-def interleave(
-    runs: dict[str, Run],
-    steps: int,
-    warmup: int,
-    block: int = 5,
-    wake: int = 1,
-    *,
-    warmup_s: float,
-    desc: str | None = None,
-) -> dict:
-    """Median seconds per step of each run, timed in alternating blocks (the medians of
-    :func:`interleave_rounds`)."""
-    medians, _ = interleave_rounds(runs, steps, warmup, block, wake, warmup_s=warmup_s, desc=desc)
-    return medians
+def interleave(*args, **kwargs) -> dict:
+    """Median seconds per step of each run, timed in alternating blocks: the medians of
+    :func:`interleave_rounds`, which takes the same arguments."""
+    return interleave_rounds(*args, **kwargs)[0]
 
 
 def interleave_rounds(

@@ -29,25 +29,34 @@ def make(name: str, params):
     )
 
 
+def three_steps(model, opt, level: str | None, seed: int, before_step=lambda opt: None):
+    """Three steps on random ``[8, in]`` batches (``level``: None, or O2 with autocast)."""
+    rng = np.random.default_rng(seed)
+    features = model[0].weight.shape[0]
+    for _ in range(3):
+        x = mt.to_tensor(rng.standard_normal((8, features)).astype(np.float32))
+        with amp.auto_cast(enable=level is not None, level=level or "O1"):
+            loss = model(x).astype("float32").square().mean()
+        loss.backward()
+        before_step(opt)
+        opt.step()
+        opt.clear_grad()
+    return [p.numpy().copy() for p in model.parameters()]
+
+
 def train(name: str, in_place: bool, level: str | None):
     mt.seed(3)
     model = nn.Sequential(nn.Linear(300, 260), nn.ReLU(), nn.Linear(260, 3))  # 78k-element weight
     opt = make(name, model.parameters())
     if level == "O2":
         model, opt = amp.decorate(model, opt, level="O2")
-    rng = np.random.default_rng(0)
-    for _ in range(3):
-        x = mt.to_tensor(rng.standard_normal((8, 300)).astype(np.float32))
-        with amp.auto_cast(enable=level is not None, level=level or "O1"):
-            loss = model(x).astype("float32").square().mean()
-        loss.backward()
+
+    def choose_path(opt):
         plan = opt._state.plan
-        if plan is not None:
-            for _, bucket in plan.buckets:
-                bucket.in_place = in_place
-        opt.step()
-        opt.clear_grad()
-    return [p.numpy().copy() for p in model.parameters()], opt
+        for _, bucket in plan.buckets if plan is not None else ():
+            bucket.in_place = in_place
+
+    return three_steps(model, opt, level, 0, choose_path), opt
 
 
 @pytest.mark.parametrize("level", [None, "O2"])
@@ -91,17 +100,10 @@ def test_a_small_bucket_is_one_flat_update_with_the_per_parameter_bits(level, mo
         calls = []
         real = opt._update
         monkeypatch.setattr(opt, "_update", lambda *a: calls.append(1) or real(*a))
-        rng = np.random.default_rng(1)
-        for _ in range(3):
-            x = mt.to_tensor(rng.standard_normal((5, 16)).astype(np.float32))
-            with amp.auto_cast(enable=level is not None, level=level or "O1"):
-                loss = model(x).astype("float32").square().mean()
-            loss.backward()
-            opt.step()
-            opt.clear_grad()
+        params = three_steps(model, opt, level, 1)
         (_, bucket), *more = opt._state.plan.buckets
         assert not more
-        return [p.numpy().copy() for p in model.parameters()], calls, bucket.in_place
+        return params, calls, bucket.in_place
 
     flat, flat_calls, flat_in_place = tiny_run(bucket_module.IN_PLACE_FROM)
     each, each_calls, each_in_place = tiny_run(0)
