@@ -112,3 +112,14 @@ def test_gelu_of_16_and_32_bit_tensors_never_runs_an_erf(monkeypatch):
         out = F.gelu(x)
         out.sum().backward()
         assert out.dtype == x.dtype and x.grad.dtype == x.dtype
+
+
+def test_gelu_makes_its_product_in_the_cdf_blocks_with_the_same_bits():
+    """Exact GELU's float32 forward takes ``x * Phi(x)`` block by block with ``Phi``
+    (``special.gelu_float32``): the bits of the product over the whole arrays."""
+    x = np.random.default_rng(7).standard_normal(3 * special.BLOCK + 5).astype(np.float32) * 3
+    cdf, product = special.gelu_float32(x)
+    np.testing.assert_array_equal(cdf.view(np.uint32), special.normal_cdf(x).view(np.uint32))
+    np.testing.assert_array_equal(product.view(np.uint32), (x * cdf).view(np.uint32))
+    out = F.gelu(mt.to_tensor(x.reshape(-1, 1)))
+    np.testing.assert_array_equal(out.numpy().reshape(-1).view(np.uint32), product.view(np.uint32))

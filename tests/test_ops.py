@@ -336,3 +336,38 @@ def test_embedding_padding_row_gets_zero_output_and_no_gradient():
     np.testing.assert_array_equal(out.numpy()[0, 1], [0.0, 0.0])
     out.sum().backward()
     np.testing.assert_array_equal(w.grad.numpy()[:, 0], [1.0, 2.0, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("length", [1, 2, 7, 33, 64])
+def test_softmax_row_max_by_halves_is_numpy_fmax_reduce(length, monkeypatch):
+    """Attention's short rows take the halving tree (``activation._row_fmax``): the same
+    maxima as ``np.fmax.reduce``, NaN skipped, all-NaN and all -inf rows included."""
+    from minitorch_amp.autograd.ops import activation
+
+    rng = np.random.default_rng(length)
+    x = rng.standard_normal((4096 // length + 2, 3, length)).astype(np.float32)
+    x[0] = np.nan
+    x[1] = -np.inf
+    x.reshape(-1)[::11] = np.nan
+    x.reshape(-1)[::13] = np.inf
+    reduced = []
+    real = np.fmax.reduce
+    monkeypatch.setattr(activation.np, "fmax", _FmaxWatch(np.fmax, reduced))
+    got = activation._row_fmax(x, -1)
+    monkeypatch.undo()
+    assert not reduced  # the tree, not the reduction
+    np.testing.assert_array_equal(got, real(x, axis=-1, keepdims=True))
+
+
+class _FmaxWatch:
+    """``np.fmax`` that notes each ``reduce`` call."""
+
+    def __init__(self, fmax, calls):
+        self.fmax, self.calls = fmax, calls
+
+    def __call__(self, *args, **kwargs):
+        return self.fmax(*args, **kwargs)
+
+    def reduce(self, *args, **kwargs):
+        self.calls.append(args)
+        return self.fmax.reduce(*args, **kwargs)

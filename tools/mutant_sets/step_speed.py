@@ -142,4 +142,28 @@ MUTANTS: list[Mutant] = [
         ("tests/test_loss_scaling.py",),
         "the CPU's step counters pass 2**31 - 1 where NumPy's (and the kernel's) int32 wrap",
     ),
+    Mutant(
+        "softmax-row-max-reduced-row-by-row",
+        "minitorch_amp/autograd/ops/activation.py",
+        "_TREE_ROWS_UP_TO = 64",
+        "_TREE_ROWS_UP_TO = 0",
+        ("tests/test_ops.py",),
+        "attention's softmax takes NumPy's per-row fmax.reduce over its rows of 64 again (2.3x slower)",
+    ),
+    Mutant(
+        "softmax-row-max-drops-an-odd-column",
+        "minitorch_amp/autograd/ops/activation.py",
+        "        if n % 2:\n            np.fmax(head[..., :1], a[..., 2 * half :], out=head[..., :1])\n",
+        "",
+        ("tests/test_ops.py",),
+        "an odd row length's last column never enters the maximum",
+    ),
+    Mutant(
+        "gelu-product-of-the-wrong-arrays",
+        "minitorch_amp/backend/special.py",
+        "            np.multiply(flat[block], out[block], out=product[block])",
+        "            np.multiply(out[block], out[block], out=product[block])",
+        ("tests/test_normal_cdf.py",),
+        "exact GELU's block-wise product is Phi(x)^2, not x Phi(x)",
+    ),
 ]

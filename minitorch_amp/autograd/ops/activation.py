@@ -15,7 +15,7 @@ from ...backend import get_array_module
 from ...backend.blocks import blocks
 from ...backend.dtypes import accumulation_dtype
 from ...backend.primitives import relu_backward
-from ...backend.special import normal_cdf
+from ...backend.special import gelu_float32, normal_cdf
 from ..op import BLACK, GRAY, Op
 
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -78,6 +78,8 @@ class Gelu(Op):
         if approximate:
             ctx.t = xp.tanh(_SQRT_2_OVER_PI * (xa + _GELU_CUBIC * xa * xa * xa))
             out = 0.5 * xa * (1.0 + ctx.t)
+        elif xp is np and xa.dtype == np.float32:  # Phi and the product in the same blocks
+            ctx.cdf, out = gelu_float32(xa)
         else:
             ctx.cdf = cdf = normal_cdf(xa)  # float32 in float32 alone: no erf, no widening
             out = xa * cdf
@@ -130,7 +132,7 @@ class Softmax(Op):
             return ctx.out.astype(x.dtype, copy=False)
         # NOTE: NumPy's fmax.reduce is about 1.5x faster than max over short rows and gives
         # the same softmax: a NaN it skips still makes its row NaN through exp and the sum.
-        top = (np.fmax.reduce if xp is np else xp.max)(xa, axis=axis, keepdims=True)
+        top = _row_fmax(xa, axis) if xp is np else xp.max(xa, axis=axis, keepdims=True)
         e = xp.subtract(xa, top)  # fresh: exp and the division write into it
         xp.exp(e, out=e)
         e /= _row_sums(e, axis)
@@ -145,6 +147,30 @@ class Softmax(Op):
         gx = xp.subtract(g, _row_sums(g, ctx.axis, y))  # fresh: scaled by y in place
         gx *= y
         return gx.astype(grad.dtype, copy=False)
+
+
+def _row_fmax(a, axis: int):
+    """``np.fmax.reduce(a, axis=axis, keepdims=True)`` (NaN skipped; all-NaN rows NaN).
+
+    Over many short rows along the last axis (attention's softmax: rows of the sequence
+    length) NumPy's reduction pays per row: ``[16, 4, 64, 64]`` took 0.46 ms, most of the
+    softmax's forward. There the rows are halved instead, ``fmax`` of the two halves in one
+    pass over all rows (an odd length's last column folded into the first), six passes for
+    64: 2.3x faster. The maximum is exact, so the order gives the same values.
+    """
+    if axis % a.ndim != a.ndim - 1 or a.shape[-1] > _TREE_ROWS_UP_TO or a.size < 4096:
+        return np.fmax.reduce(a, axis=axis, keepdims=True)
+    while a.shape[-1] > 1:
+        n = a.shape[-1]
+        half = n // 2
+        head = np.fmax(a[..., :half], a[..., half : 2 * half])
+        if n % 2:
+            np.fmax(head[..., :1], a[..., 2 * half :], out=head[..., :1])
+        a = head
+    return a
+
+
+_TREE_ROWS_UP_TO = 64  # longer rows: the reduction's own loop is faster (rows of 512: 2x)
 
 
 def _row_sums(a, axis, b=None):
