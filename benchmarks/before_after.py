@@ -119,8 +119,8 @@ def tiny_steps(modes):
     return build
 
 
-def gpt_steps(build_args):
-    """``build`` for the GPT step: {'fp32': step}, a new batch each call."""
+def gpt_steps():
+    """``build`` for the GPT step: {'GPT fp32': step}, a new batch each call."""
 
     def build(script):
         bench = script("gpt_step")
@@ -193,7 +193,7 @@ def main(argv=None) -> None:
             threadpool_limits(limits=1, user_api="blas")
         except ImportError:
             print("threadpoolctl is not installed: NumPy's BLAS keeps its default thread count")
-    build = tiny_steps(args.modes) if tiny else gpt_steps(None)
+    build = tiny_steps(args.modes) if tiny else gpt_steps()
     with tempfile.TemporaryDirectory() as scratch:
         before_root = Path(scratch)
         described = extract(args.before, before_root)
