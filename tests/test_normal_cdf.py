@@ -123,3 +123,24 @@ def test_gelu_makes_its_product_in_the_cdf_blocks_with_the_same_bits():
     np.testing.assert_array_equal(product.view(np.uint32), (x * cdf).view(np.uint32))
     out = F.gelu(mt.to_tensor(x.reshape(-1, 1)))
     np.testing.assert_array_equal(out.numpy().reshape(-1).view(np.uint32), product.view(np.uint32))
+
+
+def test_blocks_without_a_tail_skip_its_scan_and_keep_their_values(monkeypatch):
+    """A block whose largest ``x^2`` is below the split takes no tail pass; a NaN anywhere,
+    or one tail element, sends its block through the tail's scan. Each block's values are
+    those of the same elements evaluated one by one."""
+    calls = []
+    real = special._normal_cdf_tail
+    monkeypatch.setattr(special, "_normal_cdf_tail", lambda *a: calls.append(1) or real(*a))
+    n = special.BLOCK
+    x = np.random.default_rng(3).uniform(-1.4, 1.4, 4 * n).astype(np.float32)
+    x[n + 7] = np.nan  # block 1: a NaN only
+    x[3 * n - 1] = -2.5  # block 2: one tail element, at its last place
+    got = special.normal_cdf(x)
+    assert len(calls) == 2  # blocks 0 and 3 never scanned for a tail
+    assert np.isnan(got[n + 7]) and np.isnan(got).sum() == 1
+    one_by_one = np.concatenate(
+        [special.normal_cdf(v[None]) for v in x[[0, n - 1, 3 * n - 1, 4 * n - 1]]]
+    )
+    np.testing.assert_array_equal(got[[0, n - 1, 3 * n - 1, 4 * n - 1]], one_by_one)
+    np.testing.assert_allclose(got[3 * n - 1], exact_cdf([-2.5])[0], rtol=1e-6)
