@@ -13,11 +13,14 @@ the median step of each, and the median over the rounds of each round's after / 
     python benchmarks/before_after.py --before 0a377f9                # tiny SimpleNet, fp32/O1/O2
     python benchmarks/before_after.py --before HEAD~3 --modes O2      # one mode
     python benchmarks/before_after.py --before 0a377f9 --workload gpt # the GPT step, 1 BLAS thread
+    python benchmarks/before_after.py --before HEAD~1 --modes fp32 --width 256 --batch 32 \
+        --optimizer SGD                                                 # a wider SimpleNet
 
 *After* is this checkout's working tree, uncommitted changes included. The tiny workload is
 ``benchmarks/simple_net.py``'s step at width 64, batch 8, Adam (the step issue 24's CPU target
-names); the GPT workload is ``benchmarks/gpt_step.py``'s fp32 step (batch 16, 1 BLAS thread
-when threadpoolctl is installed). Each version runs its own copy of those scripts.
+names; ``--width``, ``--batch`` and ``--optimizer`` change it); the GPT workload is
+``benchmarks/gpt_step.py``'s fp32 step (batch 16, 1 BLAS thread when threadpoolctl is
+installed). Each version runs its own copy of those scripts.
 
 NOTE: two versions of one package in one process. Each version's modules are kept apart and
 put back into ``sys.modules`` at the start of each of its turns: a function that imports
@@ -104,17 +107,17 @@ def use(modules: dict) -> None:
     sys.modules.update(modules)
 
 
-def tiny_steps(modes):
-    """``build`` for the tiny SimpleNet step: mode -> step."""
+def tiny_steps(modes, width: int = 64, batch: int = 8, optimizer: str = "Adam"):
+    """``build`` for the SimpleNet step (tiny by default): mode -> step."""
 
     def build(script):
         bench = script("simple_net")
         import minitorch_amp as mt
 
         rng = np.random.default_rng(0)
-        x, y = (rng.standard_normal((8, 64)).astype(np.float32) for _ in range(2))
+        x, y = (rng.standard_normal((batch, width)).astype(np.float32) for _ in range(2))
         batches = [(mt.to_tensor(x), mt.to_tensor(y))]
-        return {mode: bench.ours_step(mode, 64, batches, "Adam")[0] for mode in modes}
+        return {mode: bench.ours_step(mode, width, batches, optimizer)[0] for mode in modes}
 
     return build
 
@@ -176,6 +179,9 @@ def main(argv=None) -> None:
     parser.add_argument("--before", required=True, help="the earlier revision (git)")
     parser.add_argument("--workload", choices=("tiny", "gpt"), default="tiny")
     parser.add_argument("--modes", nargs="+", choices=TINY_MODES, default=list(TINY_MODES))
+    parser.add_argument("--width", type=int, default=64, help="the SimpleNet workload's width")
+    parser.add_argument("--batch", type=int, default=8, help="the SimpleNet workload's rows")
+    parser.add_argument("--optimizer", choices=("Adam", "SGD"), default="Adam")
     parser.add_argument("--steps", type=int, default=None, help="timed steps (tiny 300, gpt 16)")
     parser.add_argument("--warmup", type=int, default=None, help="untimed steps (tiny 30, gpt 3)")
     parser.add_argument("--block", type=int, default=None, help="steps per turn (tiny 10, gpt 2)")
@@ -184,8 +190,10 @@ def main(argv=None) -> None:
     steps = args.steps or (300 if tiny else 16)
     warmup = args.warmup if args.warmup is not None else (30 if tiny else 3)
     block = args.block or (10 if tiny else 2)
-    if min(steps, block) < 1 or warmup < 0:
-        raise SystemExit("--steps and --block must be at least 1, --warmup at least 0")
+    if min(steps, block, args.width, args.batch) < 1 or warmup < 0:
+        raise SystemExit(
+            "--steps, --block, --width and --batch must be at least 1, --warmup at least 0"
+        )
     if not tiny:
         try:
             from threadpoolctl import threadpool_limits
@@ -193,7 +201,7 @@ def main(argv=None) -> None:
             threadpool_limits(limits=1, user_api="blas")
         except ImportError:
             print("threadpoolctl is not installed: NumPy's BLAS keeps its default thread count")
-    build = tiny_steps(args.modes) if tiny else gpt_steps()
+    build = tiny_steps(args.modes, args.width, args.batch, args.optimizer) if tiny else gpt_steps()
     with tempfile.TemporaryDirectory() as scratch:
         before_root = Path(scratch)
         described = extract(args.before, before_root)
@@ -203,8 +211,10 @@ def main(argv=None) -> None:
         versions = {"before": load(before_root, build), "after": load(ROOT, build)}
         names = list(versions["after"][0])
         results = measure(versions, names, steps, warmup, block)
+    size = f"width {args.width}, batch {args.batch}, {args.optimizer}"
+    simple_net_label = f"{'tiny ' if (args.width, args.batch) == (64, 8) else ''}SimpleNet ({size})"
     print(
-        f"{'tiny SimpleNet (width 64, batch 8, Adam)' if tiny else 'GPT (batch 16)'} on the CPU: "
+        f"{simple_net_label if tiny else 'GPT (batch 16)'} on the CPU: "
         f"before {described}; after the working tree at {head or 'this checkout'}; median of "
         f"{steps} steps each after {warmup} warm-up, taking turns in blocks of {block}; "
         "after / before: the median of the rounds' ratios"

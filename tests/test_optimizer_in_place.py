@@ -111,3 +111,49 @@ def test_a_small_bucket_is_one_flat_update_with_the_per_parameter_bits(level, mo
     assert (len(flat_calls), len(each_calls)) == (3, 3 * 4)  # 3 steps; 4 parameters
     for a, b in zip(flat, each):
         np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+@pytest.mark.parametrize(
+    ("build", "copies"),
+    [
+        (lambda ps: optimizer.SGD(learning_rate=0.1, parameters=ps), False),
+        (lambda ps: optimizer.Momentum(learning_rate=0.1, parameters=ps, use_nesterov=True), False),
+        (lambda ps: optimizer.Adam(learning_rate=0.01, parameters=ps), False),
+        (
+            lambda ps: optimizer.SGD(learning_rate=0.1, parameters=ps, weight_decay=L2Decay(0.01)),
+            True,
+        ),
+    ],
+    ids=["sgd", "nesterov", "adam", "sgd-l2"],
+)
+def test_the_in_place_update_reads_an_fp32_gradient_where_it_lies(build, copies, monkeypatch):
+    """With nothing to write into it (no rescale, no L2 decay, no regularizer), the in-place
+    update hands ``_update`` the float32 gradient itself, not a copy: the flat path's bits,
+    and ``.grad`` unchanged by the step. L2 decay adds into the gradient: a copy then."""
+    from minitorch_amp.optimizer import bucket as bucket_module
+
+    sizes = []
+    real = bucket_module.convert
+    monkeypatch.setattr(bucket_module, "convert", lambda a, d: sizes.append(a.size) or real(a, d))
+
+    def run(in_place):
+        mt.seed(3)
+        model = nn.Sequential(nn.Linear(300, 260), nn.ReLU(), nn.Linear(260, 3))  # 78k weight
+        opt = build(model.parameters())
+        rng = np.random.default_rng(0)
+        for _ in range(3):
+            x = mt.to_tensor(rng.standard_normal((8, 300)).astype(np.float32))
+            model(x).square().mean().backward()
+            grads = [p.grad.numpy().copy() for p in model.parameters()]
+            for _, bucket in opt._state.plan.buckets if opt._state.plan is not None else ():
+                bucket.in_place = in_place
+            opt.step()
+            for p, g in zip(model.parameters(), grads):
+                np.testing.assert_array_equal(p.grad.numpy(), g)  # the step only read it
+            opt.clear_grad()
+        return [p.numpy().copy() for p in model.parameters()]
+
+    ours = run(True)
+    assert any(size >= 10_000 for size in sizes) == copies, sizes  # (blocks of 64 Ki)
+    for a, b in zip(ours, run(False)):
+        np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))

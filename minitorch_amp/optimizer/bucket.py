@@ -259,9 +259,13 @@ class Bucket:
             lr, decay = _lr_and_decay(base_lr, record)
             hyper = {**self.group, "decay": decay}
             whole = record.regularizer is not None and not record.l2  # it sees the shape
+            # the step's scaling, L2 decay and a regularizer write into the gradient: a copy
+            # then; else ``_update`` only reads it, and a wide one is used where it lies
+            read_only = g.dtype == self.wide and record.grad_scale == 1.0 and not record.l2
+            read_only = read_only and not whole
             for block in [slice(None)] if whole else blocks(p.size):
                 ps = p[block]
-                gs = convert(g[block], self.wide)  # a copy: the step's scaling writes into it
+                gs = g[block] if read_only else convert(g[block], self.wide)
                 if record.grad_scale != 1.0:
                     gs *= record.grad_scale
                 if record.l2:
