@@ -74,3 +74,15 @@ def test_each_version_runs_with_its_own_modules():
     )
     done = run(code=code)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_the_simple_net_workload_takes_a_size_and_an_optimizer():
+    done = run(
+        "--before", "HEAD", "--modes", "fp32", "--steps", "2", "--warmup", "0",
+        "--width", "16", "--batch", "4", "--optimizer", "SGD",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("SimpleNet (width 16, batch 4, SGD) on the CPU")
+    assert re.search(r"^\| fp32 \| [\d.]+ \| [\d.]+ \| [\d.]+ \|$", done.stdout, re.M)
+    refused = run("--before", "HEAD", "--width", "0")
+    assert refused.returncode != 0 and "--width and --batch must be at least 1" in refused.stderr
