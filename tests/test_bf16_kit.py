@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -76,6 +78,19 @@ def test_fp32_values_near_bf16_edges_reaches_the_round_to_inf_threshold():
 def test_tensors_of_bfloat16(x):
     assert x.dtype == "bfloat16" and x.shape == [3, 2]
     assert np.isfinite(x.numpy().astype(np.float32)).all()
+
+
+def test_tensors_of_bfloat16_hold_each_drawn_value_bit_for_bit_signalling_nans_included():
+    """The values reach the tensor as their own 16 bits: a signalling NaN is not widened to
+    float32 and narrowed back (which quiets it, and warns, an error under a filter)."""
+    signalling = np.uint16(0x7F81).view(BF16)
+    strategy = tensors(shape=(4,), dtype="bfloat16", elements=st.just(signalling))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # as a test module with filterwarnings("error") has it
+        x = find(strategy, lambda t: True)
+    np.testing.assert_array_equal(x.numpy().view(np.uint16), np.full(4, 0x7F81, np.uint16))
+    rounded = find(tensors(shape=(1,), dtype="bfloat16", elements=st.just(1 + 2**-8)), bool)
+    assert rounded.numpy().view(np.uint16)[0] == 0x3F80  # a tie, to even: rounded as astype
 
 
 def test_ulp_distance_in_bfloat16():

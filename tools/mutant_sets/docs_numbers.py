@@ -69,10 +69,10 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "bf16-found-inf-property-overflows-outside-errstate",
         "tests/test_bf16_properties.py",
-        '    with np.errstate(over="ignore"):\n'
+        '    with np.errstate(over="ignore", invalid="ignore"):\n'
         "        wide = g.numpy().astype(np.float32) * np.float32(1 / scale)",
         "    wide = g.numpy().astype(np.float32) * np.float32(1 / scale)\n"
-        '    with np.errstate(over="ignore"):',
+        '    with np.errstate(over="ignore", invalid="ignore"):',
         (
             "tests/test_bf16_properties.py::"
             "test_found_inf_is_exactly_a_non_finite_unscaled_bf16_gradient",
