@@ -92,26 +92,6 @@ def _floating(dtype) -> bool:
     return dtype.kind == "f" or dtype == bfloat16
 
 
-def _bfloat16_inputs(inputs) -> bool:
-    """True when the floating tensor inputs are all bfloat16 (and there is one).
-
-    NOTE: NumPy has no weak bfloat16 scalars: ``bf16_array * 0.5`` is float32 (``ml_dtypes``
-    promotes the Python float like a float32), and so is every constant an op's forward
-    multiplies by. The result of such an op is rounded back to bfloat16 here, once, as a GPU
-    kernel computing in float and storing bfloat16 would do. Backward needs no such step:
-    the engine casts each gradient to its input's dtype.
-    """
-    seen = False
-    for x in inputs:
-        if isinstance(x, Tensor):
-            dt = x._data.dtype
-            if dt == bfloat16:
-                seen = True
-            elif dt.kind == "f":
-                return False
-    return seen
-
-
 def promote(op: type[Op], inputs: tuple) -> tuple:
     """Paddle's type promotion of the inputs ``op.promote`` names, by recorded casts.
 
@@ -166,11 +146,15 @@ def apply(op: type[Op], *inputs, **attrs) -> Tensor:
     # is among them (where overflow to inf is expected).
     grad_mode = _enabled.get()
     arrays, wants, versions = [], [], []
-    record = half = False
+    record = half = bf16 = wider = False  # bf16, wider: bfloat16 / other floating tensors
     for x in inputs:
         if isinstance(x, Tensor):
             a = x._data
             dtype = a.dtype
+            if dtype is bfloat16:
+                bf16 = True
+            elif dtype.kind == "f":
+                wider = True
             if not grad_mode:  # nothing is recorded: no versions to keep
                 wants.append(None)
             elif not x.stop_gradient and (
@@ -209,7 +193,13 @@ def apply(op: type[Op], *inputs, **attrs) -> Tensor:
                 "minitorch_amp.to_tensor(data) (PyTorch's torch.tensor(data))"
             ) from exc
         raise
-    if out._data.dtype == float32 and op is not Cast and _bfloat16_inputs(inputs):
+    if bf16 and not wider and op is not Cast and out._data.dtype == float32:
+        # NOTE: NumPy has no weak bfloat16 scalars: ``bf16_array * 0.5`` is float32
+        # (``ml_dtypes`` promotes the Python float like a float32), and so is every constant
+        # an op's forward multiplies by. When the floating tensor inputs are all bfloat16,
+        # the result is rounded back to bfloat16 here, once, as a GPU kernel computing in
+        # float and storing bfloat16 would do. Backward needs no such step: the engine casts
+        # each gradient to its input's dtype.
         out._data = cast(out._data, bfloat16)
     if record and _floating(out._data.dtype):
         # keep the inputs that get a gradient: floating Tensors with stop_gradient=False;
