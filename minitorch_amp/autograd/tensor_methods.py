@@ -2,8 +2,8 @@
 
 Paddle binds the functions named in its ``tensor_method_func`` list to ``Tensor`` the same
 way. The list here is explicit: each name below becomes a ``Tensor`` method whose first
-argument is the tensor. ``tensor.py`` defines the older methods itself (it is at its size
-budget); a name it already defines is left alone.
+argument is the tensor. ``tensor_operators.py`` defines the older methods (each one op
+through ``apply``); a name ``Tensor`` already has is left alone.
 
 =====================  ===================================================================
 Paddle's methods       bmm, chunk, cumsum, gather, index_select, masked_fill, rsqrt, sort,
