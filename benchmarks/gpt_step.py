@@ -173,6 +173,20 @@ def ours_training(model: gpt.GPT, level: str, learning_rate: float = LEARNING_RA
     return step
 
 
+def models(vocab_size: int | None = None, seed: int = 0, with_torch: bool = True):
+    """``(ours, theirs)``: the example's GPT, dropout 0, and the PyTorch one with its weights
+    (None without ``with_torch``); ``vocab_size`` None: the docs corpus's."""
+    if vocab_size is None:
+        vocab_size = gpt.CharTokenizer(gpt.load_corpus()).vocab_size
+    mt.seed(seed)
+    model = gpt.GPT(vocab_size, dropout=0.0, **CONFIG)
+    if not with_torch:
+        return model, None
+    theirs = torch_gpt(vocab_size, **CONFIG)
+    copy_weights(model, theirs)
+    return model, theirs
+
+
 def setup(level: str, batch: int, device, learning_rate: float = LEARNING_RATE, seed: int = 0):
     """Both models from the same weights, and their steps: ``(ours, theirs, batches)``.
 
@@ -181,12 +195,9 @@ def setup(level: str, batch: int, device, learning_rate: float = LEARNING_RATE, 
     text = gpt.load_corpus()
     tokenizer = gpt.CharTokenizer(text)
     data = tokenizer.encode(text)
-    mt.seed(seed)
-    model = gpt.GPT(tokenizer.vocab_size, dropout=0.0, **CONFIG)
+    model, torch_model = models(tokenizer.vocab_size, seed, with_torch=device is not None)
     theirs = None
     if device is not None:
-        torch_model = torch_gpt(tokenizer.vocab_size, **CONFIG)
-        copy_weights(model, torch_model)
         theirs = torch_training(torch_model.to(device), level, device, learning_rate)
     ours = ours_training(model, level, learning_rate)
     rng = np.random.default_rng(seed)
