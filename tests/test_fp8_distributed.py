@@ -2,7 +2,8 @@
 before the scale update (Transformer Engine's amax reduction over ``fp8_group``), so every
 rank casts with the same scales and the replicas stay identical.
 
-One ``mpiexec -n 2`` run of ``dist/fp8_worker.py``: rank 1's inputs are ten times rank 0's.
+One ``mpiexec -n 2`` run of ``dist/fp8_worker.py``: rank 1's inputs are ten times rank 0's;
+rank 0 alone also evaluates a copy of the model with ``reduce_amax=False``.
 """
 
 from __future__ import annotations
@@ -43,6 +44,14 @@ def test_the_replicas_stay_identical(ranks):
     assert params
     for key in params:
         assert ranks[0][key].tobytes() == ranks[1][key].tobytes(), key
+
+
+def test_a_region_on_one_rank_without_amax_reduction_waits_for_no_other(ranks):
+    """Rank 0 evaluated a copy under ``reduce_amax=False`` between two training steps (on
+    inputs 100 times larger): the run finished, and the scales and replicas above are the
+    same on both ranks, untouched by the copy's own states."""
+    assert ranks[0]["rank 0 alone"].shape == (4, 4) and "rank 0 alone" not in ranks[1]
+    assert np.isfinite(ranks[0]["rank 0 alone"]).all()
 
 
 def test_fp8_group_names_the_ranks_that_reduce_all_of_them_only():

@@ -215,3 +215,25 @@ def test_in_a_world_of_ranks_the_amax_in_the_history_is_all_reduced_before_the_u
     assert seen.tolist() == [7.0] and op == comm.ReduceOp.MAX and caller == "fp8 amax"
     assert host(state.scale).tolist() == [4.0]
     assert host(state.amax_history).tolist() == [0.0, 0.0, 0.0, 112.0]
+
+
+@pytest.mark.parametrize("where", ["numpy", "emulated gpu"])
+def test_a_recipe_without_amax_reduction_keeps_this_ranks_scales(where, request, monkeypatch):
+    """``DelayedScaling(reduce_amax=False)`` (TE's name): no all-reduce, so an FP8 region on
+    some ranks only (an evaluation on rank 0) does not wait for the others; each rank's
+    history holds its own amax. The default reduces (the test above)."""
+    world = TwoRanks(other=112.0)
+    monkeypatch.setattr(comm, "get_world", lambda: world)
+    recipe = DelayedScaling(amax_history_len=4, reduce_amax=False)
+    if where == "numpy":
+        state, x = ScalingState(recipe, recipe.dtype(False), np), np.float32([[7.0, -2.0]])
+    else:
+        request.getfixturevalue("on_emulator")
+        state = ScalingState(recipe, recipe.dtype(False), device.cupy)
+        x = on_device(np.float32([[7.0, -2.0]]))
+    state.cast(x)
+    assert world.calls == []
+    assert host(state.scale).tolist() == [64.0]  # 448 / 7: this rank's amax alone
+    assert host(state.amax_history).tolist() == [0.0, 0.0, 0.0, 7.0]
+    with pytest.raises(TypeError, match="reduce_amax must be True"):
+        DelayedScaling(reduce_amax=1)

@@ -2,12 +2,16 @@
 
 Every rank wraps the same model in ``DataParallel`` and trains a few FP8 steps under
 delayed scaling on its own slice of each batch; rank 1's slices are ten times larger, so
-each rank alone would see other amaxes. It saves its scaling states, its parameters and the
-absolute maximum of each of its input slices (``test_fp8_distributed.py`` compares them).
+each rank alone would see other amaxes. After the first step rank 0 alone evaluates a copy
+of the model under ``DelayedScaling(reduce_amax=False)``: no amax reduction, so nothing waits
+for rank 1, and the copy's scaling states are its own. It saves its scaling states, its
+parameters and the absolute maximum of each of its input slices (``test_fp8_distributed.py``
+compares them).
 """
 
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
 
@@ -40,6 +44,11 @@ def main() -> None:
         (y * y).mean().backward()
         opt.step()
         opt.clear_grad()
+        if step == 0 and rank == 0:  # an evaluation on this rank alone
+            judge = copy.deepcopy(model._layers)
+            local = amp.DelayedScaling(amax_history_len=4, reduce_amax=False)
+            with amp.fp8_autocast(recipe=local), mt.no_grad():
+                out["rank 0 alone"] = judge(mt.to_tensor(x * 100.0)).numpy()
     for name, param in model.named_parameters():
         out[f"param:{name}"] = param.numpy()
         meta = amp.fp8_meta(param)

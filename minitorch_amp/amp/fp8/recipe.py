@@ -77,9 +77,16 @@ class DelayedScaling(_Recipe):
         fp8_format: :class:`Format` (or its name): HYBRID (default), E4M3 or E5M2.
         amax_history_len: how many steps' amaxes the scale looks back on (>= 1).
         amax_compute_algo: ``'max'`` (default) or ``'most_recent'``.
+        reduce_amax: True (default): in a parallel env of several ranks, each amax is
+            max-reduced over the ranks before its scale update, so data-parallel replicas
+            cast alike (TE's ``reduce_amax``). False: each rank keeps its own scales and
+            calls no collective, for an FP8 region that runs on some ranks only (an
+            evaluation of a model copy on rank 0, docs/fp8.md); with the default the
+            ranks' collectives would differ (``CollectiveMismatchError``).
 
     Raises:
         ValueError: an unknown format or algorithm, a negative margin, a history below 1.
+        TypeError: a ``reduce_amax`` that is not a bool.
 
     Example:
         >>> recipe = DelayedScaling(margin=1, amax_history_len=16)
@@ -91,9 +98,15 @@ class DelayedScaling(_Recipe):
     fp8_format: Format = Format.HYBRID
     amax_history_len: int = 1024
     amax_compute_algo: str = "max"
+    reduce_amax: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "fp8_format", _format(self.fp8_format))
+        if not isinstance(self.reduce_amax, bool):
+            raise TypeError(
+                f"reduce_amax must be True (scales shared by the ranks) or False (each rank's "
+                f"own), got {self.reduce_amax!r}"
+            )
         if isinstance(self.margin, bool) or not isinstance(self.margin, (int, float)):
             raise TypeError(f"margin must be a number >= 0, got {self.margin!r}")
         if not self.margin >= 0:

@@ -71,7 +71,8 @@ def reduce_amax(amax):
     """The float32 [1] ``amax``, max-reduced over the ranks in place (Transformer Engine's
     amax reduction over its ``fp8_group``; here the whole world, as ``GradScaler``'s
     found_inf): every rank then computes the same scale, so data-parallel replicas cast
-    alike. Nothing happens outside a world of several ranks.
+    alike. Nothing happens outside a world of several ranks; a recipe with
+    ``reduce_amax=False`` does not call it.
 
     NOTE: every rank must cast the same tensors in the same order, as it runs the same
     model; a rank that casts one more is a collective mismatch, raised on every rank.
@@ -178,7 +179,7 @@ class ScalingState:
             return self._cast_fused(x, saturate, fp8_max, transpose)
         scale_inv = self.scale_inv.copy()  # the inverse of the scale this cast uses
         out, amax = cast_to_fp8(x, self.dtype, self.scale, saturate)
-        self.amax_history[:1] = reduce_amax(amax)
+        self.amax_history[:1] = reduce_amax(amax) if self.recipe.reduce_amax else amax
         update_amax_history_and_scale(*self._update_args(fp8_max))
         return out, scale_inv, _transposed(out, transpose)
 
@@ -212,7 +213,8 @@ class ScalingState:
             out_t = out_t.view(self.dtype)
         else:
             out, _ = _fp8_kernels.cast_fp8_with_amax(x, self.scale, code, saturate, amax=amax)
-        reduce_amax(amax)  # the ranks' maximum, in place (nothing in a world of one)
+        if self.recipe.reduce_amax:
+            reduce_amax(amax)  # the ranks' maximum, in place (nothing in a world of one)
         scale_inv = _fp8_scale.update(*self._update_args(fp8_max), amax=amax)
         return out.view(self.dtype), scale_inv, out_t
 
