@@ -67,3 +67,18 @@ def test_layer_to_accepts_a_dtype_first():
     with pytest.raises(TypeError, match="dtype"):
         fc.to("float16", dtype="float32")
     assert w.dtype == np.float32
+
+
+def test_layer_to_reads_its_arguments_as_tensor_to_does():
+    """A dtype passed as ``device=`` is refused, as ``Tensor.to`` refuses it (it was taken
+    as the dtype); ``to(tensor)`` takes the tensor's dtype; ``to()`` changes nothing."""
+    fc = nn.Linear(2, 2)
+    w = fc.weight
+    with pytest.raises(ValueError, match="'float16' is a dtype, not a device"):
+        fc.to(device="float16")
+    assert w.dtype == np.float32
+    assert fc.to(mt.ones([1], dtype="float16")) is fc and w.dtype == np.float16
+    assert fc.to() is fc and w.dtype == np.float16
+    with pytest.raises(TypeError, match="unexpected keyword argument 'dtpye'"):
+        fc.to(dtpye="float32")
+    assert fc.to("cpu", "float32", True) is fc and w.dtype == np.float32

@@ -19,7 +19,7 @@ tensors alone; ``Layer.to`` converts them too, as Paddle does (unlike PyTorch).
 from __future__ import annotations
 
 from ...autograd.tensor import Tensor
-from ...autograd.tensor_to import is_dtype
+from ...autograd.tensor_to import parse_to_args
 from ...backend import device as _device
 from ...backend import dtypes as _dtypes
 from ...backend.device_errors import DeviceError, unsupported_dtype
@@ -40,8 +40,9 @@ class ConvertMixin:
     ``None`` (never: most layers), ``'always'`` (batch norm) or ``'float16'`` (layer norm:
     only for float16, whose range its statistics need). Read by :func:`stays_float32`."""
 
-    def to(self, device=None, dtype=None, blocking: bool | None = None) -> ConvertMixin:
-        """Convert every parameter (and its grad) and buffer, in place; returns ``self``.
+    def to(self, *args, **kwargs) -> ConvertMixin:
+        """``to(device=None, dtype=None, blocking=None)``: convert every parameter (and its
+        grad) and buffer, in place; returns ``self``.
 
         Each Parameter stays the same object, so optimizers holding it keep working. As in
         Paddle, integer and bool buffers are converted too (use :meth:`float16` to keep them).
@@ -53,8 +54,8 @@ class ConvertMixin:
 
         Raises:
             DeviceError: an unknown or unusable device, an unsupported dtype, or one in the
-                other's place (also a ValueError and a TypeError). TypeError: a non-bool
-                ``blocking``.
+                other's place, such as ``device='float16'`` (also a ValueError and a
+                TypeError). TypeError: a non-bool ``blocking``, an unknown keyword.
 
         Example:
             >>> from minitorch_amp import nn
@@ -63,17 +64,15 @@ class ConvertMixin:
             >>> fc.to(dtype="float16") is fc, fc.weight is w, w.dtype
             (True, True, dtype('float16'))
 
-        PyTorch's ``layer.to(dtype)`` works too: a dtype in the first slot (``'float16'``,
-        ``mt.float16``) is taken as ``dtype``, since no dtype is a device.
+        PyTorch's forms work too: ``layer.to(dtype)`` (a dtype in the first slot, ``'float16'``
+        or ``mt.float16``, since no dtype is a device) and ``layer.to(tensor)`` (its device
+        and dtype); the arguments are read as ``Tensor.to`` reads them
+        (``autograd.tensor_to.parse_to_args``).
         """
-        if is_dtype(device):
-            if dtype is not None:
-                raise TypeError(
-                    f"Layer.to(): the first argument {device!r} is a dtype and dtype={dtype!r} "
-                    "was given too; use to(device, dtype) or to(dtype)"
-                )
-            device, dtype = None, device
-        return self._to_impl(device, dtype, blocking, include_sublayers=True, floating_only=False)
+        if not args and not kwargs:
+            return self  # Paddle's to() with nothing to do
+        device, dtype = parse_to_args(args, kwargs, "Layer.to()")
+        return self._to_impl(device, dtype, None, include_sublayers=True, floating_only=False)
 
     def _to_impl(
         self,
