@@ -82,3 +82,5 @@ def test_layer_to_reads_its_arguments_as_tensor_to_does():
     with pytest.raises(TypeError, match="unexpected keyword argument 'dtpye'"):
         fc.to(dtpye="float32")
     assert fc.to("cpu", "float32", True) is fc and w.dtype == np.float32
+    assert fc.to(None, "float16") is fc and w.dtype == np.float16  # Paddle's positional form
+    assert mt.ones([1]).to(None, "float16").dtype == np.float16

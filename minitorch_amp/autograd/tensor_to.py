@@ -100,7 +100,7 @@ def parse_to_args(args: tuple, kwargs: dict, where: str = "Tensor.to()"):
             names = ("other", "blocking")
         elif is_dtype(first):
             names = ("dtype", "blocking")
-        elif is_device(first):
+        elif first is None or is_device(first):  # (None: Paddle's to(None, dtype), no move)
             names = ("device", "dtype", "blocking")
         elif isinstance(first, str):
             raise _errors.unknown_device(first, _dtypes.SUPPORTED, where)  # or 'neither'

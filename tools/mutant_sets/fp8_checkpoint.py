@@ -120,12 +120,37 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "amax-not-reduced-over-the-ranks",
         "minitorch_amp/amp/fp8/scaling.py",
-        "        self.amax_history[:1] = reduce_amax(amax)\n",
+        "        self.amax_history[:1] = reduce_amax(amax) if self.recipe.reduce_amax else amax\n",
         "        self.amax_history[:1] = amax\n",
         (
             "tests/test_fp8_distributed.py::test_every_rank_ends_with_the_same_scales_and_amax_histories",
             "tests/test_fp8_distributed.py::test_the_input_amax_recorded_is_the_largest_over_the_ranks",
         ),
         "under data parallelism each rank scales by its own amaxes: the ranks' FP8 casts part ways",
+    ),
+    Mutant(
+        "reduce-amax-false-still-reduces",
+        "minitorch_amp/amp/fp8/scaling.py",
+        "        self.amax_history[:1] = reduce_amax(amax) if self.recipe.reduce_amax else amax\n",
+        "        self.amax_history[:1] = reduce_amax(amax)\n",
+        (
+            "tests/test_fp8_scale_state.py::"
+            "test_a_recipe_without_amax_reduction_keeps_this_ranks_scales",
+            "tests/test_fp8_distributed.py::"
+            "test_a_region_on_one_rank_without_amax_reduction_waits_for_no_other",
+        ),
+        "DelayedScaling(reduce_amax=False) still all-reduces: a region on rank 0 alone makes the "
+        "ranks' collectives differ",
+    ),
+    Mutant(
+        "reduce-amax-false-still-reduces-on-the-gpu",
+        "minitorch_amp/amp/fp8/scaling.py",
+        "        if self.recipe.reduce_amax:\n",
+        "        if True:\n",
+        (
+            "tests/test_fp8_scale_state.py::"
+            "test_a_recipe_without_amax_reduction_keeps_this_ranks_scales",
+        ),
+        "the fused GPU cast ignores reduce_amax=False and all-reduces each amax",
     ),
 ]

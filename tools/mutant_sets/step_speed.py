@@ -166,4 +166,30 @@ MUTANTS: list[Mutant] = [
         ("tests/test_normal_cdf.py",),
         "exact GELU's block-wise product is Phi(x)^2, not x Phi(x)",
     ),
+    Mutant(
+        "gelu-tail-scan-skipped-for-every-block",
+        "minitorch_amp/backend/special.py",
+        "    if not top < _CDF_SPLIT_SQUARED:  # a tail element, or a NaN\n",
+        "    if False:\n",
+        ("tests/test_normal_cdf.py",),
+        "GELU's CDF never evaluates its tail: |x| >= 1.5 gets the body's polynomial",
+    ),
+    Mutant(
+        "in-place-update-adds-l2-into-the-grad",
+        "minitorch_amp/optimizer/bucket.py",
+        "            read_only = read_only and not whole\n",
+        "            read_only = g.dtype == self.wide and not whole\n",
+        ("tests/test_optimizer_in_place.py",),
+        "the in-place update hands _update the gradient itself under L2 decay or a rescale, "
+        "which then write into .grad",
+    ),
+    Mutant(
+        "bf16-tensors-drawn-through-float32",
+        "minitorch_amp/testing/strategies.py",
+        '    if getattr(value, "dtype", None) == bfloat16:\n',
+        "    if False:\n",
+        ("tests/test_bf16_kit.py",),
+        "tensors(bfloat16) widens a drawn bfloat16 and narrows it back: a signalling NaN comes "
+        "out quieted, with an 'invalid value' warning",
+    ),
 ]
