@@ -11,9 +11,9 @@ fp32 master as views into them::
 so that one call updates every parameter of the bucket, the way one kernel launch does on
 the GPU. :meth:`Bucket.run` takes one of two paths, chosen when the bucket is built:
 
-* **the kernel** (``cuda/optim.cu`` through ``backend.fused_optim``), on CuPy arrays when
-  raw kernels are on and the kernel has the optimizer and the dtypes; the kernel reads
-  ``found_inf`` and the learning rate from device memory;
+* **the kernel** (``cuda/optim.cu`` through ``backend.fused_optim``; ``bucket_kernel.py``),
+  on CuPy arrays when raw kernels are on and the kernel has the optimizer and the dtypes; the
+  kernel reads ``found_inf`` and the learning rate from device memory;
 * **the twin**: the optimizer's own maths (its ``_update``, written once, in Python) run on
   the flat buffers, NumPy or CuPy. This is the specification the kernel is held to bit for
   bit: each run of parameters with the same per-tensor scalars is one call of ``_update``,
@@ -34,17 +34,17 @@ same by not writing); a host flag never gets here when set (the optimizer return
 from __future__ import annotations
 
 import itertools
-import operator
 
 import numpy as np
 
 from ..backend import device as _device
 from ..backend import dtypes as _dtypes
-from ..backend import fused_optim, kernels, memory
+from ..backend import memory
 from ..backend.blocks import blocks
 from ..backend.cast import convert
 from ..backend.cast_counter import count_cast
 from ..backend.dtypes import float16
+from .bucket_kernel import KernelPath
 
 ALIGN = 64  # on a GPU each segment starts at a multiple of 64 elements: aligned vector loads
 IN_PLACE_FROM = 1 << 16  # elements: a NumPy bucket this big is updated parameter by parameter
@@ -68,7 +68,7 @@ class Record:
         return (self.lr_ratio, self.l2, self.decay, self.grad_scale)
 
 
-class Bucket:
+class Bucket(KernelPath):
     """The flat state of one bucket and its update (see the module docstring).
 
     Args:
@@ -147,19 +147,6 @@ class Bucket:
             name: self.view(flat, i) if per == "element" else flat[i : i + 1]
             for (name, (per, _)), flat in zip(self.layout.items(), self.state.values())
         }
-
-    def _kernel_kind(self, opt) -> str | None:
-        """The kernel that runs this bucket, or None for the twin."""
-        kind = opt._kernel_kind()
-        on_gpu = self.xp is not np and kernels.enabled()
-        contiguous = all(r.data.flags.c_contiguous for r in self.records)
-        float32_state = self.wide == _dtypes.float32
-        ok = on_gpu and contiguous and float32_state
-        return kind if ok and fused_optim.takes(kind, self.ptype, self.kernel_gtype()) else None
-
-    def kernel_gtype(self):
-        """The kernel's G: grads that a regularizer it does not fuse prepared are wide."""
-        return self.wide if self.records[0].regularizer is not None else self.gtype
 
     def _static_runs(self) -> list:
         """``[(start, stop)]``: parameters next to each other with the same scalars; one
@@ -356,71 +343,8 @@ class Bucket:
                 self.view(out, i)[...] = a
         return out
 
-    # ---- the kernel -------------------------------------------------------------------------
-    def _launch(self, grads, found_inf, base_lr) -> bool:
-        """One launch of ``optim.cu`` over the bucket; False if these grads cannot go in it."""
-        if self.records[0].regularizer is not None:
-            grads = self._prepared(grads)
-        words = self._words(grads)
-        if words is None:
-            return False
-        flag = found_inf if found_inf is not None else self._no_overflow()
-        with _device.cupy.cuda.Device(self.place.index):
-            fused_optim.launch(
-                self.kernel, self.ptype, self.kernel_gtype(), words, len(self.records), flag,
-                base_lr, self.scalars,
-            )  # fmt: skip
-        return True
-
-    def _prepared(self, grads) -> list:
-        """``regularizer(p, float32(g) * grad_scale)`` per parameter: what the kernel reads
-        for a regularizer it does not fuse (new arrays each step)."""
-        out = []
-        for i, (record, grad) in enumerate(zip(self.records, grads)):
-            own = self.view(self.master, i) if self.master is not None else record.data
-            p = own.astype(self.wide, copy=False)
-            g = grad.astype(self.wide) * record.grad_scale
-            out.append(self.xp.ascontiguousarray(record.regularizer(p, g), dtype=self.wide))
-        return out
-
-    def _words(self, grads):
-        """The kernel's table on the device: the last one when ``grads`` are the same arrays
-        (a step uploads nothing), else built and uploaded; None if the kernel can't read a grad."""
-        if self._table is not None:
-            known, words = self._table
-            if len(known) == len(grads) and all(map(operator.is_, known, grads)):
-                kernels.using(words)
-                return words
-        gtype = self.kernel_gtype()
-        if any(g.dtype != gtype or not g.flags.c_contiguous for g in grads):
-            return None
-        n = range(len(self.records))
-        prepared = self.records[0].regularizer is not None
-        columns = (
-            self.params(),
-            [None if self.master is None else self.view(self.master, i) for i in n],
-            grads,
-            [tuple(self.state_views(i).values()) for i in n],
-            [r.lr_ratio for r in self.records],
-            [r.decay for r in self.records],
-            [1.0 if prepared else r.grad_scale for r in self.records],  # done by _prepared
-            [0.0 if prepared else r.l2 for r in self.records],
-        )
-        key = ("optim.cu", self.serial, tuple(g.data.ptr for g in grads))
-        words = kernels.device_table(key, lambda: fused_optim.table(*columns))
-        self._table = (list(grads), words)
-        return words
-
-    def _no_overflow(self):
-        """A device bool [1] that stays False (a step without a scaler), one per device."""
-        flag = _NO_OVERFLOW.get(self.place)
-        if flag is None:
-            flag = _NO_OVERFLOW[self.place] = self._flat(1, _dtypes.bool_)
-        return flag
-
 
 _SERIALS = itertools.count()
-_NO_OVERFLOW: dict = {}
 
 
 def _lr_and_decay(base_lr, record: Record):
