@@ -33,7 +33,7 @@ from ..backend.dtypes import bfloat16, float16, float32
 from .bf16 import bfloat16_unsupported_reason
 from .op_lists import LEVELS, no_kernel_ops, reported_lists, resolve_lists
 
-LOW_PRECISION = (float16, bfloat16, float32)  # the dtypes AMP casts between (Paddle's NeedCast)
+LOW_PRECISION = (float32, float16, bfloat16)  # the dtypes AMP casts between (Paddle's NeedCast)
 
 
 @dataclass(frozen=True)
@@ -189,9 +189,10 @@ class auto_cast(ReentrantContext):  # noqa: N801 - Paddle's name; a context and 
             _cast_cache.reset(cache_token)
 
 
-def _compute_dtype(names, dtypes, state: AmpState):
+def _compute_dtype(names, considered: list, state: AmpState):
     """Paddle's ``GetAmpDestDtype``: the dtype an op runs in, given its considered inputs'
-    dtypes. ``names``: the op's name and the names whose list entries also decide it."""
+    ``(position, dtype)``. ``names``: the op's name and the names whose list entries also
+    decide it."""
     kind = state.kind(names)
     if kind == "no_kernel":
         return float32
@@ -202,7 +203,7 @@ def _compute_dtype(names, dtypes, state: AmpState):
     if kind == "black" or state.level == "OD":
         return float32
     # gray: promote to the widest, i.e. float32 if any floating input is float32
-    return float32 if float32 in dtypes else state.dtype
+    return float32 if any(d == float32 for _, d in considered) else state.dtype
 
 
 def _cast(t, dtype, prepared=None):
@@ -282,19 +283,20 @@ def _cast_to_rule(names, inputs: tuple, positions, state: AmpState):
     ``positions`` (None when there are none) and the inputs with those cast to it. An entry
     may be a bare dtype (the result of an op that ran before): it counts, and is not cast."""
     Tensor = dispatch.Tensor  # noqa: N806
-    considered = {}
+    considered = []  # (position, dtype) of each input AMP casts between
     for i in positions:
-        x = inputs[i] if i < len(inputs) else None
-        dtype = x._data.dtype if isinstance(x, Tensor) else x
-        if isinstance(dtype, np.dtype) and dtype in LOW_PRECISION:
-            considered[i] = dtype
+        if i < len(inputs):
+            x = inputs[i]
+            dtype = x._data.dtype if isinstance(x, Tensor) else x
+            if isinstance(dtype, np.dtype) and dtype in LOW_PRECISION:
+                considered.append((i, dtype))
     if not considered:
         return None, inputs
-    dtype = _compute_dtype(names, set(considered.values()), state)
-    if all(d == dtype for d in considered.values()):
+    dtype = _compute_dtype(names, considered, state)
+    todo = [i for i, d in considered if d != dtype and isinstance(inputs[i], Tensor)]
+    if not todo:
         return dtype, inputs
     cast = list(inputs)
-    todo = [i for i, d in considered.items() if d != dtype and isinstance(cast[i], Tensor)]
     prepared = _cast_together([cast[i] for i in todo], dtype) if len(todo) > 1 else {}
     for i in todo:
         cast[i] = _cast(cast[i], dtype, prepared.pop(id(cast[i]), None))  # each used once

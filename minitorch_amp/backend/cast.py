@@ -48,6 +48,9 @@ _KERNELS = {
 _PAIR_KERNELS = {float16: "cast_pair_f32_to_f16", bfloat16: "cast_pair_f32_to_bf16"}
 CAST = kernels.register("cast.cu", names=(*_KERNELS.values(), *_PAIR_KERNELS.values()))
 
+# (source, target) pairs whose NumPy cast is ``convert`` itself: no flag, FP8 or bfloat16 step
+_PLAIN = frozenset({(float32, float16), (float16, float32)})
+
 _THREADS = 256
 _PER_THREAD = 8  # elements per vector step in cast.cu
 _MAX_BLOCKS = 4096  # a few waves on an H100 (132 SMs x 8 blocks); the kernel grid-strides
@@ -83,6 +86,9 @@ def cast(x, dtype, found_inf=None):
         [1.0, 0.0, 2.0]
     """
     dtype = np.dtype(dtype)
+    if found_inf is None and x.__class__ is np.ndarray and (x.dtype, dtype) in _PLAIN:
+        with np.errstate(over="ignore", invalid="ignore"):  # as _cast_twin, with less to decide
+            return convert(x, dtype)
     if found_inf is not None and (found_inf.shape != (1,) or found_inf.dtype != bool_):
         raise ValueError(
             f"found_inf must be a bool array of shape [1], got {found_inf.dtype} of shape "

@@ -267,8 +267,8 @@ def twin(
         >>> twin(a, b, bias=np.array([0.25], np.float16))
         array([[11.25]], dtype=float16)
     """
-    a32 = convert(a, float32)  # float16 is exact in float32 (widened by table lookup)
-    b32 = convert(b, float32)
+    a32 = _wide(a)  # float16 is exact in float32 (widened by table lookup)
+    b32 = _wide(b)
     if transpose_a and a.ndim >= 2:
         a32 = a32.swapaxes(-1, -2)
     if transpose_b and b.ndim >= 2:
@@ -283,14 +283,19 @@ def twin(
             v = v + beta * c.astype(float32)
         if bias is not None:  # the product as stored, then the add
             stored = out_dtype if product_dtype is None else product_dtype
-            v = convert(convert(v, stored), float32) + convert(bias, float32)
+            v = _wide(convert(v, stored)) + _wide(bias)
         if relu:
             v = np.where(v < 0, np.float32(0), v)
-        result = convert(v, out_dtype)
+        result = v if v.dtype == out_dtype else convert(v, out_dtype)  # (v is new: no copy)
     if c is None:
         return result
     c[...] = result
     return c
+
+
+def _wide(x):
+    """``x`` in float32 for reading: itself when it is float32 already (no copy)."""
+    return x if x.dtype == float32 else convert(x, float32)
 
 
 # --- the kernel -------------------------------------------------------------------------

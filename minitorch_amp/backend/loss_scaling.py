@@ -170,9 +170,9 @@ def unscale_and_check(grads: list, inv_scale, found_inf) -> None:
                 wide = xp.multiply(run[0], inv, out=run[0])
             else:  # widen (a run of small tensors at once), multiply, round back once
                 flat = xp.concatenate([g.reshape(-1) for g in run])
-                wide = convert(flat, acc)
+                wide = flat if limit is None else convert(flat, acc)  # (flat: a new array)
                 wide *= inv
-                rounded = convert(wide, run[0].dtype)  # once for the run, to nearest even
+                rounded = wide if limit is None else convert(wide, run[0].dtype)  # to even
                 start = 0
                 for g in run:
                     g[...] = rounded[start : start + g.size].reshape(g.shape)
