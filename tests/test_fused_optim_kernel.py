@@ -102,6 +102,7 @@ def launches(emulator, monkeypatch):
     monkeypatch.setattr(_device.cupy, "repeat", np.repeat, raising=False)
     monkeypatch.setattr(_device.cupy, "copyto", np.copyto, raising=False)
     monkeypatch.setattr(_device.cupy, "sqrt", np.sqrt, raising=False)
+    monkeypatch.setattr(_device.cupy, "divide", np.divide, raising=False)
     return launched
 
 

@@ -130,6 +130,11 @@ def promote(op: type[Op], inputs: tuple) -> tuple:
 _HALF = np.dtype(np.float16)
 
 
+@np.errstate(all="ignore")  # (a decorator costs half of a ``with`` each call)
+def _forward_quietly(op, ctx, arrays, attrs):
+    return op.forward(ctx, *arrays, **attrs)
+
+
 def apply(op: type[Op], *inputs, **attrs) -> Tensor:
     """Run ``op`` on ``inputs`` (Tensors or plain constants) and record it for backward.
 
@@ -182,8 +187,7 @@ def apply(op: type[Op], *inputs, **attrs) -> Tensor:
             # the tensor checker look for. NumPy would also warn about each one, from inside
             # the library. With a debugging tool on (the tensor checker reports every
             # NaN/Inf) float32 is quiet too.
-            with np.errstate(all="ignore"):
-                out = Tensor._wrap(op.forward(ctx, *arrays, **attrs))
+            out = Tensor._wrap(_forward_quietly(op, ctx, arrays, attrs))
         else:
             out = Tensor._wrap(op.forward(ctx, *arrays, **attrs))
     except AttributeError as exc:  # e.g. "'list' object has no attribute 'shape'"

@@ -249,6 +249,9 @@ def _rows_cols(shape, transpose: bool) -> tuple[int, int]:
     return (shape[-1], shape[-2]) if transpose else (shape[-2], shape[-1])
 
 
+# NOTE: overflow to inf is the specified result (the loss scaler looks for it), not an error;
+# the whole function is quiet (a decorator costs half of a ``with`` each call).
+@np.errstate(over="ignore", invalid="ignore")
 def twin(
     a, b, transpose_a=False, transpose_b=False, bias=None, relu=False, alpha=1.0, beta=0.0,
     c=None, out_dtype=float16, product_dtype=None,
@@ -274,19 +277,17 @@ def twin(
     if transpose_b and b.ndim >= 2:
         b32 = b32.swapaxes(-1, -2)
     alpha, beta = np.float32(alpha), np.float32(beta)
-    # NOTE: overflow to inf is the specified result (the loss scaler looks for it), not an error.
-    with np.errstate(over="ignore", invalid="ignore"):
-        v = np.matmul(a32, b32)
-        if alpha != 1:  # (times 1 changes no bits: skipped)
-            v = alpha * v
-        if beta != 0:
-            v = v + beta * c.astype(float32)
-        if bias is not None:  # the product as stored, then the add
-            stored = out_dtype if product_dtype is None else product_dtype
-            v = _wide(convert(v, stored)) + _wide(bias)
-        if relu:
-            v = np.where(v < 0, np.float32(0), v)
-        result = v if v.dtype == out_dtype else convert(v, out_dtype)  # (v is new: no copy)
+    v = np.matmul(a32, b32)
+    if alpha != 1:  # (times 1 changes no bits: skipped)
+        v = alpha * v
+    if beta != 0:
+        v = v + beta * c.astype(float32)
+    if bias is not None:  # the product as stored, then the add
+        stored = out_dtype if product_dtype is None else product_dtype
+        v = _wide(convert(v, stored)) + _wide(bias)
+    if relu:
+        v = np.where(v < 0, np.float32(0), v)
+    result = v if v.dtype == out_dtype else convert(v, out_dtype)  # (v is new: no copy)
     if c is None:
         return result
     c[...] = result

@@ -114,10 +114,16 @@ class Adam(Optimizer):
         m *= beta1
         m += (1.0 - beta1) * g
         v *= beta2
-        v += (1.0 - beta2) * (g * g)
+        t = g * g  # one temporary for the rest (products commute: the same bits)
+        t *= 1.0 - beta2
+        v += t
         root = xp.sqrt(1.0 - state["beta2_pow_acc"])  # stays on the device: no host sync
         lr_t = lr * root / (1.0 - state["beta1_pow_acc"])
-        p -= lr_t * (m / (xp.sqrt(v) + eps * root))
+        xp.sqrt(v, out=t)
+        t += eps * root
+        xp.divide(m, t, out=t)
+        t *= lr_t
+        p -= t  # p -= lr_t * (m / (sqrt(v) + eps * root))
 
     def _advance(self, state, hyper) -> None:
         state["beta1_pow_acc"] *= hyper["beta1"]

@@ -36,8 +36,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "twin-ignores-product-dtype",
         "minitorch_amp/backend/gemm.py",
-        "            stored = out_dtype if product_dtype is None else product_dtype",
-        "            stored = out_dtype",
+        "        stored = out_dtype if product_dtype is None else product_dtype",
+        "        stored = out_dtype",
         (GEMM_TESTS,),
         "the NumPy twin (the CPU's O1 Linear) keeps the float32 product before a float32 bias",
     ),
