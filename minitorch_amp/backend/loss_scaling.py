@@ -40,6 +40,7 @@ from . import kernels
 from .cast import convert
 from .device import get_array_module
 from .dtypes import accumulation_dtype, bfloat16, bool_, float16, float32, float64, int32
+from .pow2_scale import power_of_two_exponent, times_power_of_two
 
 __all__ = ["inverse_scale", "unscale_and_check", "update_loss_scaling"]
 
@@ -164,19 +165,28 @@ def unscale_and_check(grads: list, inv_scale, found_inf) -> None:
     acc = accumulation_dtype(grads[0].dtype)
     inv = inv_scale.reshape(()).astype(acc, copy=False)  # 0-d, so 0-d grads keep their shape
     limit = None if acc == grads[0].dtype else _overflow_threshold(grads[0].dtype)
+    # float16 on the host times a power of two below 1 (the dynamic scale's usual 2**-k):
+    # on the bits, the same result without the slow rounding (backend.pow2_scale)
+    k = power_of_two_exponent(inv_scale) if xp is np and grads[0].dtype == float16 else None
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is what we look for
         for run in _runs(grads, _TWIN_RUN):
             if len(run) == 1 and limit is None:  # one float32 tensor: in place
                 wide = xp.multiply(run[0], inv, out=run[0])
             else:  # widen (a run of small tensors at once), multiply, round back once
                 flat = xp.concatenate([g.reshape(-1) for g in run])
-                wide = flat if limit is None else convert(flat, acc)  # (flat: a new array)
-                wide *= inv
-                rounded = wide if limit is None else convert(wide, run[0].dtype)  # to even
+                bits = None if k is None else times_power_of_two(flat.view(np.uint16), k)
+                if bits is not None:  # all finite, and no product can overflow
+                    wide, rounded = None, bits.view(float16)
+                else:
+                    wide = flat if limit is None else convert(flat, acc)  # (flat: a new array)
+                    wide *= inv
+                    rounded = wide if limit is None else convert(wide, run[0].dtype)  # to even
                 start = 0
                 for g in run:
                     g[...] = rounded[start : start + g.size].reshape(g.shape)
                     start += g.size
+            if wide is None:
+                continue
             if limit is None:
                 bad = ~xp.isfinite(wide).all()
             else:

@@ -12,6 +12,7 @@ HEAP_TESTS = "tests/test_host_memory.py"
 IN_PLACE = "tests/test_optimizer_in_place.py"
 FLOAT16 = "tests/test_float16_rounding.py"
 CAST = "minitorch_amp/backend/cast.py"
+POW2 = "tests/test_pow2_scale.py"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -191,5 +192,29 @@ MUTANTS: list[Mutant] = [
         ("tests/test_bf16_kit.py",),
         "tensors(bfloat16) widens a drawn bfloat16 and narrows it back: a signalling NaN comes "
         "out quieted, with an 'invalid value' warning",
+    ),
+    Mutant(
+        "pow2-unscale-ties-away",
+        "minitorch_amp/backend/pow2_scale.py",
+        "    up |= (rest == half) & (q & np.uint32(1)).astype(bool)",
+        "    up |= rest == half",
+        (POW2,),
+        "the bits path of the CPU unscale rounds a tie below the smallest normal up, not to even",
+    ),
+    Mutant(
+        "pow2-unscale-zeros-lowered",
+        "minitorch_amp/backend/pow2_scale.py",
+        "    out += zero.astype(np.uint16) * lowered",
+        "    pass",
+        (POW2,),
+        "a zero gradient's exponent field is lowered too: it wraps to a huge float16",
+    ),
+    Mutant(
+        "pow2-unscale-on-any-scale",
+        "minitorch_amp/backend/pow2_scale.py",
+        "    if bits & 0x7FFFFF or not 1 <= exponent <= 126:",
+        "    if not 1 <= exponent <= 126:",
+        (POW2,),
+        "an inverse scale that is not a power of two (1/1000) is taken for the power below it",
     ),
 ]
