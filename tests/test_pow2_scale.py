@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from minitorch_amp.backend import loss_scaling
-from minitorch_amp.backend.pow2_scale import power_of_two_exponent, times_power_of_two
+from minitorch_amp.backend.pow2_scale import MAX_K, power_of_two_exponent, times_power_of_two
 
 EVERY = np.arange(2**16, dtype=np.uint32).astype(np.uint16)
 FINITE = EVERY[(EVERY & 0x7FFF) < 0x7C00]  # 63,488 values: every finite float16
@@ -17,9 +17,15 @@ def general(bits, k):
     return (bits.view(np.float16).astype(np.float32) * inv).astype(np.float16).view(np.uint16)
 
 
-@pytest.mark.parametrize("k", [*range(1, 41), 64, 100, 126])
+@pytest.mark.parametrize("k", [*range(1, 41), 64, 99, MAX_K])
 def test_every_finite_float16_gets_the_general_paths_bits(k):
     np.testing.assert_array_equal(times_power_of_two(FINITE, k), general(FINITE, k))
+
+
+@pytest.mark.parametrize("k", [0, MAX_K + 1])
+def test_a_k_outside_the_exact_range_is_refused(k):
+    with pytest.raises(ValueError, match="k must be from 1 to 100"):
+        times_power_of_two(FINITE, k)
 
 
 @pytest.mark.parametrize("bad", [0x7C00, 0xFC00, 0x7E00, 0x7C01])  # +-inf, quiet and signalling NaN
@@ -37,8 +43,8 @@ def test_signed_zeros_ties_and_the_carry_into_the_smallest_normal():
 
 @pytest.mark.parametrize(
     ("value", "k"),
-    [(0.5, 1), (2.0**-16, 16), (2.0**-126, 126), (0.75, None), (1.0, None), (2.0, None),
-     (2.0**-127, None), (-0.5, None), (0.0, None), (np.inf, None), (np.nan, None)],
+    [(0.5, 1), (2.0**-16, 16), (2.0**-100, 100), (2.0**-101, None), (0.75, None), (1.0, None),
+     (2.0, None), (2.0**-127, None), (-0.5, None), (0.0, None), (np.inf, None), (np.nan, None)],
 )  # fmt: skip
 def test_only_an_exact_normal_power_of_two_below_one_has_an_exponent(value, k):
     assert power_of_two_exponent(np.array([value], np.float32)) == k
