@@ -16,11 +16,34 @@ from pathlib import Path
 
 import needs
 import numpy as np
+import pytest
 
+from minitorch_amp.backend import comm as _comm
 from minitorch_amp.distributed.launch import mpiexec_env
 
 WORKERS = Path(__file__).parent / "dist"
 ROOT = Path(__file__).resolve().parents[1]
+# the dtypes and reductions tests/dist/comm_worker.py runs every collective with
+DTYPES = ("float32", "float64", "int32", "int64", "float16")
+OPS = ("SUM", "MAX", "MIN", "PROD", "AVG")
+# what mpiexec sets in a rank: this process must not look launched
+LAUNCH_VARS = (
+    "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE", "MPI_LOCALRANKID",
+    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
+)  # fmt: skip
+# a worker's environment: a timeout long enough for a loaded machine, the default backend
+HAPPY_ENV = {_comm.TIMEOUT_ENV: "60", _comm.BACKEND_ENV: "", "MINITORCH_AMP_DEVICE": "cpu"}
+
+
+@pytest.fixture(autouse=True)  # autouse where a test module imports it
+def own_world(monkeypatch):
+    """Each test starts with no world and no launcher variables; the world from before the
+    test (another module's) comes back afterwards."""
+    for key in (*LAUNCH_VARS, _comm.BACKEND_ENV, _comm.TIMEOUT_ENV):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setattr(_comm, "_world", None)
+    yield
+    _comm.shutdown()
 
 
 def mpiexec_or_skip() -> str:
