@@ -13,6 +13,7 @@ IN_PLACE = "tests/test_optimizer_in_place.py"
 FLOAT16 = "tests/test_float16_rounding.py"
 CAST = "minitorch_amp/backend/cast.py"
 POW2 = "tests/test_pow2_scale.py"
+QUIET = "tests/test_quiet_twins.py"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -217,5 +218,31 @@ MUTANTS: list[Mutant] = [
         "    if not 127 - MAX_K <= exponent <= 126:",
         (POW2,),
         "an inverse scale that is not a power of two (1/1000) is taken for the power below it",
+    ),
+    Mutant(
+        "plain-cast-drops-found-inf",
+        "minitorch_amp/backend/cast.py",
+        "    if found_inf is None and x.__class__ is np.ndarray and (x.dtype, dtype) in _PLAIN:",
+        "    if x.__class__ is np.ndarray and (x.dtype, dtype) in _PLAIN:",
+        ("tests/test_cast_kernel.py",),
+        "a NumPy float16 <-> float32 cast takes the plain path with a found_inf flag too: an "
+        "overflow to inf is never flagged",
+    ),
+    Mutant(
+        "gemm-twin-warns-on-overflow",
+        "minitorch_amp/backend/gemm.py",
+        '@np.errstate(over="ignore", invalid="ignore")\ndef twin(',
+        "def twin(",
+        (QUIET,),
+        "the CPU's float16 GEMM warns when a product overflows to inf, the value the loss "
+        "scaler looks for",
+    ),
+    Mutant(
+        "bias-grad-twin-warns",
+        "minitorch_amp/backend/bias_grad.py",
+        '@np.errstate(over="ignore", invalid="ignore")  # (as a decorator: half the cost of a with)\n',
+        "",
+        (QUIET,),
+        "the CPU's bias gradient warns about an inf gradient or a masked inf, values on purpose",
     ),
 ]
