@@ -45,13 +45,14 @@ def dispatched(hp, mode: str) -> tuple[Counter, Counter]:
         if out._node is not None and not folded(op, out._node):
             recorded[f"{op.name} backward"] += 1  # recorded: backward runs it once
 
-    def folded(op, node) -> bool:  # a ReLU whose mask the Linear before it applies
-        producer = node.inputs[0]._node if node.inputs[0] is not None else None
-        return (
-            getattr(op, "defers_mask", False)
-            and producer is not None
-            and (relu_fold.takes_mask(producer))
-        )
+    def folded(op, node) -> bool:
+        """Whether the engine skips this node's backward (its work done elsewhere)."""
+        source = node.inputs[0]
+        if op.name == "cast":  # a parameter's: the copy into its .grad widens (cast_fold)
+            return source._node is None and not source.stop_gradient
+        producer = source._node if source is not None else None
+        defers = getattr(op, "defers_mask", False)  # a ReLU whose mask the Linear applies
+        return defers and producer is not None and relu_fold.takes_mask(producer)
 
     saved = dispatch.hooks.observers
     dispatch.hooks.observers = (observe,)

@@ -10,7 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from minitorch_amp.backend.cast import convert, float16_from_float32, float32_from_float16
+from minitorch_amp.backend.cast import (
+    convert,
+    copy_into,
+    float16_from_float32,
+    float32_from_float16,
+)
 
 
 def numpy_bits(x: np.ndarray) -> np.ndarray:
@@ -79,6 +84,34 @@ def test_every_float16_widens_as_numpy_widens_it_nan_payloads_included():
     np.testing.assert_array_equal(out.reshape(-1).view(np.uint32), want)
     zero_d = float32_from_float16(np.array(1.5, np.float16))
     assert isinstance(zero_d, np.ndarray) and zero_d.shape == () and zero_d == 1.5  # 0-d stays
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_copy_into_writes_what_copyto_writes_every_float16_included(layout):
+    every = np.arange(2**16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    x = every.reshape(2**8, 2**8)
+    x = x if layout == "contiguous" else x.T
+    out, want = np.empty(x.shape, np.float32), np.empty(x.shape, np.float32)
+    np.copyto(want, x)
+    assert copy_into(out, x) is None
+    np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize(
+    "x, out",
+    [
+        (np.arange(6.0).reshape(2, 3), np.empty((2, 3), np.float32)),  # float64 into float32
+        (np.arange(6, dtype=np.float16).reshape(2, 3), np.empty((2, 3), np.float64)),
+        (np.arange(6, dtype=np.float16).reshape(2, 3), np.empty((3, 2), np.float32).T),
+        (np.arange(3, dtype=np.float16), np.empty((2, 3), np.float32)),  # broadcast
+    ],
+    ids=["float64", "into float64", "into a transposed buffer", "broadcast"],
+)
+def test_copy_into_is_copyto_for_every_other_pair(x, out):
+    want = np.empty_like(out)
+    np.copyto(want, x, casting="unsafe")
+    copy_into(out, x)
+    np.testing.assert_array_equal(out, want)
 
 
 @pytest.mark.parametrize(

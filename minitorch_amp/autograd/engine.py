@@ -17,11 +17,12 @@ import numpy as np
 
 from ..backend import dtypes as _dtypes
 from ..backend import sync
+from ..backend.cast import copy_into
 from ..backend.primitives import unbroadcast
-from . import relu_fold, versions
+from . import cast_fold, relu_fold, versions
 from .dispatch import hooks
 from .leaf_writes import LeafWrites
-from .ops.cast import report_cast
+from .ops.cast import Cast, report_cast
 from .tensor import Tensor
 
 
@@ -87,7 +88,7 @@ def _accumulate_leaf(leaf: Tensor, grad, owned: bool, writes: LeafWrites) -> Non
         and store._data.shape == grad.shape
         and np.can_cast(grad.dtype, store._data.dtype, "safe")  # (a master_grad's float32)
     ):
-        Tensor._xp_of(grad).copyto(store._data, grad)
+        copy_into(store._data, grad)  # (a float16 one widened by table: NumPy's is slow)
         leaf._grad_stale = False
         if grad.dtype != store._data.dtype:  # a float16 grad cast into a master grad's buffer
             report_cast(grad.dtype)  # (operator statistics count it: Paddle casts there too)
@@ -260,7 +261,13 @@ def _run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocke
                     found[id(at_node[node])] = grad
                 if needed is None or node in needed:
                     versions.check(node, written.get(node), create_graph)
-                    _propagate(node, grad, create_graph, capture, blocked, arrive)
+                    leaf = None
+                    if node.op is Cast and not (capture or create_graph):
+                        leaf = cast_fold.target(node, grad)
+                    if leaf is not None:  # its buffer's copy widens the gradient: no backward
+                        arrive(leaf, grad, owned=False)
+                    else:
+                        _propagate(node, grad, create_graph, capture, blocked, arrive)
             # every leaf's hooks first, then the gradients: a raising hook leaves no .grad
             final = [
                 (t, run_hooks(t._hooks, g, t._data.shape, t._data.dtype, create_graph))

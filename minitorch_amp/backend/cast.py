@@ -301,9 +301,28 @@ def float32_from_float16(x: np.ndarray, out=None) -> np.ndarray:
     if out is None:
         if x.ndim == 0:  # take() would return a NumPy scalar
             return x.astype(float32)
-        return np.take(_FLOAT16_TO_FLOAT32[0], bits)
-    np.take(_FLOAT16_TO_FLOAT32[0], bits.reshape(-1), out=out.reshape(-1))
+        out = np.empty(x.shape, dtype=float32)
+    # NOTE: mode="wrap" changes no index (every uint16 is one of the table's 2**16 rows) and
+    # lets take() write into out directly; the default "raise" goes through a temporary
+    # (a [1024, 1024] array: 1.4 ms against 2.6 with out, 2.1 without, 2-core CPU)
+    np.take(_FLOAT16_TO_FLOAT32[0], bits.reshape(-1), out=out.reshape(-1), mode="wrap")
     return out
+
+
+def copy_into(out, x) -> None:
+    """``out[...] = x`` (``copyto``: ``x`` cast to ``out``'s dtype, of ``out``'s shape); a
+    NumPy float16 ``x`` into a C-contiguous float32 ``out`` by :func:`float32_from_float16`:
+    NumPy widens float16 one element at a time (``[1024, 1024]``: 1.4 ms against 2.7)."""
+    if (
+        x.__class__ is np.ndarray
+        and x.dtype == float16
+        and out.dtype == float32
+        and out.flags.c_contiguous
+        and out.shape == x.shape
+    ):
+        float32_from_float16(x, out=out)
+    else:
+        get_array_module(out).copyto(out, x)
 
 
 def float16_from_float32(x: np.ndarray) -> np.ndarray:

@@ -11,6 +11,7 @@ from mutant_sets import Mutant
 GEMM_TESTS = "tests/test_gemm.py"
 BIAS_GRAD_TESTS = "tests/test_bias_grad.py::"
 RELU_FOLD_TESTS = "tests/test_relu_fold.py"
+CAST_FOLD_TESTS = "tests/test_cast_fold.py"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -160,5 +161,37 @@ MUTANTS: list[Mutant] = [
         "        if True:\n            return cast(x, dtype)",
         ("tests/test_auto_cast_pairs.py",),
         "the pair's arrays are thrown away and each cast runs again (two more launches)",
+    ),
+    Mutant(
+        "cast-fold-overwrites-a-held-gradient",
+        "minitorch_amp/autograd/cast_fold.py",
+        "    if leaf is None or leaf._node is not None or leaf._hooks or not leaf._grad_stale:",
+        "    if leaf is None or leaf._node is not None or leaf._hooks:",
+        (CAST_FOLD_TESTS + "::test_no_fold_where_the_cast_gradient_is_seen_or_added",),
+        "a weight's gradient from an earlier backward() is replaced, not added to",
+    ),
+    Mutant(
+        "cast-fold-passes-a-hook-the-16-bit-gradient",
+        "minitorch_amp/autograd/cast_fold.py",
+        "    if leaf is None or leaf._node is not None or leaf._hooks or not leaf._grad_stale:",
+        "    if leaf is None or leaf._node is not None or not leaf._grad_stale:",
+        (CAST_FOLD_TESTS + "::test_no_fold_where_the_cast_gradient_is_seen_or_added",),
+        "a hook on a float32 weight sees (and returns) its float16 copy's gradient",
+    ),
+    Mutant(
+        "cast-fold-hides-a-cast-from-the-nan-checker",
+        "minitorch_amp/autograd/cast_fold.py",
+        "    if node.op is not Cast or hooks.grad_observers or node.ctx.source != float32:",
+        "    if node.op is not Cast or node.ctx.source != float32:",
+        (CAST_FOLD_TESTS + "::test_no_fold_where_the_cast_gradient_is_seen_or_added",),
+        "with the NaN/Inf checker on, the casts' backward is skipped and goes unchecked",
+    ),
+    Mutant(
+        "cast-fold-in-paddle-grad",
+        "minitorch_amp/autograd/engine.py",
+        "                    if node.op is Cast and not (capture or create_graph):",
+        "                    if node.op is Cast:",
+        (CAST_FOLD_TESTS + "::test_no_fold_where_the_cast_gradient_is_seen_or_added",),
+        "paddle.grad and create_graph fold too: their weight gradients come back in float16",
     ),
 ]

@@ -1,0 +1,186 @@
+"""An AMP cast's backward folded into the copy into the parameter's buffer
+(``autograd/cast_fold.py``).
+
+Under O1 a white-list op reads a 16-bit copy of each float32 weight; the engine hands that
+copy's gradient straight to the weight's stale ``.grad`` buffer, whose copy widens it, and
+skips the cast's backward. These tests hold the fold to the unfolded backward bit for bit,
+in O1 and OD, float16 and bfloat16, with an overflow, and check each case where it must
+not happen; operator statistics count the cast either way.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import minitorch_amp as mt
+from minitorch_amp import amp, nn
+from minitorch_amp.autograd import cast_fold
+from minitorch_amp.autograd.ops.cast import Cast
+
+
+@pytest.fixture
+def cast_backwards(monkeypatch):
+    """The dtypes each run of the cast's backward widened from, in order."""
+    seen = []
+    backward = Cast.backward
+
+    def counting(ctx, grad):
+        seen.append(str(grad.dtype))
+        return backward(ctx, grad)
+
+    monkeypatch.setattr(Cast, "backward", staticmethod(counting))
+    return seen
+
+
+def mlp(seed=0):
+    mt.seed(seed)
+    return nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 8), nn.Linear(8, 3))
+
+
+def step(net, x, level="O1", dtype="float16", scale=1.0, fold=True):
+    """clear_grad, then one backward of a scaled squared-sum loss; the gradients."""
+    with pytest.MonkeyPatch.context() as patch:
+        if not fold:
+            patch.setattr(cast_fold, "target", lambda node, grad: None)
+        for p in net.parameters():
+            p.clear_grad()
+        with amp.auto_cast(level=level, dtype=dtype):
+            out = net(x)
+        ((out.astype("float32") ** 2).sum() * scale).backward()
+    return [p.grad.numpy().copy() for p in net.parameters()]
+
+
+@pytest.mark.parametrize("level", ["O1", "OD"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_folded_gradients_are_the_unfolded_ones_bit_for_bit(cast_backwards, level, dtype):
+    net = mlp()
+    x = mt.randn([5, 12])
+    step(net, x, level, dtype)  # the first backward makes the buffers: no fold yet
+    every = len(cast_backwards)  # the weights' three, the activations' two, the output's
+    folded = step(net, x, level, dtype)
+    assert len(cast_backwards) == 2 * every - 3  # none of the three weights' ran
+    unfolded = step(net, x, level, dtype, fold=False)
+    assert len(cast_backwards) == 3 * every - 3
+    assert cast_backwards[-every:] == cast_backwards[:every]
+    for a, b in zip(folded, unfolded):
+        assert a.dtype == np.float32
+        np.testing.assert_array_equal(a, b)
+
+
+def test_an_overflowing_float16_gradient_is_inf_in_the_buffer_as_unfolded():
+    net = mlp(1)
+    x = mt.randn([5, 12])
+    step(net, x)
+    folded = step(net, x, scale=2.0**30)
+    unfolded = step(net, x, scale=2.0**30, fold=False)
+    assert any(np.isinf(g).any() for g in folded)  # the scaler has an overflow to find
+    for a, b in zip(folded, unfolded):
+        np.testing.assert_array_equal(a, b)
+
+
+def _no_fold_case(case, net, x):
+    """Run one backward of ``case`` (one where the fold must not happen); the gradients."""
+    params = list(net.parameters())
+    with amp.auto_cast(level="O1"):
+        loss = (net(x).astype("float32") ** 2).sum()
+    if case == "paddle.grad":
+        return [g.numpy() for g in mt.grad(loss, params)]
+    if case == "hook":
+        seen = []
+        params[0].register_hook(lambda g: seen.append(g.dtype) or g)
+        loss.backward()
+        assert seen == [mt.float32]  # the hook sees the widened gradient
+    elif case == "create_graph":
+        loss.backward(create_graph=True)
+    elif case == "nan checker":
+        debugging = amp.debugging
+        debugging.enable_tensor_checker(
+            debugging.TensorCheckerConfig(True, debugging.DebugMode.CHECK_NAN_INF)
+        )
+        try:
+            loss.backward()
+        finally:
+            debugging.disable_tensor_checker()
+    elif case == "accumulation":  # into the gradients the first backward left
+        loss.backward()
+    return [p.grad.numpy().copy() for p in params]
+
+
+@pytest.mark.parametrize(
+    "case", ["hook", "accumulation", "paddle.grad", "create_graph", "nan checker"]
+)
+def test_no_fold_where_the_cast_gradient_is_seen_or_added(cast_backwards, case):
+    net = mlp(2)
+    x = mt.randn([4, 12])
+    first = step(net, x)  # buffers made; for the accumulation case, the first gradients
+    if case != "accumulation":
+        for p in net.parameters():
+            p.clear_grad()
+    every = len(cast_backwards)  # the first backward: no buffers, so no fold
+    got = _no_fold_case(case, net, x)
+    if case != "create_graph":  # (create_graph runs the casts' recorded backward instead)
+        # the hook is on the first weight only: the other two still fold
+        assert len(cast_backwards) == 2 * every - (2 if case == "hook" else 0)
+    expected = [2 * g for g in first] if case == "accumulation" else first
+    for g, e in zip(got, expected):
+        assert g.dtype == np.float32
+        np.testing.assert_allclose(g, e, rtol=1e-6)
+
+
+def test_operator_statistics_count_the_cast_with_or_without_the_fold():
+    net = mlp(3)
+    x = mt.randn([4, 12])
+    step(net, x)
+    counts = []
+    for fold in (True, False):
+        with amp.debugging.collect_operator_stats() as stats:
+            step(net, x, fold=fold)
+        counts.append(stats.counts["cast"])
+    assert counts[0] == counts[1]
+    assert counts[0]["fp16"] == 5  # the gradients of three weights and two activations
+
+
+def test_a_pass_that_fails_after_a_fold_leaves_every_gradient_as_it_was():
+    net = mlp(4)
+    x = mt.randn([4, 12])
+    step(net, x)
+    for p in net.parameters():
+        p.clear_grad()
+    before = [p.grad.numpy().copy() for p in net.parameters()]
+    for p in net.parameters():
+        p.clear_grad()  # (reading .grad filled the buffers: stale again)
+
+    def fail(g):
+        raise RuntimeError("a hook that fails")
+
+    net[0].bias.register_hook(fail)  # leaf hooks run after every fold of the pass
+    with amp.auto_cast(level="O1"):
+        loss = (net(x).astype("float32") ** 2).sum()
+    with pytest.raises(RuntimeError, match="a hook that fails"):
+        loss.backward()
+    for p, b in zip(net.parameters(), before):
+        np.testing.assert_array_equal(p.grad.numpy(), b)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_weight_gradients_cost_no_cast_launch(monkeypatch):
+    """O1 on a GPU: the second backward launches no cast kernel for the three weights, and
+    the gradients are the unfolded ones bit for bit."""
+    from minitorch_amp.backend import kernels
+
+    monkeypatch.setenv("MINITORCH_AMP_RAW_KERNELS", "1")
+    launches, launch = [], kernels.launch
+    monkeypatch.setattr(kernels, "launch", lambda *a, **k: launches.append(a[1]) or launch(*a, **k))
+    net = mlp(5)
+    net.to("gpu:0")
+    x = mt.randn([64, 12]).to("gpu:0")
+    step(net, x)
+    runs = {}
+    for fold in (True, False):
+        launches.clear()
+        runs[fold] = step(net, x, fold=fold)
+        runs[fold, "casts"] = len([n for n in launches if n.startswith("cast")])
+    assert runs[True, "casts"] == runs[False, "casts"] - 3
+    for a, b in zip(runs[True], runs[False]):
+        np.testing.assert_array_equal(a, b)
