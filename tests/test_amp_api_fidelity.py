@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from nan_checker import nan_inf_checker
 
 import minitorch_amp as mt
 from minitorch_amp import amp, nn, optimizer
@@ -441,12 +442,8 @@ def test_checker_sees_gradients_of_create_graph_and_of_a_py_layer(capsys):
             mt.grad(mt.pow(x, mt.to_tensor([0.0, 2.0])).sum(), [x], create_graph=True)
     finally:
         debugging.disable_tensor_checker()
-    config = debugging.TensorCheckerConfig(True, debugging.DebugMode.CHECK_NAN_INF)
-    debugging.enable_tensor_checker(config)
-    try:
+    with nan_inf_checker():
         _NanBackward.apply(x).sum().backward()
-    finally:
-        debugging.disable_tensor_checker()
     assert "op=py_layer_grad" in capsys.readouterr().out
 
 

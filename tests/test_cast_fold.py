@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from nan_checker import nan_inf_checker
 
 import minitorch_amp as mt
 from minitorch_amp import amp, nn
@@ -94,14 +95,8 @@ def _no_fold_case(case, net, x):
     elif case == "create_graph":
         loss.backward(create_graph=True)
     elif case == "nan checker":
-        debugging = amp.debugging
-        debugging.enable_tensor_checker(
-            debugging.TensorCheckerConfig(True, debugging.DebugMode.CHECK_NAN_INF)
-        )
-        try:
+        with nan_inf_checker():
             loss.backward()
-        finally:
-            debugging.disable_tensor_checker()
     elif case == "accumulation":  # into the gradients the first backward left
         loss.backward()
     return [p.grad.numpy().copy() for p in params]

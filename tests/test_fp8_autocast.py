@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from nan_checker import nan_inf_checker
 
 import minitorch_amp as mt
 import minitorch_amp.nn.functional as F
@@ -123,13 +124,8 @@ def test_the_tensor_checker_sees_an_overflow_the_saturating_cast_hides(capsys):
     recipe = amp.DelayedScaling(amax_history_len=4)
     with amp.fp8_autocast(recipe=recipe):
         layer(mt.ones([1, 2]))  # amax 1 recorded: the next scale is 448
-    config = debugging.TensorCheckerConfig(True, debugging.DebugMode.CHECK_NAN_INF)
-    debugging.enable_tensor_checker(config)
-    try:
-        with amp.fp8_autocast(recipe=recipe):
-            y = layer(mt.to_tensor([[10.0, 1.0]]))  # 10 * 448 is past E4M3's 448
-    finally:
-        debugging.disable_tensor_checker()
+    with nan_inf_checker(), amp.fp8_autocast(recipe=recipe):
+        y = layer(mt.to_tensor([[10.0, 1.0]]))  # 10 * 448 is past E4M3's 448
     report = capsys.readouterr().out
     assert "op=cast_to_fp8" in report and "num_nan=1" in report
     assert np.isfinite(y.numpy()).all()  # the GEMM itself saturated: finite

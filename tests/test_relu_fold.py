@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from nan_checker import nan_inf_checker
 
 import minitorch_amp as mt
 from minitorch_amp import amp, nn
@@ -135,14 +136,8 @@ def test_no_fold_where_the_masked_gradient_is_seen_or_the_bias_needs_none(spy, c
         loss.backward(create_graph=True)
         gx = x.grad
     elif case == "nan checker":
-        debugging = amp.debugging
-        debugging.enable_tensor_checker(
-            debugging.TensorCheckerConfig(True, debugging.DebugMode.CHECK_NAN_INF)
-        )
-        try:
+        with nan_inf_checker():
             loss.backward()
-        finally:
-            amp.debugging.disable_tensor_checker()
         gx = x.grad
     else:
         loss.backward()
