@@ -171,3 +171,28 @@ def test_generate_samples_only_among_the_top_k(gpt, cpu):
     assert draws <= allowed and len(draws) > 1  # a high temperature spreads over all three
     with pytest.raises(ValueError, match="temperature must be > 0"):
         model.generate(prompt, 1, temperature=0.0)
+
+
+@pytest.mark.parametrize("level", ["fp32", "O1", "O2", "bf16"])
+def test_a_training_step_neither_reads_the_host_nor_uploads_after_the_first(gpt, cpu, level):
+    """What a CUDA graph capture refuses (docs/graphs.md): the sync debug mode, which the CPU
+    backend runs at the places a GPU would wait or upload, hears nothing in the third step."""
+    from minitorch_amp import amp
+    from minitorch_amp.device import sync_debug_mode
+
+    mt.seed(0)
+    model = gpt.GPT(20, dropout=0.0, **TINY)
+    opt, schedule = gpt.build_optimizer(model, 1e-3, 8, 2, 0.1)
+    cast = gpt.amp_settings(level)
+    if level in ("O2", "bf16"):
+        model, opt = amp.decorate(models=model, optimizers=opt, level="O2", dtype=cast["dtype"])
+    scaler = amp.GradScaler(enable=level != "bf16")
+    rng = np.random.default_rng(0)
+    for step in range(3):
+        x, y = (mt.to_tensor(rng.integers(0, 20, (2, TINY["context"]))) for _ in "xy")
+        with sync_debug_mode("error" if step == 2 else "default"):
+            scaler.scale(gpt.loss_fn(model, x, y, cast)).backward()
+            scaler.step(opt)
+            scaler.update()
+            opt.clear_grad()
+            schedule.step()

@@ -15,6 +15,7 @@ from ...backend import get_array_module
 from ...backend.blocks import blocks
 from ...backend.dtypes import accumulation_dtype
 from ...backend.primitives import relu_backward
+from ...backend.row_sums import row_dots
 from ...backend.special import gelu_float32, normal_cdf
 from ..op import BLACK, GRAY, Op
 
@@ -176,15 +177,13 @@ _TREE_ROWS_UP_TO = 64  # longer rows: the reduction's own loop is faster (rows o
 def _row_sums(a, axis, b=None):
     """``sum(a * b)`` (``b`` absent: ``sum(a)``) along ``axis``, keeping it as a size-1 axis.
 
-    Along a contiguous last axis this is a matrix-vector product or an einsum, several times
-    faster than NumPy's ``sum`` over short rows, with no ``a * b`` temporary.
+    Along a contiguous last axis on the CPU this is a matrix-vector product or an einsum,
+    several times faster than NumPy's ``sum`` over short rows, with no ``a * b`` temporary
+    (``backend/row_sums.py``; on a GPU a reduction, which a CUDA graph can capture).
     """
-    xp = get_array_module(a)
     if axis is None or a.ndim == 0 or axis % a.ndim != a.ndim - 1:
         return (a if b is None else a * b).sum(axis=axis, keepdims=True)
-    if b is None:
-        return (a @ xp.ones(a.shape[-1], dtype=a.dtype))[..., None]
-    return xp.einsum("...i,...i->...", a, b)[..., None]
+    return row_dots(a, b)[..., None]
 
 
 class LogSoftmax(Op):

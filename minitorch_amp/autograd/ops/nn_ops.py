@@ -12,8 +12,9 @@ import numpy as np
 
 from ...backend import get_array_module, sync
 from ...backend.dtypes import accumulation_dtype, float32
-from ...backend.primitives import scatter_add
+from ...backend.primitives import column_sums, scatter_add
 from ...backend.random import generator
+from ...backend.row_sums import column_dots, row_dots, row_means
 from ..op import BLACK, EXTRA_BLACK, GRAY, Op
 
 DROPOUT_MODES = ("upscale_in_train", "downscale_in_infer")
@@ -91,13 +92,13 @@ class LayerNorm(Op):
         xp = get_array_module(x)
         acc = accumulation_dtype(x.dtype)
         n = math.prod(normalized_shape)
-        # One row per normalised slice: the row sums are matrix-vector products (BLAS), and
-        # every elementwise step writes into a fresh temporary, so a float32 input makes no
-        # float64 and a float16 one is widened once.
+        # One row per normalised slice: the row sums are matrix-vector products on the CPU
+        # (BLAS; reductions on a GPU: backend/row_sums.py), and every elementwise step writes
+        # into a fresh temporary, so a float32 input makes no float64 and a float16 one is
+        # widened once.
         rows = x.astype(acc, copy=False).reshape(math.prod(x.shape[: x.ndim - k]), n)
-        inv_n = xp.full(n, 1.0 / n, dtype=acc)
-        centred = xp.subtract(rows, (rows @ inv_n)[:, None])
-        var = xp.einsum("ij,ij->i", centred, centred) * (1.0 / n)
+        centred = xp.subtract(rows, row_means(rows)[:, None])
+        var = row_dots(centred, centred) * (1.0 / n)
         rstd = (1.0 / xp.sqrt(var + epsilon))[:, None]
         xhat = xp.multiply(centred, rstd, out=centred)
         w = None if weight is None else weight.reshape(n).astype(acc, copy=False)
@@ -117,12 +118,12 @@ class LayerNorm(Op):
         g = grad.astype(xhat.dtype, copy=False).reshape(m, n)
         gw = None
         if ctx.w_shape is not None:
-            gw = xp.einsum("ij,ij->j", g, xhat).reshape(ctx.w_shape)
-        gb = None if ctx.b_shape is None else (xp.ones(m, dtype=g.dtype) @ g).reshape(ctx.b_shape)
+            gw = column_dots(g, xhat).reshape(ctx.w_shape)
+        gb = None if ctx.b_shape is None else column_sums(g).reshape(ctx.b_shape)
         gxhat = g.copy() if ctx.w is None else g * ctx.w  # fresh: written in place below
         # d/dx of (x - mean) * rstd: remove the gradient's mean and its projection on xhat.
-        mean_g = (gxhat @ xp.full(n, 1.0 / n, dtype=xhat.dtype))[:, None]
-        proj = xp.einsum("ij,ij->i", gxhat, xhat)[:, None] * (1.0 / n)
+        mean_g = row_means(gxhat)[:, None]
+        proj = row_dots(gxhat, xhat)[:, None] * (1.0 / n)
         gx = xp.subtract(gxhat, mean_g, out=gxhat)
         gx -= xhat * proj
         gx *= rstd
