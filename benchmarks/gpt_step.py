@@ -15,6 +15,7 @@ machine's speed drifts.
     python benchmarks/gpt_step.py --level O1       # auto_cast against torch.autocast
     python benchmarks/gpt_step.py --profile        # ours by part and op (host_profile's tables)
     python benchmarks/gpt_step.py --device gpu --level O2 --batch 64
+    python benchmarks/gpt_step.py --device gpu --level O2 --graph   # both replayed as graphs
 
 NOTE: each framework gets ``--threads`` threads (1 by default): ``torch.set_num_threads`` and,
 for NumPy's BLAS, threadpoolctl (installed with scikit-learn). Without threadpoolctl NumPy
@@ -37,6 +38,7 @@ import gpt
 from timing import interleave_rounds, paired_ratio, torch_device, warmup_seconds
 
 import minitorch_amp as mt
+from minitorch_amp.device.cuda import graphs
 
 try:
     import torch
@@ -122,15 +124,26 @@ def warmup_cosine(step: int, warmup: int = WARMUP, steps: int = STEPS) -> float:
     return (1.0 + math.cos(math.pi * (step - warmup) / max(steps - warmup, 1))) / 2.0
 
 
-def torch_training(model, level: str, device, learning_rate: float = LEARNING_RATE):
-    """PyTorch's step for ``model``: AdamW (decay on 2-D weights), clipping, the schedule."""
+def torch_training(
+    model, level: str, device, learning_rate: float = LEARNING_RATE, graph: bool = False
+):
+    """PyTorch's step for ``model``: AdamW (decay on 2-D weights), clipping, the schedule.
+
+    ``graph``: the step without the schedule captured with ``torch.cuda.graph`` (a fused
+    AdamW, its rate a device tensor that the schedule fills between replays), then replayed.
+    """
     params = list(model.parameters())
+    rate = (
+        dict(lr=torch.tensor(learning_rate, device=device), fused=True)
+        if graph
+        else dict(lr=learning_rate, foreach=True)
+    )
     optimizer = torch.optim.AdamW(
         [
             {"params": [p for p in params if p.ndim == 2], "weight_decay": WEIGHT_DECAY},
             {"params": [p for p in params if p.ndim != 2], "weight_decay": 0.0},
         ],
-        lr=learning_rate, betas=(0.9, 0.95), eps=1e-8, foreach=True,
+        betas=(0.9, 0.95), eps=1e-8, **rate,
     )  # fmt: skip
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine)
     low = {"O1": torch.float16, "O2": torch.float16, "bf16": torch.bfloat16}.get(level)
@@ -146,15 +159,55 @@ def torch_training(model, level: str, device, learning_rate: float = LEARNING_RA
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad()
-        schedule.step()
         return loss
 
-    return step
+    return then(torch_graph(step) if graph else step, schedule.step)
+
+
+def torch_graph(step):
+    """``step`` captured with ``torch.cuda.graph`` at its first call, after one eager call on
+    a side stream (as PyTorch's docs ask); every call replays it, the call's tensors first
+    copied into the captured ones (none when they are those)."""
+    captured = []
+
+    def replay(*inputs):
+        if not captured:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                step(*inputs)
+            torch.cuda.current_stream().wait_stream(side)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                loss = step(*inputs)
+            captured.extend([g, loss, inputs])
+        g, loss, static = captured
+        for mine, given in zip(static, inputs):
+            if mine is not given:
+                mine.copy_(given)
+        g.replay()
+        return loss
+
+    return replay
+
+
+def then(step, after):
+    """``step``, then ``after()`` (the learning-rate schedule: host work, outside a graph)."""
+
+    def run(*args):
+        loss = step(*args)
+        after()
+        return loss
+
+    return run
 
 
 # ---- ours ------------------------------------------------------------------------------------
-def ours_training(model: gpt.GPT, level: str, learning_rate: float = LEARNING_RATE):
-    """Our step for ``model``, written as the example writes it."""
+def ours_training(
+    model: gpt.GPT, level: str, learning_rate: float = LEARNING_RATE, graph: bool = False
+):
+    """Our step for ``model``, written as the example writes it; ``graph``: the step without
+    the schedule wrapped in ``graphs.graphed`` (two eager calls, then captured, replayed)."""
     cast = gpt.amp_settings(level)
     opt, schedule = gpt.build_optimizer(model, learning_rate, STEPS, WARMUP, WEIGHT_DECAY)
     if level in ("O2", "bf16"):
@@ -167,10 +220,9 @@ def ours_training(model: gpt.GPT, level: str, learning_rate: float = LEARNING_RA
         scaler.step(opt)
         scaler.update()
         opt.clear_grad()
-        schedule.step()
         return loss
 
-    return step
+    return then(graphs.graphed(step) if graph else step, schedule.step)
 
 
 def models(vocab_size: int | None = None, seed: int = 0, with_torch: bool = True):
@@ -187,10 +239,18 @@ def models(vocab_size: int | None = None, seed: int = 0, with_torch: bool = True
     return model, theirs
 
 
-def setup(level: str, batch: int, device, learning_rate: float = LEARNING_RATE, seed: int = 0):
+def setup(
+    level: str,
+    batch: int,
+    device,
+    learning_rate: float = LEARNING_RATE,
+    seed: int = 0,
+    graph: bool = False,
+):
     """Both models from the same weights, and their steps: ``(ours, theirs, batches)``.
 
     ``batches()`` returns a new ``(ours, torch)`` pair of input and target batches per call.
+    ``graph``: both steps replayed as CUDA graphs (a GPU only).
     """
     text = gpt.load_corpus()
     tokenizer = gpt.CharTokenizer(text)
@@ -198,8 +258,8 @@ def setup(level: str, batch: int, device, learning_rate: float = LEARNING_RATE, 
     model, torch_model = models(tokenizer.vocab_size, seed, with_torch=device is not None)
     theirs = None
     if device is not None:
-        theirs = torch_training(torch_model.to(device), level, device, learning_rate)
-    ours = ours_training(model, level, learning_rate)
+        theirs = torch_training(torch_model.to(device), level, device, learning_rate, graph)
+    ours = ours_training(model, level, learning_rate, graph)
     rng = np.random.default_rng(seed)
 
     def batches():
@@ -263,9 +323,17 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--parity-lr", type=float, default=PARITY_LEARNING_RATE, help="--parity's peak rate"
     )
+    parser.add_argument(
+        "--graph", action="store_true", help="both steps replayed as CUDA graphs (a GPU only)"
+    )
     args = parser.parse_args(argv)
     if args.device is not None:
         mt.set_device(args.device)
+    if args.graph and not graphs.is_cuda_graph_supported():
+        parser.error(
+            "--graph replays CUDA graphs and needs a GPU (CuPy on an NVIDIA device, "
+            f"--device gpu); this run computes on {mt.get_device()}"
+        )
     if threadpool_limits is not None:
         threadpool_limits(limits=args.threads, user_api="blas")
     else:
@@ -288,7 +356,7 @@ def main(argv=None) -> None:
     if args.profile:
         profile(args.level, args.batch, args.steps, args.block, args.warmup)
         return
-    ours, theirs, batches = setup(args.level, args.batch, device)
+    ours, theirs, batches = setup(args.level, args.batch, device, graph=args.graph)
     (x, y), pair = batches()  # one batch for every timed step
     runs = {"ours": (lambda: ours(x, y), mt.device.synchronize)}
     if device is not None:
@@ -296,7 +364,8 @@ def main(argv=None) -> None:
         runs["torch"] = (lambda: theirs(*pair), sync)
     threads = f", torch {torch.__version__}" if device is not None else ""
     print(
-        f"GPT step on {mt.get_device()}{threads}, {args.threads} thread(s), {args.level}: "
+        f"GPT step on {mt.get_device()}{threads}, {args.threads} thread(s), {args.level}"
+        f"{' replayed as CUDA graphs' if args.graph else ''}: "
         f"4 layers, 4 heads, width 128, context 64, batch {args.batch}, dropout 0; median of "
         f"{args.steps} steps after {args.warmup} warm-up, interleaved in blocks of {args.block}; "
         "ours / torch: the median of the rounds' ratios"
