@@ -114,8 +114,8 @@ class LayerNorm(Op):
     def backward(ctx, grad):
         xp = get_array_module(grad)
         xhat, rstd = ctx.xhat, ctx.rstd
-        m, n = xhat.shape
-        g = grad.astype(xhat.dtype, copy=False).reshape(m, n)
+        n = xhat.shape[1]
+        g = grad.astype(xhat.dtype, copy=False).reshape(xhat.shape)
         gw = None
         if ctx.w_shape is not None:
             gw = column_dots(g, xhat).reshape(ctx.w_shape)
