@@ -1,7 +1,7 @@
 """``backend/row_sums.py``: LayerNorm's and softmax's row and column sums, BLAS on the CPU and
 reductions on a GPU (which a CUDA graph can capture; cuBLAS cannot be called while a stream
 is captured). On the CPU the reductions (the GPU's formulas, run by NumPy) agree with the
-BLAS sums; on a GPU a GPT's O2 step is captured and replays its eager losses bit for bit.
+BLAS sums; on a GPU a GPT's O2 step is captured and replays its eager losses.
 """
 
 from __future__ import annotations
@@ -92,6 +92,8 @@ def test_on_a_gpu_a_gpt_o2_step_is_captured_and_replays_its_eager_losses(monkeyp
 
     eager, _ = run(lambda step: step)
     losses, graphed_step = run(graphed)
-    np.testing.assert_array_equal(losses, eager)
+    # NOTE: not bit for bit: the embeddings' gradients are CuPy's scatter_add, atomic adds
+    # whose order over repeated tokens varies from run to run, eager or replayed
+    np.testing.assert_allclose(losses, eager, rtol=2e-3)
     captures, replays = graphed_step.cache_info()[:2]
     assert captures == 1 and replays == 4  # two warm-up calls, then one capture replayed
