@@ -10,8 +10,12 @@ not happen; operator statistics count the cast either way.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from nan_checker import nan_inf_checker
 
 import minitorch_amp as mt
@@ -179,3 +183,31 @@ def test_on_a_gpu_the_weight_gradients_cost_no_cast_launch(monkeypatch):
     assert runs[True, "casts"] == runs[False, "casts"] - 3
     for a, b in zip(runs[True], runs[False]):
         np.testing.assert_array_equal(a, b)
+
+
+@given(
+    widths=st.lists(st.integers(1, 9), min_size=2, max_size=4),
+    rows=st.integers(1, 6),
+    level=st.sampled_from(["O1", "OD"]),
+    dtype=st.sampled_from(["float16", "bfloat16"]),
+    log2_scale=st.integers(-8, 24),  # up to overflowing float16 gradients
+    seed=st.integers(0, 2**16),
+)
+def test_any_mlp_folds_to_the_unfolded_gradients_bit_for_bit(
+    widths, rows, level, dtype, log2_scale, seed
+):
+    mt.seed(seed)
+    layers = []
+    for n_in, n_out in itertools.pairwise(widths):
+        layers += [nn.Linear(n_in, n_out), nn.ReLU()]
+    net = nn.Sequential(*layers[:-1])
+    x = mt.randn([rows, widths[0]])
+    step(net, x, level, dtype)
+    leaves, target = [], cast_fold.target
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cast_fold, "target", lambda *a: leaves.append(target(*a)) or leaves[-1])
+        folded = step(net, x, level, dtype, scale=2.0**log2_scale)
+    assert sum(leaf is not None for leaf in leaves) == len(widths) - 1  # every weight folded
+    unfolded = step(net, x, level, dtype, scale=2.0**log2_scale, fold=False)
+    for a, b in zip(folded, unfolded):
+        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
