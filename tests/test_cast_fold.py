@@ -163,9 +163,10 @@ def test_a_pass_that_fails_after_a_fold_leaves_every_gradient_as_it_was():
 
 
 @pytest.mark.gpu
-def test_on_a_gpu_the_weight_gradients_cost_no_cast_launch(monkeypatch):
-    """O1 on a GPU: the second backward launches no cast kernel for the three weights, and
-    the gradients are the unfolded ones bit for bit."""
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_on_a_gpu_the_weight_gradients_cost_no_cast_launch(monkeypatch, dtype):
+    """O1 on a GPU: the second backward launches no cast kernel for the three weights (CuPy's
+    copy into the buffer widens), and the gradients are the unfolded ones bit for bit."""
     from minitorch_amp.backend import kernels
 
     monkeypatch.setenv("MINITORCH_AMP_RAW_KERNELS", "1")
@@ -174,11 +175,11 @@ def test_on_a_gpu_the_weight_gradients_cost_no_cast_launch(monkeypatch):
     net = mlp(5)
     net.to("gpu:0")
     x = mt.randn([64, 12]).to("gpu:0")
-    step(net, x)
+    step(net, x, dtype=dtype)
     runs = {}
     for fold in (True, False):
         launches.clear()
-        runs[fold] = step(net, x, fold=fold)
+        runs[fold] = step(net, x, dtype=dtype, fold=fold)
         runs[fold, "casts"] = len([n for n in launches if n.startswith("cast")])
     assert runs[True, "casts"] == runs[False, "casts"] - 3
     for a, b in zip(runs[True], runs[False]):
