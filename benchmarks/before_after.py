@@ -15,6 +15,11 @@ the median step of each, and the median over the rounds of each round's after / 
     python benchmarks/before_after.py --before 0a377f9 --workload gpt # the GPT step, 1 BLAS thread
     python benchmarks/before_after.py --before HEAD~1 --modes fp32 --width 256 --batch 32 \
         --optimizer SGD                                                 # a wider SimpleNet
+    python benchmarks/before_after.py --before HEAD~1 --control       # and the harness's noise
+
+``--control`` adds a third contestant, the working tree imported a second time: *after* against
+its own copy measures what this harness calls a change when there is none (on the 2-core
+machine 0.98 to 1.08 for two copies of one commit), printed beside every after / before.
 
 *After* is this checkout's working tree, uncommitted changes included. The tiny workload is
 ``benchmarks/simple_net.py``'s step at width 64, batch 8, Adam (the step issue 24's CPU target
@@ -134,8 +139,10 @@ def gpt_steps():
 
 
 def measure(versions: dict, names, steps: int, warmup: int, block: int) -> dict:
-    """``{name: {version: median seconds, 'ratio': after over before}}``: the versions take
-    turns, ``block`` steps each; the ratio is the median of the rounds' (``paired_ratio``)."""
+    """``{name: {version: median seconds, 'ratio': after over before}}`` (and ``'noise'``:
+    after over ``control`` when that version is there): the versions take turns, ``block``
+    steps each, each version first as often as any other; a ratio is the median of the
+    rounds' (``paired_ratio``)."""
     results = {}
     for name in names:
         times = {version: [] for version in versions}
@@ -146,7 +153,7 @@ def measure(versions: dict, names, steps: int, warmup: int, block: int) -> dict:
                 steps_of[name]()
         order = list(versions.items())
         while min(len(t) for t in times.values()) < steps:
-            order.reverse()  # each goes first every other round: neither always follows a pause
+            order = order[1:] + order[:1]  # each goes first in turn: none always follows a pause
             rounds.append({})
             for version, (steps_of, modules) in order:
                 use(modules)
@@ -168,6 +175,8 @@ def measure(versions: dict, names, steps: int, warmup: int, block: int) -> dict:
                     rounds[-1][version] = statistics.median(turn)
         results[name] = {version: statistics.median(t) for version, t in times.items()}
         results[name]["ratio"] = paired_ratio(rounds, "after", "before")
+        if "control" in versions:
+            results[name]["noise"] = paired_ratio(rounds, "after", "control")
     return results
 
 
@@ -185,6 +194,11 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=None, help="timed steps (tiny 300, gpt 16)")
     parser.add_argument("--warmup", type=int, default=None, help="untimed steps (tiny 30, gpt 3)")
     parser.add_argument("--block", type=int, default=None, help="steps per turn (tiny 10, gpt 2)")
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help="also time a second copy of the working tree: after / control is the noise",
+    )
     args = parser.parse_args(argv)
     tiny = args.workload == "tiny"
     steps = args.steps or (300 if tiny else 16)
@@ -209,6 +223,8 @@ def main(argv=None) -> None:
             ["git", "log", "-1", "--format=%h"], cwd=ROOT, capture_output=True, text=True
         ).stdout.strip()
         versions = {"before": load(before_root, build), "after": load(ROOT, build)}
+        if args.control:
+            versions["control"] = load(ROOT, build)  # fresh modules: the same code again
         names = list(versions["after"][0])
         results = measure(versions, names, steps, warmup, block)
     size = f"width {args.width}, batch {args.batch}, {args.optimizer}"
@@ -219,11 +235,15 @@ def main(argv=None) -> None:
         f"{steps} steps each after {warmup} warm-up, taking turns in blocks of {block}; "
         "after / before: the median of the rounds' ratios"
     )
-    print("| step | before ms | after ms | after / before |")
-    print("|---|---|---|---|")
+    control = " | control ms | after / control (no change: the noise)" if args.control else ""
+    print(f"| step | before ms | after ms | after / before{control} |")
+    print("|---|---|---|---|" + ("---|---|" if args.control else ""))
     for name, medians in results.items():
         before, after, ratio = medians["before"], medians["after"], medians["ratio"]
-        print(f"| {name} | {before * 1e3:.3f} | {after * 1e3:.3f} | {ratio:.3f} |")
+        row = f"| {name} | {before * 1e3:.3f} | {after * 1e3:.3f} | {ratio:.3f} |"
+        if args.control:
+            row += f" {medians['control'] * 1e3:.3f} | {medians['noise']:.3f} |"
+        print(row)
 
 
 if __name__ == "__main__":

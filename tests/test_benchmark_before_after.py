@@ -86,3 +86,32 @@ def test_the_simple_net_workload_takes_a_size_and_an_optimizer():
     assert re.search(r"^\| fp32 \| [\d.]+ \| [\d.]+ \| [\d.]+ \|$", done.stdout, re.M)
     refused = run("--before", "HEAD", "--width", "0")
     assert refused.returncode != 0 and "--width and --batch must be at least 1" in refused.stderr
+
+
+def test_control_times_a_second_copy_of_the_working_tree_beside_the_two():
+    done = run("--before", "HEAD", "--modes", "fp32", "--steps", "3", "--warmup", "0", "--control")
+    assert done.returncode == 0, done.stderr
+    assert "| after / control (no change: the noise) |" in done.stdout
+    row = re.search(r"^\| fp32 \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$",
+                    done.stdout, re.M)  # fmt: skip
+    assert row is not None, done.stdout
+    assert all(0 < float(value) < 10 for value in row.groups())
+
+
+def test_each_version_goes_first_as_often_as_any_other(monkeypatch):
+    """Three versions rotate: over three rounds each takes each place once (a version always
+    in the middle would always follow another's turn)."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import before_after as ba
+
+    monkeypatch.setattr(ba, "use", lambda modules: None)
+    monkeypatch.setattr(ba, "SETTLE_S", 0.0)
+    turns = []
+
+    def steps_of(version):
+        return {"step": lambda: turns.append(version)}
+
+    versions = {v: (steps_of(v), {}) for v in ("before", "after", "control")}
+    ba.measure(versions, ["step"], steps=3, warmup=0, block=1)
+    firsts = [turns[i] for i in range(0, len(turns), 6)]  # each turn: one wake-up, one timed
+    assert sorted(firsts) == ["after", "before", "control"]
