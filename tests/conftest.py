@@ -58,6 +58,15 @@ def _restore_global_state():
 
 
 @pytest.fixture
+def cpu():
+    """Run the test on the CPU backend, whatever the default device (``_restore_global_state``
+    puts the device back after it)."""
+    import minitorch_amp as mt
+
+    mt.set_device("cpu")
+
+
+@pytest.fixture
 def garbage_collected():
     """Collect the garbage earlier tests in this process left (cycles still holding counted
     arrays) before the test: a memory test's own gc.collect() would otherwise free it in the

@@ -26,14 +26,6 @@ def gpt_step(monkeypatch):
     return gpt_step
 
 
-@pytest.fixture
-def cpu():
-    before = str(mt.get_device())
-    mt.set_device("cpu")
-    yield
-    mt.set_device(before)
-
-
 def test_graph_on_the_cpu_is_refused_and_says_what_it_needs(gpt_step, cpu, capsys):
     with pytest.raises(SystemExit) as exit_info:
         gpt_step.main(["--graph", "--device", "cpu", "--no-torch"])

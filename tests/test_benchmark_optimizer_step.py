@@ -26,16 +26,6 @@ def bench(monkeypatch):
     return optimizer_step
 
 
-@pytest.fixture
-def cpu():
-    import minitorch_amp as mt
-
-    before = str(mt.get_device())
-    mt.set_device("cpu")
-    yield
-    mt.set_device(before)
-
-
 def tiny_table(bench) -> list:
     device = bench.torch_device()
     sizes = {"numel": 8, "repeats": 1, "block": 2, "warmup": 1, "warmup_s": 0.0}

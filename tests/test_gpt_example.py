@@ -30,14 +30,6 @@ def gpt(monkeypatch):
     return gpt
 
 
-@pytest.fixture
-def cpu():
-    before = str(mt.get_device())
-    mt.set_device("cpu")
-    yield
-    mt.set_device(before)
-
-
 def test_the_command_line_trains_reports_a_final_loss_and_prints_a_sample():
     out = subprocess.run(
         [

@@ -12,17 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import minitorch_amp as mt
-
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def cpu():
-    before = str(mt.get_device())
-    mt.set_device("cpu")
-    yield
-    mt.set_device(before)
 
 
 @pytest.mark.slow

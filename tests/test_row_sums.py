@@ -58,42 +58,24 @@ def test_on_a_gpu_the_sums_are_reductions_with_the_cpu_values():
 @pytest.mark.gpu
 def test_on_a_gpu_a_gpt_o2_step_is_captured_and_replays_its_eager_losses(monkeypatch):
     """LayerNorm, softmax, GELU, AdamW with clipping and a schedule, GradScaler: the whole
-    step of examples/gpt.py (a small one) replayed as a CUDA graph, no eager fallback."""
-    from minitorch_amp import amp
-    from minitorch_amp.device.cuda.graphs import graphed
-
+    step of examples/gpt.py (a small one, as benchmarks/gpt_step.py runs it) replayed as a
+    CUDA graph, no eager fallback."""
     monkeypatch.syspath_prepend(str(ROOT / "examples"))
-    import gpt
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import gpt_step
 
-    def run(wrap):
+    def run(graph: bool):
         mt.seed(0)
-        model = gpt.GPT(20, context=16, width=32, num_layers=2, num_heads=2, dropout=0.0)
-        opt, schedule = gpt.build_optimizer(model, 1e-3, 8, 2, 0.1)
-        model, opt = amp.decorate(models=model, optimizers=opt, level="O2")
-        scaler = amp.GradScaler(init_loss_scaling=1024.0)
-        cast = gpt.amp_settings("O2")
-
-        def step(x, y):
-            loss = gpt.loss_fn(model, x, y, cast)
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-            opt.clear_grad()
-            return loss
-
-        step = wrap(step)
+        model = gpt_step.gpt.GPT(20, context=16, width=32, num_layers=2, num_heads=2, dropout=0)
+        step = gpt_step.ours_training(model, "O2", 1e-3, graph=graph)
         rng = np.random.default_rng(3)
-        losses = []
-        for _ in range(6):
-            x, y = (mt.to_tensor(rng.integers(0, 20, (4, 16))) for _ in "xy")
-            losses.append(step(x, y).item())
-            schedule.step()
-        return losses, step
+        batches = [[mt.to_tensor(rng.integers(0, 20, (4, 16))) for _ in "xy"] for _ in range(6)]
+        return [step(x, y).item() for x, y in batches], step
 
-    eager, _ = run(lambda step: step)
-    losses, graphed_step = run(graphed)
+    eager, _ = run(graph=False)
+    losses, graphed_step = run(graph=True)
     # NOTE: not bit for bit: the embeddings' gradients are CuPy's scatter_add, atomic adds
     # whose order over repeated tokens varies from run to run, eager or replayed
     np.testing.assert_allclose(losses, eager, rtol=2e-3)
-    captures, replays = graphed_step.cache_info()[:2]
+    captures, replays = graphed_step.step.cache_info()[:2]
     assert captures == 1 and replays == 4  # two warm-up calls, then one capture replayed
