@@ -30,6 +30,7 @@ import importlib
 
 import numpy as np
 
+from .constants import device_constant
 from .device import get_array_module
 from .dtypes import FP8, FP8_MAX, bfloat16, float8_e4m3fn, float8_e5m2, float16, float32
 
@@ -107,7 +108,12 @@ def from_fp8(x, dtype=float32):
     xp = get_array_module(x)
     if xp is np:
         return x.astype(dtype, order="C")
-    table = xp.asarray(np.arange(256, dtype=np.uint8).view(x.dtype).astype(np.float32))
+    table = device_constant(
+        x,
+        ("fp8 decoding table", x.dtype.str),
+        lambda: np.arange(256, dtype=np.uint8).view(x.dtype).astype(np.float32),
+        f"the {x.dtype} decoding table",
+    )
     return table[x.view(xp.uint8)].astype(dtype)
 
 

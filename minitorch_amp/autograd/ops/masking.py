@@ -6,7 +6,10 @@ forward replaced gets none.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...backend import get_array_module, is_array, sync
+from ...backend.constants import device_constant
 from ..op import GRAY, Op
 
 
@@ -85,7 +88,9 @@ class MaskedFill(Op):
                     f"shape {list(value.shape)}"
                 )
         else:
-            value = xp.asarray(value, dtype=x.dtype)
+            bits = np.asarray(value, dtype=x.dtype)  # (rounded, overflowed as astype does)
+            key = ("masked_fill value", bits.dtype.str, bits.tobytes())
+            value = device_constant(x, key, lambda: bits, "masked_fill's value")
         ctx.mask = mask
         try:
             return xp.where(mask, value, x)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...backend import get_array_module
+from ...backend.constants import device_constant
 from ...backend.dtypes import accumulation_dtype
 from ...backend.primitives import scatter_add
 from ..op import GRAY, Op
@@ -117,7 +118,12 @@ def _pad(ctx, x, pairs, mode, value):
     out = x
     for axis, ((before, after), n) in enumerate(zip(pairs, x.shape)):
         if before or after:
-            ctx.index[axis] = xp.asarray(source_index(n, before, after, mode))
+            ctx.index[axis] = device_constant(
+                x,
+                ("pad source index", n, before, after, mode),
+                lambda n=n, before=before, after=after: source_index(n, before, after, mode),
+                f"a {mode} pad's source positions",
+            )
             out = xp.take(out, ctx.index[axis], axis=axis)
     return out if out is not x else x.copy()
 

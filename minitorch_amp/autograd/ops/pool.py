@@ -4,13 +4,19 @@ Windows are strided views of the padded input ``[N, C, OH, OW, kh, kw]`` (no cop
 average). Padding never takes part: max pads with -inf, average pads with zeros and divides
 by the number of real elements in the window (``exclusive=True``, Paddle's default) or by
 ``kh * kw`` (``exclusive=False``). Sums of float16 run in float32, rounded once.
+
+Nothing is uploaded after an op's first call with given shapes: the window counts and the
+adaptive pool's averaging matrices are device constants (``backend.constants``), so a
+convolutional training step can be captured as a CUDA graph. An adaptive pool whose output
+size divides the input's is a plain mean over equal windows (reductions, no GEMM).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ...backend import get_array_module
+from ...backend import get_array_module, graphs
+from ...backend.constants import device_constant
 from ...backend.dtypes import accumulation_dtype
 from ..op import GRAY, Op
 
@@ -100,11 +106,7 @@ class Pool2D(Op):
         if adaptive:
             if pooling_type != "avg":
                 raise ValueError("pool2d: adaptive pooling is implemented for 'avg' only")
-            rows = xp.asarray(_adaptive_matrix(x.shape[2], kernel[0], acc))
-            cols = xp.asarray(_adaptive_matrix(x.shape[3], kernel[1], acc))
-            ctx.matrices = (rows, cols)
-            out = xp.einsum("ih,nchw,jw->ncij", rows, x.astype(acc, copy=False), cols)
-            return out.astype(x.dtype, copy=False)
+            return _adaptive_forward(ctx, x, kernel, acc)
 
         h, w = x.shape[2:]
         top, bottom, left, right = padding
@@ -130,13 +132,18 @@ class Pool2D(Op):
             return xp.take_along_axis(flat, ctx.argmax[..., None], axis=-1)[..., 0]
 
         if divisor is not None:
-            counts = xp.asarray(float(divisor), dtype=acc)
+            counts = float(divisor)
         elif exclusive:
-            count_h = _real_counts(h, kernel[0], top, stride[0], oh)
-            count_w = _real_counts(w, kernel[1], left, stride[1], ow)
-            counts = xp.asarray(np.outer(count_h, count_w).astype(acc))
+
+            def real_counts():
+                count_h = _real_counts(h, kernel[0], top, stride[0], oh)
+                count_w = _real_counts(w, kernel[1], left, stride[1], ow)
+                return np.outer(count_h, count_w).astype(acc)
+
+            key = ("pool2d counts", h, w, *kernel, top, left, *stride, oh, ow, np.dtype(acc).str)
+            counts = device_constant(x, key, real_counts, "an average pool's window counts")
         else:
-            counts = xp.asarray(float(kernel[0] * kernel[1]), dtype=acc)
+            counts = float(kernel[0] * kernel[1])
         ctx.counts = counts
         with np.errstate(invalid="ignore", divide="ignore"):  # an all-padding window: 0 / 0
             out = windows.sum(axis=(-2, -1), dtype=acc) / counts
@@ -148,8 +155,7 @@ class Pool2D(Op):
         acc = accumulation_dtype(grad.dtype)
         g = grad.astype(acc, copy=False)
         if ctx.kind == "adaptive":
-            rows, cols = ctx.matrices
-            return xp.einsum("ih,ncij,jw->nchw", rows, g, cols).astype(ctx.dtype, copy=False)
+            return _adaptive_backward(ctx, g)
         padded_shape, kernel, out_hw, stride, top, left = ctx.geometry
         dx = xp.zeros(padded_shape, dtype=acc)
         if ctx.kind == "avg":
@@ -162,6 +168,57 @@ class Pool2D(Op):
                 dx[:, :, rows, cols] += share
         h, w = ctx.shape[2:]
         return dx[:, :, top : top + h, left : left + w].astype(ctx.dtype)
+
+
+def _adaptive_forward(ctx, x, out_hw, acc):
+    """Adaptive average pooling of ``x`` to ``out_hw``: a mean over equal windows when the
+    output size divides the input's, else the averaging matrices ``R x C^T`` (einsum)."""
+    xp = get_array_module(x)
+    n, c, h, w = x.shape
+    oh, ow = out_hw
+    xa = x.astype(acc, copy=False)
+    if h % oh == 0 and w % ow == 0:
+        ctx.windows = (h // oh, w // ow)
+        out = xa.reshape(n, c, oh, h // oh, ow, w // ow).mean(axis=(3, 5))
+        return out.astype(x.dtype, copy=False)
+    ctx.windows = None
+    _refuse_einsum_in_capture(xp)
+    ctx.matrices = tuple(
+        device_constant(
+            x,
+            ("adaptive pool matrix", size, out, np.dtype(acc).str),
+            lambda size=size, out=out: _adaptive_matrix(size, out, acc),
+            "an adaptive pool's averaging matrix",
+        )
+        for size, out in ((h, oh), (w, ow))
+    )
+    rows, cols = ctx.matrices
+    return xp.einsum("ih,nchw,jw->ncij", rows, xa, cols).astype(x.dtype, copy=False)
+
+
+def _adaptive_backward(ctx, g):
+    """The gradient of :func:`_adaptive_forward`: each output's share spread over its window."""
+    xp = get_array_module(g)
+    n, c, h, w = ctx.shape
+    if ctx.windows is not None:
+        kh, kw = ctx.windows
+        oh, ow = g.shape[2:]
+        dx = xp.empty((n, c, oh, kh, ow, kw), dtype=g.dtype)
+        dx[...] = (g / (kh * kw))[:, :, :, None, :, None]
+        return dx.reshape(n, c, h, w).astype(ctx.dtype, copy=False)
+    _refuse_einsum_in_capture(xp)
+    rows, cols = ctx.matrices
+    return xp.einsum("ih,ncij,jw->nchw", rows, g, cols).astype(ctx.dtype, copy=False)
+
+
+def _refuse_einsum_in_capture(xp) -> None:
+    if xp is not np:
+        graphs.refuse_in_capture(
+            "an adaptive average pool whose output size does not divide its input's",
+            "its averaging matrices are applied with einsum, which runs on cuBLAS, and CuPy "
+            "refuses cuBLAS while a stream is captured; pick an output size that divides the "
+            "input's (a mean over equal windows), or run this step eagerly",
+        )
 
 
 __all__ = ["POOLING_TYPES", "Pool2D", "pool_output_size"]
