@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 
-from ...autograd.creation import to_tensor
 from ...autograd.tensor import Tensor
 from ...backend import dtypes as _dtypes
+from ...backend.constants import device_constant
 from .. import functional as F
 from ..functional.conv import as_list, resolve_padding
 from ..initializer import Normal
@@ -85,8 +85,14 @@ class _ConvNd(Layer):
                     f"{type(self).__name__}: reflect padding {pad} needs more than {pad} "
                     f"elements on each spatial axis, got input of shape {x.shape}"
                 )
-            positions = np.pad(np.arange(size), pad, mode=_NUMPY_MODES[self._padding_mode])
-            x = x[(slice(None),) * (first + axis) + (to_tensor(positions),)]
+            mode = _NUMPY_MODES[self._padding_mode]
+            positions = device_constant(  # built and uploaded once per size, pad and mode
+                x._data,
+                ("conv pad positions", size, pad, mode),
+                lambda size=size, pad=pad, mode=mode: np.pad(np.arange(size), pad, mode=mode),
+                f"a {self._padding_mode} padding's positions",
+            )
+            x = x[(slice(None),) * (first + axis) + (Tensor._wrap(positions),)]
         return x
 
     def forward(self, x: Tensor) -> Tensor:
