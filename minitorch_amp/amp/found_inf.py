@@ -1,4 +1,5 @@
-"""One overflow verdict for every rank: GradScaler's found_inf, OR-ed over the world.
+"""One overflow verdict for every rank: GradScaler's found_inf, OR-ed over the world, and
+the optimizer step it skips.
 
 Ranks may hold different gradients (one rank's batch overflows, or each rank holds its own
 shard of the gradients), so each rank's found_inf can differ. If one rank skipped a step
@@ -20,8 +21,10 @@ Example:
 from __future__ import annotations
 
 from ..backend import comm as _comm
+from ..backend import device as _device
+from ..backend import sync as _sync
 
-__all__ = ["reduce_found_inf"]
+__all__ = ["reduce_found_inf", "run_skipping"]
 
 
 def reduce_found_inf(found_inf):
@@ -35,3 +38,19 @@ def reduce_found_inf(found_inf):
     if world is not None and world.size > 1:
         world.all_reduce(found_inf, _comm.ReduceOp.MAX, caller="found_inf")
     return found_inf
+
+
+def run_skipping(optimizer, found_inf, method: str, args, kwargs, skipped):
+    """Run ``optimizer.step`` or ``.minimize``, skipped when found_inf is set.
+
+    found_inf reaches an optimizer one way, Paddle's: ``_set_auxiliary_var('found_inf',
+    flag)``, then the call (ours, and the sharded one, skip on the device). An optimizer
+    without it gets Paddle's host-side check instead and is not called on an overflow.
+    """
+    if hasattr(optimizer, "_set_auxiliary_var"):
+        optimizer._set_auxiliary_var("found_inf", found_inf)
+        return getattr(optimizer, method)(*args, **kwargs)
+    _sync.host_read(f"GradScaler.{method}() of an optimizer that cannot skip on the device")
+    if bool(_device.asnumpy(found_inf)[0]):
+        return skipped
+    return getattr(optimizer, method)(*args, **kwargs)

@@ -37,7 +37,7 @@ from ..backend import device as _device
 from ..backend import sync as _sync
 from ..backend.loss_scaling import inverse_scale, unscale_and_check, update_loss_scaling
 from .bf16 import disable_for_bfloat16
-from .found_inf import reduce_found_inf
+from .found_inf import reduce_found_inf, run_skipping
 from .scaler_args import parse_scaler_args
 from .scaler_rules import check_attr
 from .scaler_settings import ScalerSettings
@@ -219,7 +219,7 @@ class AmpScaler(ScalerSettings):
         if not self._enable:
             return optimizer.step()
         entry = self._unscaled_entry(optimizer, "step() has already been called")
-        result = _run_skipping(optimizer, entry["found_inf"], "step", (), {}, skipped=None)
+        result = run_skipping(optimizer, entry["found_inf"], "step", (), {}, skipped=None)
         entry["state"] = OptimizerState.STEPPED
         if not self._use_dynamic_loss_scaling:  # a static scale: update() is optional
             # Paddle resets every optimizer here, which would unscale an optimizer that
@@ -237,7 +237,7 @@ class AmpScaler(ScalerSettings):
             return optimizer.minimize(*args, **kwargs)
         entry = self._unscaled_entry(optimizer, "minimize() is being called after step()")
         found_inf = entry["found_inf"]
-        result = _run_skipping(optimizer, found_inf, "minimize", args, kwargs, skipped=(None, None))
+        result = run_skipping(optimizer, found_inf, "minimize", args, kwargs, skipped=(None, None))
         entry["state"] = OptimizerState.STEPPED
         if self._use_dynamic_loss_scaling:
             self._update_scale()
@@ -420,19 +420,3 @@ def _check_scale_input(var, path: str) -> None:
         f"GradScaler.scale() needs a Tensor (the loss) or a list/tuple of Tensors; "
         f"{path} is {type(var).__name__}"
     )
-
-
-def _run_skipping(optimizer, found_inf, method: str, args, kwargs, skipped):
-    """Run ``optimizer.step`` or ``.minimize``, skipped when found_inf is set.
-
-    found_inf reaches an optimizer one way, Paddle's: ``_set_auxiliary_var('found_inf',
-    flag)``, then the call (ours, and the sharded one, skip on the device). An optimizer
-    without it gets Paddle's host-side check instead and is not called on an overflow.
-    """
-    if hasattr(optimizer, "_set_auxiliary_var"):
-        optimizer._set_auxiliary_var("found_inf", found_inf)
-        return getattr(optimizer, method)(*args, **kwargs)
-    _sync.host_read(f"GradScaler.{method}() of an optimizer that cannot skip on the device")
-    if bool(_device.asnumpy(found_inf)[0]):
-        return skipped
-    return getattr(optimizer, method)(*args, **kwargs)
