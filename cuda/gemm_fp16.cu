@@ -94,14 +94,21 @@
 // BLOCK ORDER: blockIdx.x is mapped to tiles in groups of GROUP_M tile rows, column by column
 //   inside a group, so blocks running together share B columns and A rows in L2.
 //
-// LAUNCH: grid = (ceil(M/128) * ceil(N/128), 1, 1), block = (256, 1, 1),
+// BATCHES: blockIdx.y picks one of gridDim.y products, each as above: entry z reads A and B
+//   and writes C stride_a, stride_b and stride_c elements after entry 0 (a stride of 0 gives
+//   every entry the same matrix, a broadcast operand); bias, alpha, beta and flags are the
+//   same for all. Attention's scores and weighted sums ([batch, heads] products of
+//   [seq, head_dim] matrices) are one launch instead of one per head and batch row.
+//
+// LAUNCH: grid = (ceil(M/128) * ceil(N/128), batches, 1) (batches <= 65535, gridDim.y's
+//   limit), block = (256, 1, 1),
 //   dynamic shared memory = STAGES * 16 KB = 64 KB (> 48 KB: the caller raises the kernel's
 //   max_dynamic_shared_size_bytes first). Needs sm_80+ (cp.async, the m16n8k16 f16 mma).
 //
 // DTYPES: A, B float16 (gemm_bf16: bfloat16); C, C_in and bias OutT (the input type or
 //   float32); alpha, beta float32;
 //   M, N, K, lda, ldb, ldc, flags int32 (EPILOGUE_BIAS 1, EPILOGUE_RELU 2,
-//   EPILOGUE_PRODUCT_F16 4, EPILOGUE_PRODUCT_BF16 8).
+//   EPILOGUE_PRODUCT_F16 4, EPILOGUE_PRODUCT_BF16 8); stride_a, stride_b, stride_c int64.
 //
 // CALLER: minitorch_amp/backend/gemm.py (gemm(), which registers the six instantiations at
 //   the bottom of this file). NUMPY TWIN: backend/gemm.py's gemm() on NumPy arrays, i.e.
@@ -372,7 +379,13 @@ template <typename InT, bool TRANS_A, bool TRANS_B, typename OutT>
 __device__ __forceinline__ void gemm_body(const InT* __restrict__ A, const InT* __restrict__ B,
                                           OutT* C, const OutT* bias, int M, int N, int K,
                                           int lda, int ldb, int ldc, float alpha, float beta,
-                                          int flags) {
+                                          int flags, long long stride_a, long long stride_b,
+                                          long long stride_c) {
+    // This block's batch entry (BATCHES above): its three matrices, then the same tile work.
+    const long long entry = static_cast<long long>(blockIdx.y);
+    A += entry * stride_a;
+    B += entry * stride_b;
+    C += entry * stride_c;
     const unsigned smem = smem_address(dynamic_smem());
     const int tid = static_cast<int>(threadIdx.x);
     const int lane = tid % 32;
@@ -517,18 +530,20 @@ template <bool TRANS_A, bool TRANS_B, typename OutT>
 __global__ void __launch_bounds__(THREADS, 2)
     gemm_f16(const __half* __restrict__ A, const __half* __restrict__ B, OutT* C,
              const OutT* bias, int M, int N, int K, int lda, int ldb, int ldc, float alpha,
-             float beta, int flags) {
+             float beta, int flags, long long stride_a, long long stride_b, long long stride_c) {
     gemm_body<__half, TRANS_A, TRANS_B, OutT>(A, B, C, bias, M, N, K, lda, ldb, ldc, alpha,
-                                               beta, flags);
+                                               beta, flags, stride_a, stride_b, stride_c);
 }
 
 template <bool TRANS_A, bool TRANS_B, typename OutT>
 __global__ void __launch_bounds__(THREADS, 2)
     gemm_bf16(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __restrict__ B,
               OutT* C, const OutT* bias, int M, int N, int K, int lda, int ldb, int ldc,
-              float alpha, float beta, int flags) {
+              float alpha, float beta, int flags, long long stride_a, long long stride_b,
+              long long stride_c) {
     gemm_body<__nv_bfloat16, TRANS_A, TRANS_B, OutT>(A, B, C, bias, M, N, K, lda, ldb, ldc,
-                                                      alpha, beta, flags);
+                                                      alpha, beta, flags, stride_a, stride_b,
+                                                      stride_c);
 }
 
 // The kernels backend/gemm.py registers (NVRTC instantiates them from the name
@@ -537,7 +552,8 @@ __global__ void __launch_bounds__(THREADS, 2)
     template __global__ void gemm_f16<TA, TB, OUT>(const __half* __restrict__,                \
                                                    const __half* __restrict__, OUT*,          \
                                                    const OUT*, int, int, int, int, int, int,  \
-                                                   float, float, int);
+                                                   float, float, int, long long, long long,   \
+                                                   long long);
 GEMM_INSTANTIATE(false, false, __half)
 GEMM_INSTANTIATE(false, true, __half)
 GEMM_INSTANTIATE(true, false, __half)
@@ -549,7 +565,8 @@ GEMM_INSTANTIATE(true, false, float)
     template __global__ void gemm_bf16<TA, TB, OUT>(const __nv_bfloat16* __restrict__,         \
                                                     const __nv_bfloat16* __restrict__, OUT*,   \
                                                     const OUT*, int, int, int, int, int, int,  \
-                                                    float, float, int);
+                                                    float, float, int, long long, long long,   \
+                                                    long long);
 GEMM_BF16_INSTANTIATE(false, false, __nv_bfloat16)
 GEMM_BF16_INSTANTIATE(false, true, __nv_bfloat16)
 GEMM_BF16_INSTANTIATE(true, false, __nv_bfloat16)

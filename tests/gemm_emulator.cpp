@@ -22,10 +22,12 @@
 //
 // Build: g++ -std=c++17 -O2 -ffp-contract=off -I<cuda>/include -I<repo>/cuda gemm_emulator.cpp
 // Run:   gemm_emulator TA TB OUT M N K lda ldb ldc alpha beta flags misalign mode
-//                      a.bin b.bin c.bin bias.bin out.bin
+//                      a.bin b.bin c.bin bias.bin out.bin [batches stride_a stride_b stride_c]
 //   TA, TB: 0/1; OUT: f16 or f32 (float16 inputs), bf16 or bf16f32 (bfloat16 inputs, bfloat16
 //   or float32 output: the gemm_bf16 kernel); misalign: 1 offsets A, B and C by one element;
 //   mode: early or late; the .bin files hold raw little-endian arrays (bias.bin may be "-").
+//   batches (default 1) runs that many entries as gridDim.y (blockIdx.y = the entry), the
+//   entries of A, B and C stride_* elements apart (0: one matrix for all, a broadcast).
 //   Prints one line: "ok blocks=<n> ldmatrix=<n> conflicts=<n>" and writes C to out.bin.
 
 #include <cuda_bf16.h>
@@ -355,10 +357,11 @@ static void fiber_entry() {
     fibers[current].done = true;
 }
 
-static void run_grid(int blocks) {
+static void run_grid(int blocks, int batches) {
     smem.assign(STAGES * STAGE_BYTES, 0);
-    for (int block = 0; block < blocks; ++block) {
-        blockIdx = {static_cast<unsigned>(block), 0, 0};
+    for (int block = 0; block < blocks * batches; ++block) {
+        blockIdx = {static_cast<unsigned>(block % blocks), static_cast<unsigned>(block / blocks),
+                    0};
         std::fill(smem.begin(), smem.end(), 0xff);  // float16 NaN: stale reads show up
         for (int t = 0; t < kThreads; ++t) {
             Fiber& f = fibers[t];
@@ -420,7 +423,7 @@ static unsigned char* load(const char* path, size_t lead, size_t* bytes) {
 }
 
 template <bool TA, bool TB, typename OutT, typename InT = __half>
-static void launch(char** argv) {
+static void launch(int argc, char** argv) {
     const int M = std::atoi(argv[4]), N = std::atoi(argv[5]), K = std::atoi(argv[6]);
     const int lda = std::atoi(argv[7]), ldb = std::atoi(argv[8]), ldc = std::atoi(argv[9]);
     const float alpha = std::strtof(argv[10], nullptr), beta = std::strtof(argv[11], nullptr);
@@ -438,15 +441,22 @@ static void launch(char** argv) {
                  reinterpret_cast<const unsigned char*>(A) + a_bytes},
                 {reinterpret_cast<const unsigned char*>(B),
                  reinterpret_cast<const unsigned char*>(B) + b_bytes}};
+    const bool batched = argc == 24;
+    const int batches = batched ? std::atoi(argv[20]) : 1;
+    const long long sa = batched ? std::atoll(argv[21]) : 0;
+    const long long sb = batched ? std::atoll(argv[22]) : 0;
+    const long long sc = batched ? std::atoll(argv[23]) : 0;
     kernel_body = [=] {
         if constexpr (std::is_same<InT, __nv_bfloat16>::value) {
-            gemm_bf16<TA, TB, OutT>(A, B, C, bias, M, N, K, lda, ldb, ldc, alpha, beta, flags);
+            gemm_bf16<TA, TB, OutT>(A, B, C, bias, M, N, K, lda, ldb, ldc, alpha, beta, flags,
+                                    sa, sb, sc);
         } else {
-            gemm_f16<TA, TB, OutT>(A, B, C, bias, M, N, K, lda, ldb, ldc, alpha, beta, flags);
+            gemm_f16<TA, TB, OutT>(A, B, C, bias, M, N, K, lda, ldb, ldc, alpha, beta, flags, sa,
+                                   sb, sc);
         }
     };
     const int blocks = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
-    run_grid(blocks);
+    run_grid(blocks, batches);
     FILE* out = std::fopen(argv[19], "wb");
     check(out != nullptr && std::fwrite(C, 1, c_bytes, out) == c_bytes, "cannot write output");
     std::fclose(out);
@@ -455,21 +465,21 @@ static void launch(char** argv) {
 }
 
 int main(int argc, char** argv) {
-    if (argc != 20) fail("usage: see the header of gemm_emulator.cpp");
+    if (argc != 20 && argc != 24) fail("usage: see the header of gemm_emulator.cpp");
     fill_half_table();
     const std::string layout = std::string(argv[1]) + argv[2] + argv[3];
-    if (layout == "00f16") launch<false, false, __half>(argv);
-    else if (layout == "01f16") launch<false, true, __half>(argv);
-    else if (layout == "10f16") launch<true, false, __half>(argv);
-    else if (layout == "00f32") launch<false, false, float>(argv);
-    else if (layout == "01f32") launch<false, true, float>(argv);
-    else if (layout == "10f32") launch<true, false, float>(argv);
-    else if (layout == "00bf16") launch<false, false, __nv_bfloat16, __nv_bfloat16>(argv);
-    else if (layout == "01bf16") launch<false, true, __nv_bfloat16, __nv_bfloat16>(argv);
-    else if (layout == "10bf16") launch<true, false, __nv_bfloat16, __nv_bfloat16>(argv);
-    else if (layout == "00bf16f32") launch<false, false, float, __nv_bfloat16>(argv);
-    else if (layout == "01bf16f32") launch<false, true, float, __nv_bfloat16>(argv);
-    else if (layout == "10bf16f32") launch<true, false, float, __nv_bfloat16>(argv);
+    if (layout == "00f16") launch<false, false, __half>(argc, argv);
+    else if (layout == "01f16") launch<false, true, __half>(argc, argv);
+    else if (layout == "10f16") launch<true, false, __half>(argc, argv);
+    else if (layout == "00f32") launch<false, false, float>(argc, argv);
+    else if (layout == "01f32") launch<false, true, float>(argc, argv);
+    else if (layout == "10f32") launch<true, false, float>(argc, argv);
+    else if (layout == "00bf16") launch<false, false, __nv_bfloat16, __nv_bfloat16>(argc, argv);
+    else if (layout == "01bf16") launch<false, true, __nv_bfloat16, __nv_bfloat16>(argc, argv);
+    else if (layout == "10bf16") launch<true, false, __nv_bfloat16, __nv_bfloat16>(argc, argv);
+    else if (layout == "00bf16f32") launch<false, false, float, __nv_bfloat16>(argc, argv);
+    else if (layout == "01bf16f32") launch<false, true, float, __nv_bfloat16>(argc, argv);
+    else if (layout == "10bf16f32") launch<true, false, float, __nv_bfloat16>(argc, argv);
     else fail("unknown layout: TA, TB in {00, 01, 10}, OUT in {f16, f32, bf16, bf16f32}");
     return 0;
 }

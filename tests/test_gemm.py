@@ -432,13 +432,13 @@ def test_kernel_handles_misaligned_views_and_transposing_both():
 
 
 @pytest.mark.gpu
-def test_kernel_batches_fold_or_loop():
+def test_kernel_batches_fold_or_take_one_launch():
     cp = device.cupy
     rng = np.random.default_rng(13)
     a = rng.standard_normal((2, 3, 33, 40)).astype(float16)
     w = rng.standard_normal((40, 24)).astype(float16)
     bw = rng.standard_normal((3, 40, 24)).astype(float16)
-    for b in (w, bw):  # 2-D b: one launch over 2*3*33 rows; batched b: a launch per entry
+    for b in (w, bw):  # 2-D b: one launch over 2*3*33 rows; batched b: one over 6 entries
         out = cp.asnumpy(run_gemm(cp.asarray(a), cp.asarray(b), out_dtype="float32"))
         assert out.shape == (2, 3, 33, 24)
         assert_within_bound(out, a, np.broadcast_to(b, (2, 3, 40, 24)))

@@ -192,6 +192,56 @@ def test_emulator_catches_a_missing_barrier(tmp_path):
     assert not np.all(np.abs(out - value) <= error_bound(a, b, False, False, float32, value))
 
 
+def emulate_batched(binary, workdir, a, b, ta, tb, out_dtype, bias=None):
+    """Run ``entries`` products in one emulated launch (``blockIdx.y`` = the entry).
+
+    ``a`` is ``[entries, ...]`` as stored; ``b`` too, or 2-D: one matrix for every entry
+    (stride 0). Returns ``[entries, M, N]``.
+    """
+    entries = a.shape[0]
+    m, k = (a.shape[2], a.shape[1]) if ta else a.shape[1:]
+    n = b.shape[-2] if tb else b.shape[-1]
+    out_dtype = np.dtype(out_dtype)
+    a.tofile(workdir / "a.bin")
+    b.tofile(workdir / "b.bin")
+    np.full((entries, m, n), np.nan, dtype=out_dtype).tofile(workdir / "c.bin")
+    bias_file = "-"
+    if bias is not None:
+        bias.astype(out_dtype).tofile(workdir / "bias.bin")
+        bias_file = str(workdir / "bias.bin")
+    stored_bias = None if bias is None else bias.astype(out_dtype)
+    flags = gemm._Epilogue(stored_bias, False, 1.0, 0.0).flags()
+    out_type = "f16" if out_dtype == float16 else "f32"
+    numbers = [int(ta), int(tb), out_type, m, n, k, a.shape[2], b.shape[-1], n, "1.0", "0.0"]
+    numbers += [flags, 0, "early"]
+    files = [workdir / "a.bin", workdir / "b.bin", workdir / "c.bin", bias_file]
+    strides = [a.shape[1] * a.shape[2], b.shape[-2] * b.shape[-1] if b.ndim == 3 else 0, m * n]
+    command = [str(binary), *map(str, numbers), *map(str, files), str(workdir / "out.bin")]
+    command += [str(entries), *map(str, strides)]
+    run = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert run.returncode == 0, f"emulator failed ({run.returncode}): {run.stderr}"
+    return np.fromfile(workdir / "out.bin", dtype=out_dtype).reshape(entries, m, n)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ta, tb", LAYOUTS)
+@pytest.mark.parametrize("shared_b", [False, True])
+def test_emulated_batches_are_each_entrys_own_product(emulator, tmp_path, ta, tb, shared_b):
+    """One launch over three entries (gridDim.y = 3) writes, in each entry's place, the very
+    bits a launch on that entry alone writes (M, N and K tails in every entry); a 2-D b
+    (stride 0) serves every entry."""
+    rng = np.random.default_rng(11)
+    a = np.stack([stored(rng, 70, 36, ta) for _ in range(3)])
+    b = stored(rng, 36, 40, tb) if shared_b else np.stack([stored(rng, 36, 40, tb) for _ in "abc"])
+    bias = rng.standard_normal(40).astype(float16)
+    batched = emulate_batched(emulator, tmp_path, a, b, ta, tb, float16, bias=bias)
+    for entry in range(3):
+        own = b if shared_b else b[entry]
+        alone, _ = emulate(emulator, tmp_path, a[entry], own, ta, tb, float16, bias=bias)
+        np.testing.assert_array_equal(batched[entry], alone)
+        assert_within_bound(batched[entry], a[entry], own, ta, tb, bias=bias)
+
+
 def test_emulated_bias_is_added_to_the_rounded_product(emulator, tmp_path):
     """The kernel's own epilogue, not only its twin, adds the bias to the product as stored:
     Paddle's matmul-then-add. The product 1 + 2**-11 is stored as 1.0 (a tie), and

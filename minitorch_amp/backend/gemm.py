@@ -32,10 +32,12 @@ float32 ulps of ``sum(|a||b|)`` before the final rounding.
 
 Shapes: ``op(a)`` is ``(..., M, K)``, ``op(b)`` is ``(..., K, N)``; batch axes broadcast;
 ``bias`` is ``(N,)``; ``c`` and the result are ``(..., M, N)``. When ``c`` is given the result
-is written into it (as in BLAS) and ``c`` is returned. On the GPU a batch runs as one launch
-when ``b`` is 2-D and ``a`` is not transposed (the batch folds into M), else one launch per
-batch entry. ``transpose_a`` together with ``transpose_b`` (no backward pass needs it) copies
-``a`` transposed first.
+is written into it (as in BLAS) and ``c`` is returned. On the GPU a batch runs as one launch:
+when ``b`` is 2-D and ``a`` is not transposed the batch folds into M; else, when each operand
+has the whole batch or none of it, ``gemm_fp16.cu`` takes the entry from ``blockIdx.y``
+(attention's scores: one launch, not one per batch row and head); only a batch broadcast
+inside (``(2, 1)`` with ``(1, 3)``) launches per entry. ``transpose_a`` together with
+``transpose_b`` (no backward pass needs it) copies ``a`` transposed first.
 
 Both backends check arguments the same way: float16 (or bfloat16) inputs, C-contiguous
 arrays (the kernel sees only bytes), ``bias`` and ``c`` in ``out_dtype``, so a call that
@@ -309,15 +311,41 @@ def _on_gpu(a, b, transpose_a, transpose_b, epilogue: _Epilogue, out, batch) -> 
         transpose_a = False
     if not batch:
         _launch_2d(a, b, transpose_a, transpose_b, epilogue, out)
-    elif b.ndim == 2 and not transpose_a and a.shape[:-2] == batch:
+        return
+    if b.ndim == 2 and not transpose_a and a.shape[:-2] == batch:
         # the batch folds into M: (..., M, K) @ (K, N) is one (batch * M, K) @ (K, N)
         rows = math.prod(a.shape[:-1])
         a2 = a.reshape(rows, a.shape[-1])
         _launch_2d(a2, b, False, transpose_b, epilogue, out.reshape(rows, out.shape[-1]))
-    else:
-        for index in np.ndindex(*batch):
+        return
+    strides = _batch_stride(a, batch), _batch_stride(b, batch)
+    if None in strides:  # a batch axis broadcast inside the batch ((2, 1) with (1, 3)): a
+        for index in np.ndindex(*batch):  # launch per entry (no single stride walks it)
             a2, b2 = _batch_item(a, index), _batch_item(b, index)
             _launch_2d(a2, b2, transpose_a, transpose_b, epilogue, out[index])
+        return
+    # every entry in one launch (the kernel's gridDim.y), MAX_BATCHES at a time
+    entries, (m, n) = math.prod(batch), out.shape[-2:]
+    a3, b3 = (x.reshape(-1, *x.shape[-2:]) for x in (a, b))
+    out3 = out.reshape(entries, m, n)
+    for start in range(0, entries, MAX_BATCHES):
+        count = min(MAX_BATCHES, entries - start)
+        a2, b2 = (x3[start if stride else 0] for x3, stride in zip((a3, b3), strides))
+        batched = (count, *strides, m * n)
+        _launch_2d(a2, b2, transpose_a, transpose_b, epilogue, out3[start], batched)
+
+
+MAX_BATCHES = 65535  # entries per launch: gridDim.y's limit
+
+
+def _batch_stride(x, batch) -> int | None:
+    """Elements between consecutive batch entries of the C-contiguous ``x``: a matrix's size
+    when ``x`` has the whole batch, 0 when it has none (one matrix for all), else None."""
+    if x.shape[:-2] == batch:
+        return x.shape[-2] * x.shape[-1]
+    if math.prod(x.shape[:-2]) == 1:
+        return 0
+    return None
 
 
 def _batch_item(x, index):
@@ -326,14 +354,23 @@ def _batch_item(x, index):
     return x[tuple(i if size != 1 else 0 for i, size in zip(own, x.shape[:-2]))]
 
 
-def _launch_2d(a, b, transpose_a, transpose_b, epilogue: _Epilogue, out) -> None:
+def _launch_2d(
+    a, b, transpose_a, transpose_b, epilogue: _Epilogue, out, batched=(1, 0, 0, 0)
+) -> None:
     """One launch on 2-D contiguous arrays; ``out`` already holds ``c`` when ``beta != 0``.
 
     The one place that picks the kernel: ``gemm_sm90.cu`` (wgmma + TMA; bfloat16 through
     ``gemm_bf16_sm90.cu``) on compute capability 9.0 when TMA can address the operands, else
     this file's ``gemm_fp16.cu`` (``mma.sync``, sm_80 and later; ``gemm_f16`` or
     ``gemm_bf16``). All compute the same specification.
+
+    ``batched`` is ``(entries, stride_a, stride_b, stride_out)``: ``a``, ``b`` and ``out``
+    are the first entry's matrices, the others ``stride_*`` elements further on (0: the same
+    matrix). More than one entry runs on ``gemm_fp16.cu``, whose blocks take their entry
+    from ``blockIdx.y``: one launch where a launch per entry cost its host time each
+    (attention's scores and weighted sums, a matrix per batch row and head).
     """
+    entries, stride_a, stride_b, stride_out = batched
     m, n = out.shape
     k = _rows_cols(a.shape, transpose_a)[1]
     if m == 0 or n == 0:
@@ -344,7 +381,7 @@ def _launch_2d(a, b, transpose_a, transpose_b, epilogue: _Epilogue, out) -> None
         raise ValueError(f"gemm dimensions must fit in int32, got M={m}, N={n}, K={k}")
     bias = epilogue.bias
     flags = epilogue.flags()
-    if _sm90.usable(a, b, k):
+    if entries == 1 and _sm90.usable(a, b, k):
         hopper = _sm90_bf16 if a.dtype == bfloat16 else _sm90
         hopper.launch(a, b, transpose_a, transpose_b, epilogue, out, flags)
         return
@@ -362,6 +399,9 @@ def _launch_2d(a, b, transpose_a, transpose_b, epilogue: _Epilogue, out) -> None
         epilogue.alpha,
         epilogue.beta,
         np.int32(flags),
+        np.int64(stride_a),
+        np.int64(stride_b),
+        np.int64(stride_out),
     )
     name = kernel_name(transpose_a, transpose_b, out.dtype, a.dtype)
-    kernels.launch(FILE, name, (blocks, 1, 1), (THREADS, 1, 1), args, SHARED_MEM_BYTES)
+    kernels.launch(FILE, name, (blocks, entries, 1), (THREADS, 1, 1), args, SHARED_MEM_BYTES)

@@ -12,6 +12,8 @@ GEMM_TESTS = "tests/test_gemm.py"
 BIAS_GRAD_TESTS = "tests/test_bias_grad.py::"
 RELU_FOLD_TESTS = "tests/test_relu_fold.py"
 CAST_FOLD_TESTS = "tests/test_cast_fold.py"
+BATCH_EMULATOR = "tests/test_gemm_emulator.py::test_emulated_batches_are_each_entrys_own_product"
+BATCH_TESTS = "tests/test_gemm_batched.py"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -193,5 +195,37 @@ MUTANTS: list[Mutant] = [
         "                    if node.op is Cast:",
         (CAST_FOLD_TESTS + "::test_no_fold_where_the_cast_gradient_is_seen_or_added",),
         "paddle.grad and create_graph fold too: their weight gradients come back in float16",
+    ),
+    Mutant(
+        "batched-gemm-writes-every-entry-in-entry-0",
+        "cuda/gemm_fp16.cu",
+        "    C += entry * stride_c;",
+        "",
+        (BATCH_EMULATOR,),
+        "mma.sync GEMM: every batch entry's product lands on the first entry's output",
+    ),
+    Mutant(
+        "batched-gemm-reads-entry-0s-b",
+        "cuda/gemm_fp16.cu",
+        "    B += entry * stride_b;",
+        "",
+        (BATCH_EMULATOR,),
+        "mma.sync GEMM: every batch entry multiplies by the first entry's B",
+    ),
+    Mutant(
+        "batched-launch-offsets-a-shared-operand",
+        "minitorch_amp/backend/gemm.py",
+        "        a2, b2 = (x3[start if stride else 0] for x3, stride in zip((a3, b3), strides))",
+        "        a2, b2 = (x3[start] for x3 in (a3, b3))",
+        (BATCH_TESTS,),
+        "a later chunk of a batch reads its shared (stride 0) operand past its one matrix",
+    ),
+    Mutant(
+        "batched-launch-overfills-the-grid",
+        "minitorch_amp/backend/gemm.py",
+        "        count = min(MAX_BATCHES, entries - start)",
+        "        count = entries - start",
+        (BATCH_TESTS,),
+        "a batch of more than 65535 entries is one launch, past gridDim.y's limit",
     ),
 ]
