@@ -121,6 +121,18 @@ def test_more_entries_than_a_grid_holds_take_more_launches(launches, monkeypatch
     np.testing.assert_array_equal(out, gemm.twin(a, b, True))
 
 
+def test_big_entries_on_hopper_take_a_launch_each_of_the_hopper_kernel(launches, monkeypatch):
+    """From HOPPER_ENTRY_FROM multiply-adds an entry, the faster kernel wins its launch back."""
+    rng = np.random.default_rng(6)
+    a, b = halves(rng, 3, 4, 5), halves(rng, 3, 5, 6)
+    monkeypatch.setattr(gemm, "HOPPER_ENTRY_FROM", 4 * 5 * 6 + 1)
+    run(a, b)
+    assert len(launches.hopper) == 0 and len(launches.launches) == 1
+    monkeypatch.setattr(gemm, "HOPPER_ENTRY_FROM", 4 * 5 * 6)
+    run(a, b)
+    assert len(launches.hopper) == 3 and len(launches.launches) == 1
+
+
 def test_a_single_matrix_still_goes_to_the_hopper_kernel(launches):
     rng = np.random.default_rng(4)
     run(halves(rng, 16, 16), halves(rng, 16, 16))

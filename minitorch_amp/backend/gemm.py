@@ -318,15 +318,21 @@ def _on_gpu(a, b, transpose_a, transpose_b, epilogue: _Epilogue, out, batch) -> 
         a2 = a.reshape(rows, a.shape[-1])
         _launch_2d(a2, b, False, transpose_b, epilogue, out.reshape(rows, out.shape[-1]))
         return
+    entries, (m, n) = math.prod(batch), out.shape[-2:]
+    if entries == 0:
+        return
+    a3, b3 = (x.reshape(-1, *x.shape[-2:]) for x in (a, b))
+    k = _rows_cols(a.shape, transpose_a)[1]
     strides = _batch_stride(a, batch), _batch_stride(b, batch)
-    if None in strides:  # a batch axis broadcast inside the batch ((2, 1) with (1, 3)): a
-        for index in np.ndindex(*batch):  # launch per entry (no single stride walks it)
+    # a launch per entry where no one stride walks the entries ((2, 1) with (1, 3)), or where
+    # each entry is big enough for the Hopper kernel to win back its launch
+    big = m * n * k >= HOPPER_ENTRY_FROM and _sm90.usable(a3[0], b3[0], k)
+    if None in strides or big:
+        for index in np.ndindex(*batch):
             a2, b2 = _batch_item(a, index), _batch_item(b, index)
             _launch_2d(a2, b2, transpose_a, transpose_b, epilogue, out[index])
         return
     # every entry in one launch (the kernel's gridDim.y), MAX_BATCHES at a time
-    entries, (m, n) = math.prod(batch), out.shape[-2:]
-    a3, b3 = (x.reshape(-1, *x.shape[-2:]) for x in (a, b))
     out3 = out.reshape(entries, m, n)
     for start in range(0, entries, MAX_BATCHES):
         count = min(MAX_BATCHES, entries - start)
@@ -336,6 +342,11 @@ def _on_gpu(a, b, transpose_a, transpose_b, epilogue: _Epilogue, out, batch) -> 
 
 
 MAX_BATCHES = 65535  # entries per launch: gridDim.y's limit
+# NOTE: M * N * K of one entry from which a launch per entry on the Hopper kernel should beat
+# one mma.sync launch for all (an estimate, not measured: mma.sync runs at 0.3-0.4x cuBLAS on
+# an H100, the Hopper kernel at 0.88-0.94x, and a launch costs 40-50 us of host time, so the
+# Hopper kernel wins once an entry takes it about 20 us, some 2**32 multiply-adds).
+HOPPER_ENTRY_FROM = 2**32
 
 
 def _batch_stride(x, batch) -> int | None:
