@@ -1,6 +1,7 @@
 """Issue 24 part 3, fewer launches: a float32 bias on a 16-bit product in the GEMM epilogue,
-a Linear layer's bias gradient with its cast in one deterministic kernel, and a ReLU's mask
-left to that kernel."""
+a Linear layer's bias gradient with its cast in one deterministic kernel, a ReLU's mask left
+to that kernel, an O1 weight cast folded into its gradient's copy, and a batch of products
+(attention's heads) in one GEMM launch."""
 
 # ruff: noqa: E501 (search texts are source lines, whatever their length)
 
