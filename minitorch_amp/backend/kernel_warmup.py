@@ -49,6 +49,7 @@ LAUNCHERS = (
     "gemm",
     "gemm_bf16_sm90",
     "gemm_sm90",
+    "layer_norm",
     "loss_scaling",
     "primitives",
     "squared_error",

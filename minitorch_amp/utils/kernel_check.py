@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -320,6 +321,27 @@ def _fp8_scale_matches(to_device: Move, to_host: Move) -> bool:
     return same
 
 
+def _layer_norm_matches(to_device: Move, to_host: Move) -> bool:
+    """LayerNorm forward and backward over rows of 300 (past a block's 256 threads) with a
+    weight and a bias: the kernels sum in their own order, the op's NumPy twin with BLAS, so
+    the two agree within float32 rounding (1e-5 of the largest value), not bit for bit."""
+    from ..autograd.ops.nn_ops import LayerNorm
+
+    rng = np.random.default_rng(0)
+    x, g = (rng.standard_normal((5, 3, 300)).astype(np.float32) for _ in range(2))
+    w, b = (rng.standard_normal(300).astype(np.float32) for _ in range(2))
+
+    def run(move):
+        ctx = SimpleNamespace(needs_grad=(True, True, True))
+        out = LayerNorm.forward(ctx, move(x), move(w), move(b), normalized_shape=(300,))
+        return [out, *LayerNorm.backward(ctx, move(g))]
+
+    return all(
+        np.allclose(to_host(got), want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+        for got, want in zip(run(to_device), run(np.asarray))
+    )
+
+
 CHECKS: dict[str, Callable[[Move, Move], bool]] = {
     "cast.cu": _cast_matches,
     "amp.cu": _amp_matches,
@@ -333,6 +355,7 @@ CHECKS: dict[str, Callable[[Move, Move], bool]] = {
     "fp8_cast.cu": _fp8.check_cast,  # every float16 value, both formats and overflow modes
     "gemm_fp8_sm90.cu": _fp8_gemm_matches,
     "fp8_scale.cu": _fp8_scale_matches,
+    "layer_norm.cu": _layer_norm_matches,
 }
 
 

@@ -116,13 +116,12 @@ MUTANTS: list[Mutant] = [
         "layer-norm-backward-in-fp16",
         "minitorch_amp/autograd/ops/nn_ops.py",
         lines(
-            "        xhat, rstd = ctx.xhat, ctx.rstd",
             "        n = xhat.shape[1]",
             "        g = grad.astype(xhat.dtype, copy=False).reshape(xhat.shape)",
         ),
         lines(
-            "        xhat, rstd = ctx.xhat.astype(grad.dtype), ctx.rstd.astype(grad.dtype)",
             "        n = xhat.shape[1]",
+            "        xhat, rstd = xhat.astype(grad.dtype), rstd.astype(grad.dtype)",
             "        g = grad.reshape(xhat.shape)",
         ),
         ("tests/test_ops_half_backward.py",),

@@ -1,7 +1,7 @@
 """Issue 24 part 3, fewer launches: a float32 bias on a 16-bit product in the GEMM epilogue,
 a Linear layer's bias gradient with its cast in one deterministic kernel, a ReLU's mask left
-to that kernel, an O1 weight cast folded into its gradient's copy, and a batch of products
-(attention's heads) in one GEMM launch."""
+to that kernel, an O1 weight cast folded into its gradient's copy, a batch of products
+(attention's heads) in one GEMM launch, and LayerNorm in three kernels."""
 
 # ruff: noqa: E501 (search texts are source lines, whatever their length)
 
@@ -15,6 +15,7 @@ RELU_FOLD_TESTS = "tests/test_relu_fold.py"
 CAST_FOLD_TESTS = "tests/test_cast_fold.py"
 BATCH_EMULATOR = "tests/test_gemm_emulator.py::test_emulated_batches_are_each_entrys_own_product"
 BATCH_TESTS = "tests/test_gemm_batched.py"
+LAYER_NORM_TESTS = "tests/test_layer_norm_kernel.py"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -228,5 +229,37 @@ MUTANTS: list[Mutant] = [
         "        count = entries - start",
         (BATCH_TESTS,),
         "a batch of more than 65535 entries is one launch, past gridDim.y's limit",
+    ),
+    Mutant(
+        "layer-norm-forward-drops-the-bias",
+        "cuda/layer_norm.cu",
+        "            if (flags & LN_BIAS) v = __fadd_rn(v, b[i]);",
+        "",
+        (LAYER_NORM_TESTS,),
+        "LayerNorm's kernel never adds the bias",
+    ),
+    Mutant(
+        "layer-norm-tree-without-its-barrier",
+        "cuda/layer_norm.cu",
+        "        if (t < stride) partial[t] = __fadd_rn(partial[t], partial[t + stride]);\n        __syncthreads();",
+        "        if (t < stride) partial[t] = __fadd_rn(partial[t], partial[t + stride]);",
+        (LAYER_NORM_TESTS,),
+        "a row's sum reads partial sums the other threads have not written yet",
+    ),
+    Mutant(
+        "layer-norm-column-sums-count-rows-twice",
+        "cuda/layer_norm.cu",
+        "            for (int row = group; row < rows; row += kRowGroups) {",
+        "            for (int row = group; row < rows; row += 1) {",
+        (LAYER_NORM_TESTS,),
+        "the weight's and bias's gradients add rows that other row groups add too",
+    ),
+    Mutant(
+        "layer-norm-launcher-swaps-mean-and-rstd",
+        "minitorch_amp/backend/layer_norm.py",
+        "    args = (rows, grad, rows if weight is None else weight, mean, rstd, dx)",
+        "    args = (rows, grad, rows if weight is None else weight, rstd, mean, dx)",
+        (LAYER_NORM_TESTS,),
+        "the input's gradient is computed from each row's rstd as its mean and back",
     ),
 ]

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from ...backend import get_array_module, sync
+from ...backend import layer_norm as _layer_norm
 from ...backend.dtypes import accumulation_dtype, float32
 from ...backend.primitives import column_sums, scatter_add
 from ...backend.random import generator
@@ -92,28 +93,46 @@ class LayerNorm(Op):
         xp = get_array_module(x)
         acc = accumulation_dtype(x.dtype)
         n = math.prod(normalized_shape)
-        # One row per normalised slice: the row sums are matrix-vector products on the CPU
-        # (BLAS; reductions on a GPU: backend/row_sums.py), and every elementwise step writes
-        # into a fresh temporary, so a float32 input makes no float64 and a float16 one is
-        # widened once.
+        # One row per normalised slice. On a GPU three kernels do it all (backend/layer_norm.py:
+        # one launch forward, two backward; the row's mean and rstd kept, not xhat). Else the
+        # row sums are matrix-vector products on the CPU (BLAS; reductions elsewhere:
+        # backend/row_sums.py), and every elementwise step writes into a fresh temporary, so a
+        # float32 input makes no float64 and a float16 one is widened once.
         rows = x.astype(acc, copy=False).reshape(math.prod(x.shape[: x.ndim - k]), n)
+        w = None if weight is None else weight.reshape(n).astype(acc, copy=False)
+        b = None if bias is None else bias.reshape(n).astype(acc, copy=False)
+        ctx.w, ctx.dtype = w, x.dtype
+        ctx.w_shape = None if weight is None else weight.shape
+        ctx.b_shape = None if bias is None else bias.shape
+        if _layer_norm.usable(rows, w, b):
+            out, ctx.mean, ctx.rstd = _layer_norm.forward(rows, w, b, epsilon)
+            ctx.rows, ctx.xhat = rows, None
+            return out.reshape(x.shape).astype(x.dtype, copy=False)
         centred = xp.subtract(rows, row_means(rows)[:, None])
         var = row_dots(centred, centred) * (1.0 / n)
         rstd = (1.0 / xp.sqrt(var + epsilon))[:, None]
         xhat = xp.multiply(centred, rstd, out=centred)
-        w = None if weight is None else weight.reshape(n).astype(acc, copy=False)
         out = xhat.copy() if w is None else xhat * w
-        if bias is not None:
-            out += bias.reshape(n).astype(acc, copy=False)
-        ctx.xhat, ctx.rstd, ctx.w, ctx.dtype = xhat, rstd, w, x.dtype
-        ctx.w_shape = None if weight is None else weight.shape
-        ctx.b_shape = None if bias is None else bias.shape
+        if b is not None:
+            out += b
+        ctx.xhat, ctx.rstd = xhat, rstd
         return out.reshape(x.shape).astype(x.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, grad):
         xp = get_array_module(grad)
         xhat, rstd = ctx.xhat, ctx.rstd
+        if xhat is None:  # the forward ran on the GPU's kernel: so do the gradients
+            rows = ctx.rows
+            g = grad.astype(rows.dtype, copy=False).reshape(rows.shape)
+            needs = (*ctx.needs_grad, False, False)
+            gx, gw, gb = _layer_norm.backward(
+                g, rows, ctx.w, ctx.mean, rstd, ctx.w_shape is not None and needs[1],
+                ctx.b_shape is not None and needs[2],
+            )  # fmt: skip
+            gw = None if gw is None else gw.reshape(ctx.w_shape)
+            gb = None if gb is None else gb.reshape(ctx.b_shape)
+            return gx.reshape(grad.shape).astype(ctx.dtype, copy=False), gw, gb
         n = xhat.shape[1]
         g = grad.astype(xhat.dtype, copy=False).reshape(xhat.shape)
         gw = None

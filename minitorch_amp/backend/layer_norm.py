@@ -1,0 +1,98 @@
+"""LayerNorm's forward and backward on a GPU in three launches (``cuda/layer_norm.cu``).
+
+``nn_ops.LayerNorm`` normalises float32 rows with array expressions: on the CPU about eight
+NumPy passes each way, with BLAS for the row sums. On a GPU the same expressions are about
+twelve CuPy launches forward and thirteen backward, each paying its host time (about 15 µs),
+nine times in the example GPT's step. Here the forward is one launch (the row's mean and
+``1 / sqrt(var + eps)`` kept for the backward), and the backward two: the input's gradient
+per row, and the weight's and bias's gradients per column.
+
+* NumPy arrays never come here: the op's own expressions are the twin, the specification.
+* CuPy float32 rows, C-contiguous, with ``backend.kernels.enabled()``: the kernels, whose
+  sums run in an order the shape alone decides (the same bits on every run and GPU), another
+  order than the twin's BLAS: they agree within float32 rounding, not bit for bit.
+* ``MINITORCH_AMP_RAW_KERNELS=0``, other dtypes, or an empty row: the op's expressions on
+  CuPy arrays.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import kernels
+from .device import get_array_module
+from .dtypes import float32
+
+__all__ = ["backward", "forward", "usable"]
+
+FILE = "layer_norm.cu"
+KERNELS = kernels.register(
+    FILE, names=("layer_norm_forward", "layer_norm_backward_input", "layer_norm_backward_params")
+)
+THREADS = 256  # kThreads in cuda/layer_norm.cu
+COLUMNS = 32  # kColumns: columns per block of layer_norm_backward_params
+MAX_ROW_BLOCKS = 8192  # past that, blocks stride over the rows
+MAX_COLUMN_BLOCKS = 65535  # and over the column tiles
+WEIGHT, BIAS = 1, 2  # the kernels' flags: LN_WEIGHT, LN_BIAS
+
+
+def usable(rows, weight=None, bias=None) -> bool:
+    """Whether the kernels take these ``[rows, n]`` float32 rows (and ``[n]`` parameters)."""
+    if get_array_module(rows) is np or not kernels.enabled():
+        return False
+    arrays = [a for a in (rows, weight, bias) if a is not None]
+    return (
+        rows.ndim == 2
+        and rows.size > 0
+        and max(rows.shape) <= np.iinfo(np.int32).max
+        and all(a.dtype == float32 and a.flags.c_contiguous for a in arrays)
+    )
+
+
+def forward(rows, weight, bias, epsilon: float):
+    """``(out, mean, rstd)`` of LayerNorm over the last axis of the float32 ``rows``."""
+    xp = get_array_module(rows)
+    count, n = rows.shape
+    out = xp.empty_like(rows)
+    mean = xp.empty(count, dtype=float32)
+    rstd = xp.empty(count, dtype=float32)
+    flags = (WEIGHT if weight is not None else 0) | (BIAS if bias is not None else 0)
+    args = (
+        rows,
+        rows if weight is None else weight,  # (read only with its flag)
+        rows if bias is None else bias,
+        out,
+        mean,
+        rstd,
+        np.int32(count),
+        np.int32(n),
+        np.float32(epsilon),
+        np.int32(flags),
+    )
+    grid = (min(count, MAX_ROW_BLOCKS),)
+    kernels.launch(FILE, "layer_norm_forward", grid, (THREADS,), args)
+    return out, mean, rstd
+
+
+def backward(grad, rows, weight, mean, rstd, weight_grad: bool, bias_grad: bool):
+    """``(d rows, d weight or None, d bias or None)`` for the float32 ``grad`` of the output."""
+    xp = get_array_module(rows)
+    count, n = rows.shape
+    grad = xp.ascontiguousarray(grad)
+    dx = xp.empty_like(rows)
+    flags = WEIGHT if weight is not None else 0
+    args = (rows, grad, rows if weight is None else weight, mean, rstd, dx)
+    args += (np.int32(count), np.int32(n), np.int32(flags))
+    grid = (min(count, MAX_ROW_BLOCKS),)
+    kernels.launch(FILE, "layer_norm_backward_input", grid, (THREADS,), args)
+    dw = xp.empty(n, dtype=float32) if weight_grad else None
+    db = xp.empty(n, dtype=float32) if bias_grad else None
+    if dw is not None or db is not None:
+        flags = (WEIGHT if dw is not None else 0) | (BIAS if db is not None else 0)
+        args = (rows, grad, mean, rstd, dx if dw is None else dw, dx if db is None else db)
+        args += (np.int32(count), np.int32(n), np.int32(flags))
+        grid = (min(math.ceil(n / COLUMNS), MAX_COLUMN_BLOCKS),)
+        kernels.launch(FILE, "layer_norm_backward_params", grid, (THREADS,), args)
+    return dx, dw, db
