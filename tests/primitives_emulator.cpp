@@ -2,7 +2,8 @@
 // per CUDA thread.
 //
 // tests/test_primitive_kernels.py builds this as a shared library and hands it the launches
-// that backend/primitives.py (relu_backward, sum_squares) would send to the GPU, around NumPy
+// that backend/primitives.py (relu_backward, sum_squares) would send to the GPU (and
+// tests/test_gelu_kernel.py those of backend/gelu.py), around NumPy
 // arrays, so the launchers' grids and arguments, the grid-stride loop, the tiles, the block
 // trees in shared memory and the one-block finish are checked without a GPU: relu_backward
 // against its twin bit for bit, sum_squares against a NumPy model of its order bit for bit
@@ -25,6 +26,7 @@
 
 #include <cuda_bf16.h>
 
+#include <cmath>
 #include <map>
 
 // (__float_as_uint and __double_as_longlong: cuda_emulator.h)
@@ -45,6 +47,21 @@ Body relu(void** a)
     return [=] {
         relu_backward<T, G>(arg<const T*>(a, 0), arg<const G*>(a, 1), arg<G*>(a, 2),
                             arg<long long>(a, 3));
+    };
+}
+
+template <typename T>
+Body gelu_fwd(void** a)
+{
+    return [=] { gelu_forward<T>(arg<const T*>(a, 0), arg<T*>(a, 1), arg<long long>(a, 2)); };
+}
+
+template <typename T>
+Body gelu_bwd(void** a)
+{
+    return [=] {
+        gelu_backward<T>(arg<const T*>(a, 0), arg<const T*>(a, 1), arg<T*>(a, 2),
+                         arg<long long>(a, 3));
     };
 }
 
@@ -76,6 +93,12 @@ const std::map<std::string, Body (*)(void**)>& kernel_table()
         RELU_FOR_Y(__nv_bfloat16),
         RELU_FOR_Y(float),
         RELU_FOR_Y(double),
+        {"gelu_forward<__half>", &gelu_fwd<__half>},
+        {"gelu_forward<__nv_bfloat16>", &gelu_fwd<__nv_bfloat16>},
+        {"gelu_forward<float>", &gelu_fwd<float>},
+        {"gelu_backward<__half>", &gelu_bwd<__half>},
+        {"gelu_backward<__nv_bfloat16>", &gelu_bwd<__nv_bfloat16>},
+        {"gelu_backward<float>", &gelu_bwd<float>},
         SQUARES_INTO(float),
         SQUARES_INTO(double),
         {"sum_partials<float>", &partials<float>},

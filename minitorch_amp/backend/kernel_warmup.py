@@ -46,6 +46,7 @@ LAUNCHERS = (
     "fp8_kernels",
     "fp8_scale",
     "fused_optim",
+    "gelu",
     "gemm",
     "gemm_bf16_sm90",
     "gemm_sm90",

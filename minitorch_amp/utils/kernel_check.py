@@ -225,6 +225,31 @@ def _relu_backward_matches(to_device: Move, to_host: Move) -> bool:
     )
 
 
+def _gelu_matches(to_device: Move, to_host: Move) -> bool:
+    """Exact GELU forward and backward in float32 and float16 over both tails: CUDA's erfcf
+    against the twin's float32 polynomials, within 1e-5 (float16: its own rounding)."""
+    from ..autograd.ops.activation import Gelu
+
+    same = True
+    for dtype, tolerance in ((np.float32, 1e-5), (np.float16, 2.0**-10)):
+        x = np.linspace(-8, 8, 1001).astype(dtype)
+        g = np.cos(np.arange(1001)).astype(dtype)
+
+        def run(move, x=x, g=g):
+            ctx = SimpleNamespace(needs_grad=(True,))
+            return Gelu.forward(ctx, move(x)), Gelu.backward(ctx, move(g))
+
+        for got, want in zip(run(to_device), run(np.asarray)):
+            got = np.asarray(to_host(got), np.float64)
+            same = same and np.allclose(got, want.astype(np.float64), tolerance, tolerance)
+    return same
+
+
+def _elementwise_matches(to_device: Move, to_host: Move) -> bool:
+    """elementwise.cu's two launchers: ReLU's gradient and exact GELU."""
+    return _relu_backward_matches(to_device, to_host) and _gelu_matches(to_device, to_host)
+
+
 def _sum_squares_matches(to_device: Move, to_host: Move) -> bool:
     """17 tiles and a tail (both kernels) of small integers, whose float32 sums are exact in
     any order: the twin's bits, twice."""
@@ -349,7 +374,7 @@ CHECKS: dict[str, Callable[[Move, Move], bool]] = {
     "gemm_sm90.cu": _gemm_sm90_matches,
     "gemm_bf16_sm90.cu": _gemm_bf16_sm90_matches,
     "optim.cu": _optim_matches,
-    "elementwise.cu": _relu_backward_matches,
+    "elementwise.cu": _elementwise_matches,
     "reduction.cu": _reduction_matches,
     "probe.cu": _probe_matches,
     "fp8_cast.cu": _fp8.check_cast,  # every float16 value, both formats and overflow modes

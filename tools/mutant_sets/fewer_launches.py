@@ -1,7 +1,8 @@
 """Issue 24 part 3, fewer launches: a float32 bias on a 16-bit product in the GEMM epilogue,
 a Linear layer's bias gradient with its cast in one deterministic kernel, a ReLU's mask left
 to that kernel, an O1 weight cast folded into its gradient's copy, a batch of products
-(attention's heads) in one GEMM launch, and LayerNorm in three kernels."""
+(attention's heads) in one GEMM launch, LayerNorm in three kernels and exact GELU in one each
+way."""
 
 # ruff: noqa: E501 (search texts are source lines, whatever their length)
 
@@ -16,6 +17,7 @@ CAST_FOLD_TESTS = "tests/test_cast_fold.py"
 BATCH_EMULATOR = "tests/test_gemm_emulator.py::test_emulated_batches_are_each_entrys_own_product"
 BATCH_TESTS = "tests/test_gemm_batched.py"
 LAYER_NORM_TESTS = "tests/test_layer_norm_kernel.py"
+GELU_TESTS = "tests/test_gelu_kernel.py"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -261,5 +263,37 @@ MUTANTS: list[Mutant] = [
         "    args = (rows, grad, rows if weight is None else weight, rstd, mean, dx)",
         (LAYER_NORM_TESTS,),
         "the input's gradient is computed from each row's rstd as its mean and back",
+    ),
+    Mutant(
+        "gelu-backward-drops-the-cdf",
+        "cuda/elementwise.cu",
+        "        const float slope = __fadd_rn(__fmul_rn(density, v), normal_cdf(v));",
+        "        const float slope = __fmul_rn(density, v);",
+        (GELU_TESTS,),
+        "exact GELU's kernel gradient forgets Phi(x): only x * phi(x)",
+    ),
+    Mutant(
+        "gelu-forward-writes-the-cdf",
+        "cuda/elementwise.cu",
+        "        store(out + i, __fmul_rn(v, normal_cdf(v)));",
+        "        store(out + i, normal_cdf(v));",
+        (GELU_TESTS,),
+        "exact GELU's kernel returns Phi(x), not x * Phi(x)",
+    ),
+    Mutant(
+        "gelu-launcher-swaps-x-and-grad",
+        "minitorch_amp/backend/gelu.py",
+        "    _launch(_BACKWARD[x.dtype], (x, grad, out), x.size)",
+        "    _launch(_BACKWARD[x.dtype], (grad, x, out), x.size)",
+        (GELU_TESTS,),
+        "the gradient kernel reads the gradient as the input and back",
+    ),
+    Mutant(
+        "gelu-tanh-approximation-on-the-exact-kernel",
+        "minitorch_amp/autograd/ops/activation.py",
+        "        if not approximate and _gelu.usable(x):",
+        "        if _gelu.usable(x):",
+        (GELU_TESTS,),
+        "approximate=True runs the exact GELU kernel on a GPU",
     ),
 ]

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from ...backend import gelu as _gelu
 from ...backend import get_array_module
 from ...backend.blocks import blocks
 from ...backend.dtypes import accumulation_dtype
@@ -66,6 +67,7 @@ class Gelu(Op):
     Exact (``approximate=False``): ``x * Phi(x)`` with ``Phi(x) = (1 + erf(x / sqrt(2))) / 2``,
     derivative ``Phi(x) + x * phi(x)`` where ``phi`` is the standard normal density.
     Tanh form: ``x/2 * (1 + tanh(u))`` with ``u = sqrt(2/pi) * (x + 0.044715 x^3)``.
+    On a GPU the exact form is one kernel launch each way (``backend/gelu.py``).
     """
 
     name = "gelu"
@@ -74,6 +76,9 @@ class Gelu(Op):
     @staticmethod
     def forward(ctx, x, approximate=False):
         xp = get_array_module(x)
+        if not approximate and _gelu.usable(x):  # a GPU: one launch each way (backend/gelu.py)
+            ctx.x, ctx.approximate, ctx.cdf = x, False, None
+            return _gelu.forward(x)
         xa = _widen(x)
         ctx.x, ctx.approximate = xa, approximate
         if approximate:
@@ -90,6 +95,11 @@ class Gelu(Op):
     def backward(ctx, grad):
         xp = get_array_module(grad)
         x = ctx.x
+        if not ctx.approximate and ctx.cdf is None:  # the forward ran on the GPU's kernel
+            if _gelu.usable(x, grad):
+                return _gelu.backward(x, grad)
+            ctx.cdf = normal_cdf(_widen(x))  # (a gradient of another dtype: the expressions)
+            x = _widen(x)
         if ctx.approximate:
             t = ctx.t
             du = _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_CUBIC * x * x)
