@@ -5,7 +5,9 @@ input, and the result is held to the twin run on the same input with NumPy: bit 
 where the kernel promises that (casts, unscaling, the loss-scale update, the optimizer, the
 ReLU gradient, the start-up probe, the Hopper GEMM, and the sum of squares, the bias
 gradient and mse_loss's squared error on integer data, whose float32 sums are exact in any
-order), within two float16 ulps for ``gemm_fp16.cu`` (it adds in another order). Each GEMM
+order), within two float16 ulps for ``gemm_fp16.cu`` (it adds in another order), and within
+float32 rounding for the kernels of LayerNorm and exact GELU, whose twins sum or evaluate in
+their own ways (:mod:`minitorch_amp.utils.kernel_check_ops`). Each GEMM
 check chooses its kernel with ``MINITORCH_AMP_GEMM_KERNEL``; ``gemm_sm90.cu`` runs only on
 compute capability 9.0 and is reported "not run" elsewhere.
 Without a GPU, each file is compiled with NVRTC for its target when the library is here
@@ -22,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -38,6 +39,7 @@ from ..backend import primitives as _primitives
 from ..backend import squared_error as _squared_error
 from ..backend.dtypes import bfloat16
 from . import kernel_cache as _kernel_cache
+from . import kernel_check_ops as _ops
 from .kernel_cache import KernelCache
 
 Move = Callable[[np.ndarray], object]
@@ -225,29 +227,9 @@ def _relu_backward_matches(to_device: Move, to_host: Move) -> bool:
     )
 
 
-def _gelu_matches(to_device: Move, to_host: Move) -> bool:
-    """Exact GELU forward and backward in float32 and float16 over both tails: CUDA's erfcf
-    against the twin's float32 polynomials, within 1e-5 (float16: its own rounding)."""
-    from ..autograd.ops.activation import Gelu
-
-    same = True
-    for dtype, tolerance in ((np.float32, 1e-5), (np.float16, 2.0**-10)):
-        x = np.linspace(-8, 8, 1001).astype(dtype)
-        g = np.cos(np.arange(1001)).astype(dtype)
-
-        def run(move, x=x, g=g):
-            ctx = SimpleNamespace(needs_grad=(True,))
-            return Gelu.forward(ctx, move(x)), Gelu.backward(ctx, move(g))
-
-        for got, want in zip(run(to_device), run(np.asarray)):
-            got = np.asarray(to_host(got), np.float64)
-            same = same and np.allclose(got, want.astype(np.float64), tolerance, tolerance)
-    return same
-
-
 def _elementwise_matches(to_device: Move, to_host: Move) -> bool:
     """elementwise.cu's two launchers: ReLU's gradient and exact GELU."""
-    return _relu_backward_matches(to_device, to_host) and _gelu_matches(to_device, to_host)
+    return _relu_backward_matches(to_device, to_host) and _ops.gelu_matches(to_device, to_host)
 
 
 def _sum_squares_matches(to_device: Move, to_host: Move) -> bool:
@@ -346,27 +328,6 @@ def _fp8_scale_matches(to_device: Move, to_host: Move) -> bool:
     return same
 
 
-def _layer_norm_matches(to_device: Move, to_host: Move) -> bool:
-    """LayerNorm forward and backward over rows of 300 (past a block's 256 threads) with a
-    weight and a bias: the kernels sum in their own order, the op's NumPy twin with BLAS, so
-    the two agree within float32 rounding (1e-5 of the largest value), not bit for bit."""
-    from ..autograd.ops.nn_ops import LayerNorm
-
-    rng = np.random.default_rng(0)
-    x, g = (rng.standard_normal((5, 3, 300)).astype(np.float32) for _ in range(2))
-    w, b = (rng.standard_normal(300).astype(np.float32) for _ in range(2))
-
-    def run(move):
-        ctx = SimpleNamespace(needs_grad=(True, True, True))
-        out = LayerNorm.forward(ctx, move(x), move(w), move(b), normalized_shape=(300,))
-        return [out, *LayerNorm.backward(ctx, move(g))]
-
-    return all(
-        np.allclose(to_host(got), want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
-        for got, want in zip(run(to_device), run(np.asarray))
-    )
-
-
 CHECKS: dict[str, Callable[[Move, Move], bool]] = {
     "cast.cu": _cast_matches,
     "amp.cu": _amp_matches,
@@ -380,7 +341,7 @@ CHECKS: dict[str, Callable[[Move, Move], bool]] = {
     "fp8_cast.cu": _fp8.check_cast,  # every float16 value, both formats and overflow modes
     "gemm_fp8_sm90.cu": _fp8_gemm_matches,
     "fp8_scale.cu": _fp8_scale_matches,
-    "layer_norm.cu": _layer_norm_matches,
+    "layer_norm.cu": _ops.layer_norm_matches,
 }
 
 

@@ -1,0 +1,61 @@
+"""Kernel checks that hold an op's GPU kernels to the op's own NumPy path, within float32
+rounding: LayerNorm (``layer_norm.cu``: the twin sums with BLAS, the kernels in a fixed tree)
+and exact GELU (``elementwise.cu``'s gelu kernels: CUDA's ``erfcf`` against the twin's float32
+polynomials). :mod:`minitorch_amp.utils.kernel_check` runs them with the others.
+
+Each check runs the op's forward and backward on arrays moved by ``to_device`` and on NumPy,
+and compares what ``to_host`` brings back; with NumPy on both sides (the tests) it holds the
+op to itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import SimpleNamespace
+
+import numpy as np
+
+Move = Callable[[np.ndarray], object]
+
+__all__ = ["gelu_matches", "layer_norm_matches"]
+
+
+def layer_norm_matches(to_device: Move, to_host: Move) -> bool:
+    """LayerNorm forward and backward over rows of 300 (past a block's 256 threads) with a
+    weight and a bias: the kernels sum in their own order, the op's NumPy twin with BLAS, so
+    the two agree within float32 rounding (1e-5 of the largest value), not bit for bit."""
+    from ..autograd.ops.nn_ops import LayerNorm
+
+    rng = np.random.default_rng(0)
+    x, g = (rng.standard_normal((5, 3, 300)).astype(np.float32) for _ in range(2))
+    w, b = (rng.standard_normal(300).astype(np.float32) for _ in range(2))
+
+    def run(move):
+        ctx = SimpleNamespace(needs_grad=(True, True, True))
+        out = LayerNorm.forward(ctx, move(x), move(w), move(b), normalized_shape=(300,))
+        return [out, *LayerNorm.backward(ctx, move(g))]
+
+    return all(
+        np.allclose(to_host(got), want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+        for got, want in zip(run(to_device), run(np.asarray))
+    )
+
+
+def gelu_matches(to_device: Move, to_host: Move) -> bool:
+    """Exact GELU forward and backward in float32 and float16 over both tails: CUDA's erfcf
+    against the twin's float32 polynomials, within 1e-5 (float16: its own rounding)."""
+    from ..autograd.ops.activation import Gelu
+
+    same = True
+    for dtype, tolerance in ((np.float32, 1e-5), (np.float16, 2.0**-10)):
+        x = np.linspace(-8, 8, 1001).astype(dtype)
+        g = np.cos(np.arange(1001)).astype(dtype)
+
+        def run(move, x=x, g=g):
+            ctx = SimpleNamespace(needs_grad=(True,))
+            return Gelu.forward(ctx, move(x)), Gelu.backward(ctx, move(g))
+
+        for got, want in zip(run(to_device), run(np.asarray)):
+            got = np.asarray(to_host(got), np.float64)
+            same = same and np.allclose(got, want.astype(np.float64), tolerance, tolerance)
+    return same
