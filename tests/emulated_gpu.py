@@ -63,6 +63,18 @@ def host_empty(n, dtype):
     return np.empty(n, dtype).view(HostArray)
 
 
+def on_device(a) -> HostArray:
+    """A copy of ``a`` posing as a CuPy array (what ``cupy.asarray`` would make)."""
+    out = np.empty(np.shape(a), np.asarray(a).dtype).view(HostArray)
+    np.copyto(out, a)
+    return out
+
+
+def to_host(a):
+    """``a`` as a plain NumPy array (None stays None): what ``cupy.asnumpy`` would give."""
+    return None if a is None else np.asarray(a).view(np.ndarray)
+
+
 def build(cpp: str, directory: Path) -> ctypes.CDLL:
     """Compile ``tests/<cpp>`` with g++ into a library with ``launch`` and ``last_error``."""
     compiler = needs.program("g++", "the kernel emulators are built with it")

@@ -14,7 +14,8 @@ from types import SimpleNamespace
 import emulated_gpu
 import numpy as np
 import pytest
-from emulated_gpu import HostArray
+from emulated_gpu import HostArray, on_device
+from emulated_gpu import to_host as host
 
 import minitorch_amp as mt
 import minitorch_amp.nn.functional as F
@@ -45,16 +46,6 @@ def launches(emulator, monkeypatch):
     device.cupy.empty_like = lambda a: np.empty_like(a).view(HostArray)
     device.cupy.ascontiguousarray = lambda a: np.ascontiguousarray(a).view(HostArray)
     return made
-
-
-def on_device(a):
-    out = np.empty(np.shape(a), np.asarray(a).dtype).view(HostArray)
-    np.copyto(out, a)
-    return out
-
-
-def host(a):
-    return None if a is None else np.asarray(a).view(np.ndarray)
 
 
 def case(rows, n, seed=0):
