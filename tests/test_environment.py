@@ -229,7 +229,15 @@ def test_every_registered_kernel_file_has_a_check():
 
 # ---- the page shows what the command prints -------------------------------------------------
 SHOWN = re.findall(r"```text\n(.*?)```", PAGE, re.S)
-NUMBERS = {"eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13}
+NUMBERS = {
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "thirteen": 13,
+    "fourteen": 14,
+}
 
 
 def test_the_page_shows_the_options_as_help_prints_them(capsys, monkeypatch):

@@ -53,6 +53,7 @@ LAUNCHERS = (
     "layer_norm",
     "loss_scaling",
     "primitives",
+    "softmax",
     "squared_error",
 )
 

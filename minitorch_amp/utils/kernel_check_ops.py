@@ -1,7 +1,8 @@
 """Kernel checks that hold an op's GPU kernels to the op's own NumPy path, within float32
-rounding: LayerNorm (``layer_norm.cu``: the twin sums with BLAS, the kernels in a fixed tree)
-and exact GELU (``elementwise.cu``'s gelu kernels: CUDA's ``erfcf`` against the twin's float32
-polynomials). :mod:`minitorch_amp.utils.kernel_check` runs them with the others.
+rounding: LayerNorm (``layer_norm.cu``) and softmax (``softmax.cu``), whose twins sum with
+BLAS where the kernels sum in a fixed tree, and exact GELU (``elementwise.cu``'s gelu kernels:
+CUDA's ``erfcf`` against the twin's float32 polynomials). :mod:`minitorch_amp.utils.kernel_check`
+runs them with the others.
 
 Each check runs the op's forward and backward on arrays moved by ``to_device`` and on NumPy,
 and compares what ``to_host`` brings back; with NumPy on both sides (the tests) it holds the
@@ -17,7 +18,7 @@ import numpy as np
 
 Move = Callable[[np.ndarray], object]
 
-__all__ = ["gelu_matches", "layer_norm_matches"]
+__all__ = ["gelu_matches", "layer_norm_matches", "softmax_matches"]
 
 
 def layer_norm_matches(to_device: Move, to_host: Move) -> bool:
@@ -58,4 +59,25 @@ def gelu_matches(to_device: Move, to_host: Move) -> bool:
         for got, want in zip(run(to_device), run(np.asarray)):
             got = np.asarray(to_host(got), np.float64)
             same = same and np.allclose(got, want.astype(np.float64), tolerance, tolerance)
+    return same
+
+
+def softmax_matches(to_device: Move, to_host: Move) -> bool:
+    """Softmax forward and backward over rows of 64 (attention's) and of 300 (past a block's
+    256 threads), a row masked with -inf: within float32 rounding of the NumPy op."""
+    from ..autograd.ops.activation import Softmax
+
+    rng = np.random.default_rng(0)
+    same = True
+    for n in (64, 300):
+        x = (rng.standard_normal((6, n)) * 4).astype(np.float32)
+        x[0, n // 2 :] = -np.inf
+        g = rng.standard_normal((6, n)).astype(np.float32)
+
+        def run(move, x=x, g=g):
+            ctx = SimpleNamespace(needs_grad=(True,))
+            return Softmax.forward(ctx, move(x)), Softmax.backward(ctx, move(g))
+
+        for got, want in zip(run(to_device), run(np.asarray)):
+            same = same and np.allclose(to_host(got), want, rtol=2e-5, atol=1e-6)
     return same

@@ -1,8 +1,8 @@
 """Issue 24 part 3, fewer launches: a float32 bias on a 16-bit product in the GEMM epilogue,
 a Linear layer's bias gradient with its cast in one deterministic kernel, a ReLU's mask left
 to that kernel, an O1 weight cast folded into its gradient's copy, a batch of products
-(attention's heads) in one GEMM launch, LayerNorm in three kernels and exact GELU in one each
-way."""
+(attention's heads) in one GEMM launch, LayerNorm in three kernels, and exact GELU and softmax in one
+each way."""
 
 # ruff: noqa: E501 (search texts are source lines, whatever their length)
 
@@ -18,6 +18,7 @@ BATCH_EMULATOR = "tests/test_gemm_emulator.py::test_emulated_batches_are_each_en
 BATCH_TESTS = "tests/test_gemm_batched.py"
 LAYER_NORM_TESTS = "tests/test_layer_norm_kernel.py"
 GELU_TESTS = "tests/test_gelu_kernel.py"
+SOFTMAX_TESTS = "tests/test_softmax_kernel.py"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -295,5 +296,29 @@ MUTANTS: list[Mutant] = [
         "        if _gelu.usable(x):",
         (GELU_TESTS,),
         "approximate=True runs the exact GELU kernel on a GPU",
+    ),
+    Mutant(
+        "softmax-forward-skips-the-maximum",
+        "cuda/softmax.cu",
+        "        m = block_reduce(m, partial, Max());",
+        "        m = 0.0f;",
+        (SOFTMAX_TESTS,),
+        "softmax's kernel subtracts 0, not the row's maximum: exp overflows on large scores",
+    ),
+    Mutant(
+        "softmax-backward-sums-g-alone",
+        "cuda/softmax.cu",
+        "            s = __fadd_rn(s, __fmul_rn(g[start + i], y[start + i]));",
+        "            s = __fadd_rn(s, g[start + i]);",
+        (SOFTMAX_TESTS,),
+        "softmax's gradient removes sum(g), not sum(g * y)",
+    ),
+    Mutant(
+        "softmax-kernel-along-another-axis",
+        "minitorch_amp/backend/softmax.py",
+        "        axis % x.ndim == x.ndim - 1",
+        "        True",
+        (SOFTMAX_TESTS,),
+        "softmax along the first axis runs the last-axis kernel",
     ),
 ]

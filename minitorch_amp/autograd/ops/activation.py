@@ -13,6 +13,7 @@ import numpy as np
 
 from ...backend import gelu as _gelu
 from ...backend import get_array_module
+from ...backend import softmax as _softmax
 from ...backend.blocks import blocks
 from ...backend.dtypes import accumulation_dtype
 from ...backend.primitives import relu_backward
@@ -137,6 +138,9 @@ class Softmax(Op):
             ctx.out = _widen(x)
             return x.copy()
         xa = _widen(x)
+        if _softmax.usable(xa, axis=axis):  # a GPU: one launch each way (backend/softmax.py)
+            ctx.out = _softmax.forward(xa)
+            return ctx.out.astype(x.dtype, copy=False)
         if xa.ndim == 0 or xa.dtype.kind != "f":  # a 0-d or integer input: no fast path
             e = xp.exp(xa - xa.max(axis=axis, keepdims=True))
             ctx.out = e / e.sum(axis=axis, keepdims=True)
@@ -155,6 +159,8 @@ class Softmax(Op):
         xp = get_array_module(grad)
         y = ctx.out
         g = _widen(grad)
+        if _softmax.usable(y, g, axis=ctx.axis):
+            return _softmax.backward(y, g).astype(grad.dtype, copy=False)
         gx = xp.subtract(g, _row_sums(g, ctx.axis, y))  # fresh: scaled by y in place
         gx *= y
         return gx.astype(grad.dtype, copy=False)

@@ -1,0 +1,66 @@
+// softmax_emulator.cpp: run cuda/softmax.cu's two kernels on a CPU, one fiber per CUDA thread.
+//
+// tests/test_softmax_kernel.py builds this as a shared library and hands it the launches that
+// backend/softmax.py would send to the GPU, around NumPy arrays, so the launcher's grids and
+// arguments, the row loop, the trees in shared memory and the barriers are checked without a
+// GPU. The kernel file is compiled unchanged; the hardware layer is in cuda_emulator.h, with
+// -ftz's flushes (MXCSR's FTZ and DAZ) while a kernel runs, as on the GPU.
+//
+// Build: g++ -std=c++17 -O1 -shared -fPIC -ffp-contract=off -Wno-attributes
+//            -Wno-unknown-pragmas -I<cuda>/include -I<repo>/cuda
+//            softmax_emulator.cpp -o libsoftmax_emulator.so
+// Call:  int launch(const char* name, int grid, int block, void** args)  (0 = ok), with
+//        args[i] pointing at the i-th kernel argument, as cuLaunchKernel takes them.
+
+#include "cuda_emulator.h"
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+// One IEEE operation each, rounded to nearest even (built with -ffp-contract=off: no fma).
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __int_as_float(int bits)
+{
+    float value;
+    std::memcpy(&value, &bits, sizeof value);
+    return value;
+}
+
+#include "softmax.cu"
+
+using Body = std::function<void()>;
+
+Body forward(void** a)
+{
+    return [=] {
+        softmax_forward(arg<const float*>(a, 0), arg<float*>(a, 1), arg<int>(a, 2),
+                        arg<int>(a, 3));
+    };
+}
+
+Body backward(void** a)
+{
+    return [=] {
+        softmax_backward(arg<const float*>(a, 0), arg<const float*>(a, 1), arg<float*>(a, 2),
+                         arg<int>(a, 3), arg<int>(a, 4));
+    };
+}
+
+// Every name the launcher uses.
+const std::map<std::string, Body (*)(void**)>& kernel_table()
+{
+    static const std::map<std::string, Body (*)(void**)> table = {
+        {"softmax_forward", &forward},
+        {"softmax_backward", &backward},
+    };
+    return table;
+}
+
+extern "C" int launch(const char* name, int grid, int block, void** args)
+{
+    return launch_from(kernel_table(), name, grid, block, args);
+}
