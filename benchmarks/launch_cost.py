@@ -23,11 +23,18 @@ plan, the output's allocation, CuPy's cuBLAS matmul and PyTorch's ``torch.mm`` b
 Each figure is host µs per call: the median over 15 rounds of 200 calls timed with
 ``time.perf_counter``, the device synchronised before each round and not inside it, after a
 warm-up of at least 1 s of the same calls.
+
+``--stand-in`` times, on any machine, the part of a ``gemm.gemm`` call that is the project's
+own Python: CuPy is stood in for by NumPy arrays that carry an address, and the tensor
+maps' driver call, CuPy's allocation and the launch itself do nothing, so what is timed is
+the checks, the kernel choice, the recipe, the tensor-map cache and the argument packing,
+on each kernel's path (``gemm_sm90.cu`` on a Hopper GPU, ``gemm_fp16.cu`` elsewhere).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import ctypes
 import io
@@ -35,6 +42,8 @@ import pstats
 import statistics
 import sys
 import time
+from types import SimpleNamespace
+from unittest import mock
 
 import numpy as np
 
@@ -209,6 +218,64 @@ def profile_gemm(cp, calls: int = 2000) -> str:
     return text.getvalue()
 
 
+class _StandInArray(np.ndarray):
+    """A NumPy array posing as a CuPy one for the GEMM's launcher: ``.data.ptr`` (a stored
+    attribute, as CuPy's is) and ``.device``."""
+
+    device = contextlib.nullcontext()
+
+    @property
+    def data(self):
+        data = self.__dict__.get("_data")
+        if data is None:
+            data = self.__dict__["_data"] = SimpleNamespace(ptr=self.ctypes.data)
+        return data
+
+
+@contextlib.contextmanager
+def _stand_in(hopper: bool):
+    """CuPy and the GPU stood in for (see the module docstring); ``hopper``: a 132-SM Hopper."""
+    empty = lambda shape, dtype: np.empty(shape, dtype).view(_StandInArray)  # noqa: E731
+    cupy = SimpleNamespace(__version__="stand-in", ndarray=_StandInArray, empty=empty)
+    blank_map = np.zeros(1, gemm_sm90.TENSOR_MAP)[0]
+    with contextlib.ExitStack() as stack:
+        for owner, name, value in (
+            (_device, "cupy", cupy),
+            (kernels, "launch", lambda *args, **kwargs: None),
+            (gemm_sm90, "device_is_hopper", lambda: hopper),
+            (gemm_sm90, "sm_count", lambda: 132),
+            (gemm_sm90, "_encode_now", lambda array, k_major, rows: blank_map),
+        ):
+            stack.enter_context(mock.patch.object(owner, name, value))
+        yield
+
+
+def stand_in_rows(hopper: bool, size: int = 256):
+    """``gemm.gemm``'s own Python on ``size``-cubed float16 operands, on the stand-in."""
+    a, c = (np.ones((size, size), np.float16).view(_StandInArray) for _ in range(2))
+    bias = np.zeros(size, np.float16).view(_StandInArray)
+    return [
+        ("gemm.gemm", lambda: gemm.gemm(a, a)),
+        ("gemm.gemm(c=...)", lambda: gemm.gemm(a, a, c=c)),
+        (
+            "gemm.gemm, bias, ReLU, b transposed",
+            lambda: gemm.gemm(a, a, transpose_b=True, bias=bias, relu=True),
+        ),
+    ]
+
+
+def print_stand_in() -> None:
+    print(
+        f"the Python of one gemm.gemm call, CuPy and the GPU stood in for (launch_cost.py "
+        f"--stand-in): Python {sys.version.split()[0]}, NumPy {np.__version__}; host µs per "
+        f"call, median of {ROUNDS} rounds of {CALLS} calls after >= {WARMUP_S} s of warm-up"
+    )
+    for hopper, kernel in ((True, "gemm_sm90.cu"), (False, "gemm_fp16.cu")):
+        with _stand_in(hopper):
+            rows = measure(stand_in_rows(hopper), lambda: None)
+        print_rows(f"float16, 256 x 256 x 256, the path to {kernel}", rows)
+
+
 def print_rows(title: str, rows) -> None:
     print(f"\n{title}\n| what | host µs per call |\n|---|---|")
     for what, us in rows:
@@ -218,7 +285,15 @@ def print_rows(title: str, rows) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", action="store_true", help="cProfile 2000 gemm.gemm calls")
+    parser.add_argument(
+        "--stand-in",
+        action="store_true",
+        help="time gemm.gemm's own Python on the CPU, CuPy and the GPU stood in for",
+    )
     args = parser.parse_args(argv)
+    if args.stand_in:
+        print_stand_in()
+        return 0
     cp = _device.cupy
     if cp is None or not mt.device.cuda.device_count():
         print(

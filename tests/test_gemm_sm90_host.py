@@ -17,7 +17,7 @@ import pytest
 from emulated_gpu import HostArray
 
 from minitorch_amp.backend import gemm_sm90
-from minitorch_amp.backend.dtypes import float16
+from minitorch_amp.backend.dtypes import float16, float32
 
 
 @pytest.fixture
@@ -115,3 +115,92 @@ def test_the_device_check_asks_each_device_once(monkeypatch):
     other = _Cupy({0: "80"})  # another CuPy (a test's stand-in) is asked anew
     monkeypatch.setattr(gemm_sm90._device, "cupy", other)
     assert not gemm_sm90.device_is_hopper() and other.asked == [0]
+
+
+# ---- a launch's recipe: worked out once per shape ---------------------------------------------
+@pytest.fixture
+def launches(driver, monkeypatch):
+    """``gemm_sm90.launch`` on stand-in operands: a device of 132 SMs, CuPy's ``empty`` a
+    NumPy one, ``kernels.launch`` recorded as ``(file, name, grid, args, shared_mem)``."""
+    recorded = []
+
+    def record(file, name, grid, block, args, shared_mem=0):
+        assert block == (gemm_sm90.THREADS, 1, 1) or name.startswith("gemm_sm90_reduce")
+        recorded.append((file, name, grid, args, shared_mem))
+
+    empty = lambda shape, dtype: np.empty(shape, dtype).view(HostArray)  # noqa: E731
+    monkeypatch.setattr(gemm_sm90._device, "cupy", SimpleNamespace(empty=empty))
+    monkeypatch.setattr(gemm_sm90, "sm_count", lambda: 132)
+    monkeypatch.setattr(gemm_sm90.kernels, "launch", record)
+    gemm_sm90._kept_recipe.cache_clear()
+    yield recorded
+    gemm_sm90._kept_recipe.cache_clear()
+
+
+def launch(m, n, k, out_dtype=float16, variant=gemm_sm90.FLOAT16, in_dtype=float16):
+    from minitorch_amp.backend.gemm import _Epilogue
+
+    a = np.zeros((m, k), in_dtype).view(HostArray)
+    b = np.zeros((k, n), in_dtype).view(HostArray)
+    out = np.zeros((m, n), out_dtype).view(HostArray)
+    epilogue = _Epilogue(None, False, np.float32(0.5), np.float32(0.0))
+    gemm_sm90.launch(a, b, False, False, epilogue, out, 2, variant)
+    return out
+
+
+def test_a_shape_launched_again_finds_its_recipe(launches):
+    for _ in range(3):
+        launch(512, 4096, 256)
+    launch(256, 4096, 256)
+    info = gemm_sm90._kept_recipe.cache_info()
+    assert (info.misses, info.hits) == (2, 2)
+    same = [(name, grid, shared) for _, name, grid, _, shared in launches[:3]]
+    assert same[0] == same[1] == same[2]
+    assert launches[0][4] == gemm_sm90.smem_bytes(gemm_sm90.plan(512, 4096, 256, 132).bn)
+
+
+def test_the_arguments_follow_the_kernels_signatures_split_or_not(launches):
+    """``gemm_sm90(map_a, map_b, C, bias, partial, M, N, K, ldc, alpha, beta, flags, splits)``
+    and ``gemm_sm90_reduce(partial, splits, C, bias, M, N, ldc, alpha, beta, flags)``."""
+    out = launch(128, 64, 8192, float32)  # a quarter of a tile, K long: split
+    p = gemm_sm90.plan(128, 64, 8192, 132)
+    assert p.splits > 1 and len(launches) == 2
+    (file, name, grid, args, _), (_, reduce, reduce_grid, reduce_args, _) = launches
+    assert file == gemm_sm90.FILE and name == gemm_sm90.kernel_name(False, False, float32, p.bn)
+    assert grid == (p.grid, 1, 1) and reduce == gemm_sm90.reduce_name(float32)
+    partial = args[4]
+    assert partial.shape == (p.splits, 128, 64) and partial.dtype == np.float32
+    assert args[2] is out and args[3] is out  # no bias: the output stands in, never read
+    assert [type(x) for x in args[5:]] == [np.int32] * 4 + [np.float32] * 2 + [np.int32] * 2
+    assert [x.item() for x in args[5:]] == [128, 64, 8192, 64, 0.5, 0.0, 2, p.splits]
+    assert reduce_args[0] is partial and reduce_args[2] is out and reduce_args[3] is out
+    types = [type(x) for x in reduce_args[1:2] + reduce_args[4:]]
+    assert types == [np.int32] * 4 + [np.float32] * 2 + [np.int32]
+    values = [x.item() for x in reduce_args[1:2] + reduce_args[4:]]
+    assert values == [p.splits, 128, 64, 64, 0.5, 0.0, 2]
+    assert reduce_grid == (-(-128 * 64 // 256), 1, 1)
+
+
+def test_each_variant_launches_its_own_kernels_and_keeps_its_own_recipe(launches):
+    from minitorch_amp.backend import gemm_bf16_sm90
+    from minitorch_amp.backend.dtypes import bfloat16
+
+    launch(256, 256, 256)
+    launch(256, 256, 256, bfloat16, gemm_bf16_sm90.BFLOAT16, bfloat16)
+    (file16, name16, *_), (file_bf16, name_bf16, *_) = launches
+    assert (file16, file_bf16) == (gemm_sm90.FILE, gemm_bf16_sm90.FILE)
+    assert "__half" in name16 and "__nv_bfloat16" in name_bf16
+    assert gemm_sm90._kept_recipe.cache_info().misses == 2
+
+
+def test_a_forced_plan_is_used_and_never_kept(launches):
+    with gemm_sm90.forced_plan(256, 2, pingpong=False):
+        launch(2048, 2048, 256)
+    assert gemm_sm90._kept_recipe.cache_info().currsize == 0
+    (_, name, _, args, _), (_, reduce, *_) = launches
+    assert name == gemm_sm90.kernel_name(False, False, float16, 256) and args[-1] == 2
+    assert reduce == gemm_sm90.reduce_name(float16)
+    launch(2048, 2048, 256)  # the rule's own plan afterwards: ping-pong, K not split
+    assert gemm_sm90.plan(2048, 2048, 256, 132) == gemm_sm90.Plan(128, 1, 132, pingpong=True)
+    assert len(launches) == 3
+    assert launches[2][1] == gemm_sm90.kernel_name(False, False, float16, 128, pingpong=True)

@@ -55,6 +55,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -89,6 +90,7 @@ INPUT_DTYPES = (float16, bfloat16)
 _INT32_MAX = 2**31 - 1
 
 
+@functools.lru_cache(maxsize=64)  # (a few µs of formatting per launch otherwise)
 def kernel_name(transpose_a: bool, transpose_b: bool, out_dtype, in_dtype=float16) -> str:
     """The name expression of the instantiation for this layout, output and input dtype."""
     layout = _LAYOUTS[(transpose_a, transpose_b)]
@@ -146,10 +148,10 @@ def gemm(
         ValueError: shapes do not fit, an array is not C-contiguous, ``beta`` without ``c``,
             or a ``product_dtype`` other than ``out_dtype`` without a bias.
     """
-    arrays = [x for x in (a, b, bias, c) if x is not None]
-    xp = get_array_module(*arrays)
-    if any(get_array_module(x) is not xp for x in arrays):
-        raise TypeError("gemm's arrays are on different devices; move them to one first")
+    xp = get_array_module(a)
+    for x in (b, bias, c):
+        if x is not None and get_array_module(x) is not xp:
+            raise TypeError("gemm's arrays are on different devices; move them to one first")
     out_dtype = _output_dtype(out_dtype, c, a.dtype if a.dtype == bfloat16 else float16)
     batch, m, n, _ = _check(a, b, transpose_a, transpose_b, bias, c, beta, out_dtype)
     product_dtype = _product_dtype(product_dtype, out_dtype, a.dtype, bias)
@@ -227,8 +229,9 @@ def _check(a, b, transpose_a, transpose_b, bias, c, beta, out_dtype):
             f"(shapes {a.shape} and {b.shape}, transpose_a={transpose_a}, "
             f"transpose_b={transpose_b})"
         )
-    try:
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    try:  # (most calls have the same batch axes, or none: NumPy's rule costs µs)
+        same = a.shape[:-2] == b.shape[:-2]
+        batch = a.shape[:-2] if same else np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except ValueError:
         raise ValueError(
             f"the batch axes of a {a.shape[:-2]} and b {b.shape[:-2]} do not broadcast"

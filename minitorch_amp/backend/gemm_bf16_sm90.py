@@ -21,13 +21,9 @@ Example (the names, without a GPU):
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from . import device as _device
 from . import gemm_sm90 as _sm90
-from . import kernels
 from .dtypes import bfloat16, float32
 from .kernels import register
 
@@ -56,27 +52,10 @@ NAMES = tuple(
     for bn, pingpong in _sm90.SCHEDULES
 ) + tuple(reduce_name(out) for out in _OUT_TYPES)
 KERNELS = register(FILE, names=NAMES, arch=_sm90.ARCH)
+BFLOAT16 = _sm90.Variant(FILE, kernel_name, reduce_name)
 
 
 def launch(a, b, transpose_a, transpose_b, epilogue, out, flags: int) -> None:
     """``out = epilogue(alpha * op(a) @ op(b))`` on 2-D contiguous bfloat16 CuPy arrays;
     ``out`` is bfloat16 or float32 (``backend/gemm.py`` has checked everything)."""
-    m, n = out.shape
-    k = a.shape[0] if transpose_a else a.shape[1]
-    p = _sm90.plan(m, n, k, _sm90.sm_count())
-    map_a = _sm90.encode(a, k_major=not transpose_a, rows=_sm90.BM)
-    map_b = _sm90.encode(b, k_major=transpose_b, rows=p.bn)
-    bias = epilogue.bias if epilogue.bias is not None else out
-    partial = _device.cupy.empty((p.splits, m, n), dtype=float32) if p.splits > 1 else out
-    i32 = np.int32
-    shared = _sm90.smem_bytes(p.bn)
-    name = kernel_name(transpose_a, transpose_b, out.dtype, p.bn, p.pingpong)
-    args = (map_a, map_b, out, bias, partial, i32(m), i32(n), i32(k), i32(n))
-    args += (epilogue.alpha, epilogue.beta, i32(flags), i32(p.splits))
-    kernels.launch(FILE, name, (p.grid, 1, 1), (_sm90.THREADS, 1, 1), args, shared)
-    if p.splits > 1:  # add the splits' float32 sums in order, then the epilogue
-        threads = 256
-        args = (partial, i32(p.splits), out, bias, i32(m), i32(n), i32(n))
-        args += (epilogue.alpha, epilogue.beta, i32(flags))
-        grid = (math.ceil(m * n / threads), 1, 1)
-        kernels.launch(FILE, reduce_name(out.dtype), grid, (threads, 1, 1), args)
+    _sm90.launch(a, b, transpose_a, transpose_b, epilogue, out, flags, BFLOAT16)

@@ -10,7 +10,9 @@ about numerics, only how the Hopper kernel is fed:
   ``MINITORCH_AMP_GEMM_KERNEL=sm80`` forces that kernel everywhere (benchmarks compare both);
 * **tensor maps**: one ``CUtensorMap`` per operand from ``cuTensorMapEncodeTiled`` (driver API,
   through ``ctypes``: CuPy does not wrap it), passed to the kernel by value;
-* **the shape rule** (:func:`plan`): tile width and split-K per problem.
+* **the shape rule** (:func:`plan`): tile width and split-K per problem;
+* **the recipe** (:func:`recipe`): the plan, kernel names and ``int32`` sizes of a shape,
+  worked out once and kept, as the tensor maps are.
 
 Example (the pure parts run anywhere):
     >>> plan(512, 4096, 4096, sms=132)
@@ -27,6 +29,7 @@ import functools
 import math
 import os
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -285,7 +288,13 @@ KERNEL_ENV = "MINITORCH_AMP_GEMM_KERNEL"
 
 def requested() -> str:
     """``MINITORCH_AMP_GEMM_KERNEL``: ``auto`` (default), ``sm80`` or ``sm90``."""
-    choice = os.environ.get(KERNEL_ENV, "auto").strip().lower() or "auto"
+    return _choice(os.environ.get(KERNEL_ENV, "auto"))
+
+
+@functools.lru_cache(maxsize=16)
+def _choice(setting: str) -> str:
+    """The kernel ``setting`` (the variable's text) asks for (read per call, parsed once)."""
+    choice = setting.strip().lower() or "auto"
     if choice not in ("auto", "sm80", "sm90"):
         raise ValueError(f"{KERNEL_ENV} must be auto, sm80 or sm90, got {choice!r}")
     return choice
@@ -340,37 +349,77 @@ def _sm_counts(device_id: int) -> int:
     return _device.cupy.cuda.Device(device_id).attributes["MultiProcessorCount"]
 
 
-def launch(a, b, transpose_a, transpose_b, epilogue, out, flags: int) -> None:
-    """Run ``out = epilogue(alpha * op(a) @ op(b))`` on 2-D contiguous CuPy arrays."""
-    cp = _device.cupy
+class Variant(NamedTuple):
+    """One instantiation of the kernel: the file it is compiled from and its kernels' names
+    (this module's for float16 operands; ``gemm_bf16_sm90.BFLOAT16`` for bfloat16)."""
+
+    file: str
+    kernel_name: Callable[..., str]  # (transpose_a, transpose_b, out_dtype, bn, pingpong)
+    reduce_name: Callable[[object], str]  # (out_dtype)
+
+
+FLOAT16 = Variant(FILE, kernel_name, reduce_name)
+
+
+class Recipe(NamedTuple):
+    """What a launch takes from its problem's sizes and types alone (:func:`recipe`)."""
+
+    plan: Plan
+    name: str  # the GEMM kernel
+    reduce: str  # the split-K reduce kernel (launched when plan.splits > 1)
+    shared_mem: int  # dynamic shared memory of one CTA
+    sizes: tuple  # (M, N, K, ldc) as the kernel's int32 arguments
+
+
+def recipe(m: int, n: int, k: int, transpose_a, transpose_b, out_dtype, variant) -> Recipe:
+    """The plan, kernel names and int32 sizes of an ``m x n x k`` launch on this device.
+
+    A training step launches the same few shapes again and again, and working these out
+    anew each call (the shape rule and the name alone took a ninth of ``gemm.gemm``'s time
+    in the H200's profile, docs/benchmarks.md) is wasted, so they are kept per shape, type,
+    variant and SM count: ``RECIPE_CACHE_SIZE`` of them, least recently used dropped.
+    Inside :func:`forced_plan` nothing is kept.
+    """
+    if _forced is not None:
+        return _recipe(m, n, k, transpose_a, transpose_b, out_dtype, variant, sm_count())
+    return _kept_recipe(m, n, k, transpose_a, transpose_b, out_dtype, variant, sm_count())
+
+
+def _recipe(m, n, k, transpose_a, transpose_b, out_dtype, variant, sms) -> Recipe:
+    p = plan(m, n, k, sms)
+    return Recipe(
+        p,
+        variant.kernel_name(transpose_a, transpose_b, out_dtype, p.bn, p.pingpong),
+        variant.reduce_name(out_dtype),
+        smem_bytes(p.bn),
+        tuple(np.int32(x) for x in (m, n, k, n)),  # ldc = N: the output is C-contiguous
+    )
+
+
+RECIPE_CACHE_SIZE = 1024
+_kept_recipe = functools.lru_cache(maxsize=RECIPE_CACHE_SIZE)(_recipe)
+
+
+def launch(a, b, transpose_a, transpose_b, epilogue, out, flags: int, variant=FLOAT16) -> None:
+    """Run ``out = epilogue(alpha * op(a) @ op(b))`` on 2-D contiguous CuPy arrays, with the
+    kernels of ``variant`` (float16 operands unless told; ``backend/gemm.py`` has checked
+    everything)."""
     m, n = out.shape
     k = a.shape[0] if transpose_a else a.shape[1]
-    p = plan(m, n, k, sm_count())
+    r = recipe(m, n, k, transpose_a, transpose_b, out.dtype, variant)
+    p = r.plan
     map_a = encode(a, k_major=not transpose_a, rows=BM)
     map_b = encode(b, k_major=transpose_b, rows=p.bn)
     bias = epilogue.bias if epilogue.bias is not None else out
-    partial = cp.empty((p.splits, m, n), dtype=float32) if p.splits > 1 else out
-    i32 = np.int32
-    args = (
-        map_a,
-        map_b,
-        out,
-        bias,
-        partial,
-        i32(m),
-        i32(n),
-        i32(k),
-        i32(n),
-        epilogue.alpha,
-        epilogue.beta,
-        i32(flags),
-        i32(p.splits),
-    )
-    name = kernel_name(transpose_a, transpose_b, out.dtype, p.bn, p.pingpong)
-    kernels.launch(FILE, name, (p.grid, 1, 1), (THREADS, 1, 1), args, smem_bytes(p.bn))
-    if p.splits > 1:
+    partial = _device.cupy.empty((p.splits, m, n), dtype=float32) if p.splits > 1 else out
+    splits = np.int32(p.splits)
+    args = (map_a, map_b, out, bias, partial, *r.sizes, epilogue.alpha, epilogue.beta)
+    args += (np.int32(flags), splits)
+    kernels.launch(variant.file, r.name, (p.grid, 1, 1), (THREADS, 1, 1), args, r.shared_mem)
+    if p.splits > 1:  # add the splits' float32 sums in order, then the epilogue
         threads = 256
-        blocks = math.ceil(m * n / threads)
-        args = (partial, i32(p.splits), out, bias, i32(m), i32(n), i32(n))
-        args += (epilogue.alpha, epilogue.beta, i32(flags))
-        kernels.launch(FILE, reduce_name(out.dtype), (blocks, 1, 1), (threads, 1, 1), args)
+        size_m, size_n, _, ldc = r.sizes
+        args = (partial, splits, out, bias, size_m, size_n, ldc)
+        args += (epilogue.alpha, epilogue.beta, np.int32(flags))
+        grid = (math.ceil(m * n / threads), 1, 1)
+        kernels.launch(variant.file, r.reduce, grid, (threads, 1, 1), args)

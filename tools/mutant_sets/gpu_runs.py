@@ -103,6 +103,34 @@ MUTANTS: list[Mutant] = [
         "an operand used once K-major and once MN-major gets the first map's box both times",
     ),
     Mutant(
+        "forced-plan-kept-as-the-shapes-recipe",
+        "minitorch_amp/backend/gemm_sm90.py",
+        "    if _forced is not None:\n        return _recipe(",
+        "    if False:\n        return _recipe(",
+        ("tests/test_gemm_sm90_host.py::test_a_forced_plan_is_used_and_never_kept",),
+        "a plan forced by the sweep is kept for the shape and launched after the sweep ends",
+    ),
+    Mutant(
+        "recipe-key-forgets-the-variant",
+        "minitorch_amp/backend/gemm_sm90.py",
+        "    return _kept_recipe(m, n, k, transpose_a, transpose_b, out_dtype, variant, sm_count())\n",
+        "    return _kept_recipe(m, n, k, transpose_a, transpose_b, out_dtype, FLOAT16, sm_count())\n",
+        (
+            "tests/test_gemm_sm90_host.py::test_each_variant_launches_its_own_kernels_and_keeps_its_own_recipe",
+        ),
+        "a bfloat16 GEMM finds the float16 kernel's name in the recipe of its shape",
+    ),
+    Mutant(
+        "reduce-takes-k-for-ldc",
+        "minitorch_amp/backend/gemm_sm90.py",
+        "        size_m, size_n, _, ldc = r.sizes\n",
+        "        size_m, size_n, ldc, _ = r.sizes\n",
+        (
+            "tests/test_gemm_sm90_host.py::test_the_arguments_follow_the_kernels_signatures_split_or_not",
+        ),
+        "split-K's reduce reads its output with K as the row stride",
+    ),
+    Mutant(
         "kernel-check-host-half-follows-the-current-device",
         "minitorch_amp/utils/kernel_check.py",
         '        param = Parameter._from_array(data, name="kernel_check.w")\n',
