@@ -50,7 +50,7 @@ import numpy as np
 import minitorch_amp as mt
 from minitorch_amp.backend import cast as _cast
 from minitorch_amp.backend import device as _device
-from minitorch_amp.backend import gemm, gemm_sm90, kernels
+from minitorch_amp.backend import gemm, gemm_sm90, kernels, tensor_maps
 
 CALLS, ROUNDS = 200, 15
 WARMUP_S = 1.0  # the first row's warm-up: the GPU's clocks rise; 0.2 s for each row after
@@ -188,12 +188,12 @@ def gemm_rows(cp):
         ("  gemm_sm90.usable", lambda: gemm_sm90.usable(a, a, size)),
         ("  gemm_sm90.plan", lambda: gemm_sm90.plan(size, size, size, gemm_sm90.sm_count())),
         (
-            "  gemm_sm90.encode, found in the cache",
-            (lambda: gemm_sm90.encode(a, True, 128)) if hopper else None,
+            "  gemm_sm90.operand_map, found in the cache",
+            (lambda: gemm_sm90.operand_map(a, True, 128)) if hopper else None,
         ),
         (
-            "  gemm_sm90.encode, encoded anew",
-            (lambda: gemm_sm90._encode_now(a, True, 128)) if hopper else None,
+            "  tensor_maps._encode_now, encoded anew",
+            (lambda: tensor_maps._encode_now(a, (64, 128))) if hopper else None,
         ),
         ("  cupy.empty, the output", lambda: cp.empty((size, size), dtype=np.float16)),
         ("CuPy cuBLAS float32 matmul", lambda: cp.matmul(a32, a32)),
@@ -237,14 +237,14 @@ def _stand_in(hopper: bool):
     """CuPy and the GPU stood in for (see the module docstring); ``hopper``: a 132-SM Hopper."""
     empty = lambda shape, dtype: np.empty(shape, dtype).view(_StandInArray)  # noqa: E731
     cupy = SimpleNamespace(__version__="stand-in", ndarray=_StandInArray, empty=empty)
-    blank_map = np.zeros(1, gemm_sm90.TENSOR_MAP)[0]
+    blank_map = np.zeros(1, tensor_maps.TENSOR_MAP)[0]
     with contextlib.ExitStack() as stack:
         for owner, name, value in (
             (_device, "cupy", cupy),
             (kernels, "launch", lambda *args, **kwargs: None),
             (gemm_sm90, "device_is_hopper", lambda: hopper),
             (gemm_sm90, "sm_count", lambda: 132),
-            (gemm_sm90, "_encode_now", lambda array, k_major, rows: blank_map),
+            (tensor_maps, "_encode_now", lambda array, box: blank_map),
         ):
             stack.enter_context(mock.patch.object(owner, name, value))
         yield

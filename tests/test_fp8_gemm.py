@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from test_gemm_emulator import build_emulator
 
-from minitorch_amp.backend import fp8_kernels, gemm_sm90, kernels, nvrtc
+from minitorch_amp.backend import fp8_kernels, gemm_sm90, kernels, nvrtc, tensor_maps
 from minitorch_amp.backend.fp8_kernels import E4M3, E5M2, FORMATS, fp8_gemm, twin_gemm
 
 EMULATOR = fp8_kernels.GEMM_KERNELS.path.parents[1] / "tests" / "fp8_gemm_emulator.cpp"
@@ -125,7 +125,7 @@ def emulate(binary, workdir, a, b_t, codes, scales, out_dtype, bn, grid=None, mo
     np.array(scales, np.float32).tofile(workdir / "scales.bin")
     maps = []
     for x, rows in ((a8, gemm_sm90.BM), (b8, bn)):
-        spec = gemm_sm90.map_spec(x.view(np.float16), k_major=True, rows=rows)
+        spec = tensor_maps.map_spec(x.view(np.float16), gemm_sm90.operand_box(True, rows))
         maps += [*spec["dims"], spec["row_stride"], *spec["box"]]
     out_type = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}[np.dtype(out_dtype).name]
     units = -(-m // gemm_sm90.BM) * -(-n // bn)
@@ -193,7 +193,7 @@ def fake_gpu(monkeypatch):
     fake.cuda.runtime = type("runtime", (), {"getDevice": staticmethod(lambda: 0)})
     monkeypatch.setattr(gemm_sm90, "device_is_hopper", lambda: True)
     monkeypatch.setattr(gemm_sm90, "sm_count", lambda: 132)
-    monkeypatch.setattr(gemm_sm90, "encode", lambda x, k_major, rows: (x.shape, rows))
+    monkeypatch.setattr(gemm_sm90, "operand_map", lambda x, k_major, rows: (x.shape, rows))
     monkeypatch.setattr(kernels, "launch", lambda *call: launches.append(call))
     monkeypatch.delenv(gemm_sm90.KERNEL_ENV, raising=False)
     return emulated_gpu.HostArray, launches

@@ -25,7 +25,7 @@ import pytest
 from test_gemm import LAYOUTS, assert_within_bound, error_bound, exact, stored
 from test_gemm_emulator import build_emulator as build_any_emulator
 
-from minitorch_amp.backend import gemm, gemm_sm90, kernels, nvrtc
+from minitorch_amp.backend import gemm, gemm_sm90, kernels, nvrtc, tensor_maps
 from minitorch_amp.backend.dtypes import float16, float32
 from minitorch_amp.backend.gemm import gemm as run_gemm
 
@@ -150,12 +150,12 @@ def test_the_rule_picks_each_schedule_where_the_h100_sweep_measured_it_fastest()
 
 def test_tensor_map_boxes_are_one_swizzle_row_wide():
     a = np.zeros((300, 136), float16)
-    assert gemm_sm90.map_spec(a, k_major=True, rows=128) == {
+    assert tensor_maps.map_spec(a, gemm_sm90.operand_box(k_major=True, rows=128)) == {
         "dims": (136, 300),
         "row_stride": 272,
         "box": (64, 128),
     }
-    assert gemm_sm90.map_spec(a, k_major=False, rows=256)["box"] == (64, 64)
+    assert gemm_sm90.operand_box(k_major=False, rows=256) == (64, 64)
 
 
 def test_a_bad_kernel_choice_is_refused(monkeypatch):
@@ -203,7 +203,7 @@ def emulate(
     units = -(-m // gemm_sm90.BM) * -(-n // width) * splits
     maps = []
     for x, k_major, rows in ((a, not ta, gemm_sm90.BM), (b, tb, width)):
-        spec = gemm_sm90.map_spec(x, k_major, rows)
+        spec = tensor_maps.map_spec(x, gemm_sm90.operand_box(k_major, rows))
         maps += [*spec["dims"], spec["row_stride"], *spec["box"]]
     out_type = "f16" if out_dtype == float16 else "f32"
     numbers = [

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from test_gemm import LAYOUTS, assert_within_bound, stored
 
-from minitorch_amp.backend import device, gemm_sm90, kernels
+from minitorch_amp.backend import device, gemm_sm90, kernels, tensor_maps
 from minitorch_amp.backend.dtypes import float16, float32
 from minitorch_amp.backend.gemm import gemm as run_gemm
 
@@ -88,7 +88,7 @@ def test_operands_tma_cannot_address_fall_back_to_the_mma_sync_kernel(hopper):
     out = cp.asnumpy(run_gemm(cp.asarray(a), cp.asarray(b), out_dtype="float32"))
     assert_within_bound(out, a, b)
     shifted = cp.asarray(np.zeros(8 * 9 + 1, float16))[1:].reshape(8, 9)[:, :8]
-    assert not gemm_sm90.tma_addressable(shifted)  # start not 16-byte aligned
+    assert not tensor_maps.tma_addressable(shifted)  # start not 16-byte aligned
 
 
 def test_forcing_the_ampere_kernel_gives_the_same_specification(hopper, monkeypatch):

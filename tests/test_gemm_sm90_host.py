@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from emulated_gpu import HostArray
 
-from minitorch_amp.backend import gemm_sm90
+from minitorch_amp.backend import gemm_sm90, tensor_maps
 from minitorch_amp.backend.dtypes import float16, float32
 
 
@@ -33,8 +33,8 @@ def driver(monkeypatch):
         return fake.status
 
     fake = SimpleNamespace(calls=calls, status=0)
-    monkeypatch.setattr(gemm_sm90, "_encode", encode_tiled)
-    monkeypatch.setattr(gemm_sm90, "_maps", type(gemm_sm90._maps)())
+    monkeypatch.setattr(tensor_maps, "_encode", encode_tiled)
+    monkeypatch.setattr(tensor_maps, "_maps", type(tensor_maps._maps)())
     return fake
 
 
@@ -48,8 +48,8 @@ def header(tensor_map) -> tuple[int, int]:
 
 def test_the_same_operand_is_encoded_once_and_its_map_found_after(driver):
     a = operand(256, 128)
-    first = gemm_sm90.encode(a, k_major=True, rows=128)
-    again = gemm_sm90.encode(a, k_major=True, rows=128)
+    first = gemm_sm90.operand_map(a, k_major=True, rows=128)
+    again = gemm_sm90.operand_map(a, k_major=True, rows=128)
     assert len(driver.calls) == 1
     assert again.tobytes() == first.tobytes()
     assert header(first) == (a.data.ptr, 256)
@@ -57,24 +57,24 @@ def test_the_same_operand_is_encoded_once_and_its_map_found_after(driver):
 
 def test_a_different_shape_stride_box_or_address_gets_its_own_map(driver):
     a = operand(256, 128)
-    gemm_sm90.encode(a, k_major=True, rows=128)
-    gemm_sm90.encode(a, k_major=False, rows=128)  # another box
-    gemm_sm90.encode(a, k_major=True, rows=256)  # another box height
-    gemm_sm90.encode(a.reshape(128, 256), k_major=True, rows=128)  # same address, new shape
-    gemm_sm90.encode(a[128:], k_major=True, rows=128)  # another address
+    gemm_sm90.operand_map(a, k_major=True, rows=128)
+    gemm_sm90.operand_map(a, k_major=False, rows=128)  # another box
+    gemm_sm90.operand_map(a, k_major=True, rows=256)  # another box height
+    gemm_sm90.operand_map(a.reshape(128, 256), k_major=True, rows=128)  # same address, new shape
+    gemm_sm90.operand_map(a[128:], k_major=True, rows=128)  # another address
     assert len(driver.calls) == 5
     assert len({call[:4] + (call[5],) for call in driver.calls}) == 5
 
 
 def test_the_cache_keeps_only_the_most_recently_used_maps(driver, monkeypatch):
-    monkeypatch.setattr(gemm_sm90, "MAP_CACHE_SIZE", 2)
+    monkeypatch.setattr(tensor_maps, "MAP_CACHE_SIZE", 2)
     a, b, c = operand(64, 64), operand(64, 64), operand(64, 64)
     for x in (a, b, a, c):  # a is used again before c pushes the oldest (b) out
-        gemm_sm90.encode(x, k_major=True, rows=128)
-    assert len(gemm_sm90._maps) == 2
-    gemm_sm90.encode(a, k_major=True, rows=128)
+        gemm_sm90.operand_map(x, k_major=True, rows=128)
+    assert len(tensor_maps._maps) == 2
+    gemm_sm90.operand_map(a, k_major=True, rows=128)
     assert len(driver.calls) == 3  # a, b, c; a found twice
-    gemm_sm90.encode(b, k_major=True, rows=128)
+    gemm_sm90.operand_map(b, k_major=True, rows=128)
     assert len(driver.calls) == 4  # b was dropped
 
 
@@ -82,11 +82,11 @@ def test_a_refused_operand_raises_every_time_and_is_never_cached(driver):
     a = operand(64, 64)
     driver.status = 1  # CUDA_ERROR_INVALID_VALUE
     for _ in range(2):
-        with pytest.raises(gemm_sm90.TensorMapError, match="MINITORCH_AMP_GEMM_KERNEL=sm80"):
-            gemm_sm90.encode(a, k_major=True, rows=128)
-    assert len(driver.calls) == 2 and not gemm_sm90._maps
+        with pytest.raises(tensor_maps.TensorMapError, match="MINITORCH_AMP_GEMM_KERNEL=sm80"):
+            gemm_sm90.operand_map(a, k_major=True, rows=128)
+    assert len(driver.calls) == 2 and not tensor_maps._maps
     driver.status = 0
-    assert header(gemm_sm90.encode(a, k_major=True, rows=128)) == (a.data.ptr, 128)
+    assert header(gemm_sm90.operand_map(a, k_major=True, rows=128)) == (a.data.ptr, 128)
 
 
 class _Cupy:

@@ -35,7 +35,7 @@ import numpy as np
 
 from . import device as _device
 from . import gemm_sm90 as _sm90
-from . import kernels
+from . import kernels, tensor_maps
 
 E4M3, E5M2 = 0, 1
 FORMATS = {E4M3: np.dtype(ml_dtypes.float8_e4m3fn), E5M2: np.dtype(ml_dtypes.float8_e5m2)}
@@ -286,8 +286,8 @@ def fp8_gemm_nt(a, b_t, scale_a, scale_b, out_dtype, a_code=None, b_code=None):
     out = cp.empty((m, n), dtype=out_dtype)
     bn, grid = gemm_plan(m, n, _sm90.sm_count())
     # Each FP8 row as K / 2 two-byte words: gemm_sm90.py's maps, boxes of 128 bytes.
-    map_a = _sm90.encode(a8.view(np.float16), k_major=True, rows=_sm90.BM)
-    map_b = _sm90.encode(b8.view(np.float16), k_major=True, rows=bn)
+    map_a = _sm90.operand_map(a8.view(np.float16), k_major=True, rows=_sm90.BM)
+    map_b = _sm90.operand_map(b8.view(np.float16), k_major=True, rows=bn)
     i32 = np.int32
     args = (map_a, map_b, out, scale_a, scale_b, i32(m), i32(n), i32(k), i32(n))
     name = gemm_kernel_name(out_dtype, *codes, bn)
@@ -300,7 +300,7 @@ def _kernel_applies(a8, b8, m: int, n: int, k: int) -> bool:
         return False
     if k < K_MULTIPLE or k % K_MULTIPLE or min(m, n) < 1:
         return False
-    return all(_sm90.tma_addressable(x.view(np.float16)) for x in (a8, b8))
+    return all(tensor_maps.tma_addressable(x.view(np.float16)) for x in (a8, b8))
 
 
 def _gemm_on_cupy(a8, b8, scale_a, scale_b, out_dtype, codes):

@@ -7,10 +7,10 @@ epilogue store. Everything about *feeding* it is ``gemm_sm90.py``'s, reused here
 where it runs (:func:`gemm_sm90.usable`: compute capability 9.0, TMA-addressable operands,
 ``MINITORCH_AMP_GEMM_KERNEL``), the shape rule and its schedules (:func:`gemm_sm90.plan`:
 tile width, ping-pong, split-K; tuned on float16, and bfloat16 tiles move the same bytes
-through the same instructions), the tensor maps (:func:`gemm_sm90.encode`) and the
+through the same instructions), the tensor maps (:func:`gemm_sm90.operand_map`) and the
 shared-memory size. Only the kernel names differ.
 
-NOTE: the tensor maps are encoded as ``FLOAT16`` (``gemm_sm90.encode`` knows no other type).
+NOTE: the tensor maps are encoded as ``FLOAT16`` (``tensor_maps.encode`` knows no other type).
 TMA copies bytes and fills outside the matrix with zero bits, which are +0.0 in both 16-bit
 formats, so a ``BFLOAT16`` map would load the very same tiles.
 

@@ -8,8 +8,8 @@ about numerics, only how the Hopper kernel is fed:
   ``setmaxnreg`` exist nowhere else), and operands TMA can address (16-byte aligned, rows a
   multiple of 16 bytes apart, ``K >= 1``). Everything else keeps ``gemm_fp16.cu``;
   ``MINITORCH_AMP_GEMM_KERNEL=sm80`` forces that kernel everywhere (benchmarks compare both);
-* **tensor maps**: one ``CUtensorMap`` per operand from ``cuTensorMapEncodeTiled`` (driver API,
-  through ``ctypes``: CuPy does not wrap it), passed to the kernel by value;
+* **tensor maps**: one ``CUtensorMap`` per operand, its box one 128-byte swizzle row wide
+  (:func:`operand_box`), encoded and kept by ``backend/tensor_maps.py``, passed by value;
 * **the shape rule** (:func:`plan`): tile width and split-K per problem;
 * **the recipe** (:func:`recipe`): the plan, kernel names and ``int32`` sizes of a shape,
   worked out once and kept, as the tensor maps are.
@@ -24,18 +24,16 @@ Example (the pure parts run anywhere):
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import math
 import os
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 
 from . import device as _device
-from . import kernels
+from . import kernels, tensor_maps
 from .dtypes import float16, float32
 from .kernels import register
 
@@ -163,7 +161,7 @@ def plan(m: int, n: int, k: int, sms: int) -> Plan:
     return Plan(bn, splits, min(tiles * splits, sms), pingpong)
 
 
-# ---- tensor maps ---------------------------------------------------------------------------
+# ---- tensor maps (backend/tensor_maps.py encodes and keeps them) -----------------------------
 
 
 def operand_box(k_major: bool, rows: int) -> tuple[int, int]:
@@ -172,113 +170,11 @@ def operand_box(k_major: bool, rows: int) -> tuple[int, int]:
     return (BK, rows) if k_major else (64, BK)
 
 
-def map_spec(array, k_major: bool, rows: int) -> dict:
-    """What ``cuTensorMapEncodeTiled`` gets for a 2-D row-major ``array``: sizes and box in
-    elements, innermost first, the row stride in bytes."""
-    stored_rows, stored_cols = array.shape
-    return {
-        "dims": (stored_cols, stored_rows),
-        "row_stride": array.strides[0],
-        "box": operand_box(k_major, rows),
-    }
-
-
-_DATA_TYPE_FLOAT16 = 6  # CU_TENSOR_MAP_DATA_TYPE_FLOAT16 (cuda.h)
-_INTERLEAVE_NONE = 0
-_SWIZZLE_128B = 3
-_L2_PROMOTION_256B = 3
-_OOB_FILL_ZEROS = 0
-TENSOR_MAP = np.dtype((np.void, 128))  # CUtensorMap: 128 opaque bytes
-
-
-class TensorMapError(RuntimeError):
-    """cuTensorMapEncodeTiled refused an operand."""
-
-
-_encode = None
-
-
-def _encoder():
-    global _encode
-    if _encode is None:
-        fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
-        u32p, u64p = ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint64)
-        fn.argtypes = [
-            ctypes.c_void_p,
-            ctypes.c_int,
-            ctypes.c_uint32,
-            ctypes.c_void_p,
-            u64p,
-            u64p,
-            u32p,
-            u32p,
-            ctypes.c_int,
-            ctypes.c_int,
-            ctypes.c_int,
-            ctypes.c_int,
-        ]
-        fn.restype = ctypes.c_int
-        _encode = fn
-    return _encode
-
-
-MAP_CACHE_SIZE = 512  # tensor maps kept: a step's operands, many times over
-_maps: OrderedDict = OrderedDict()  # (address, shape, row stride, k_major, rows) -> map
-
-
-def encode(array, k_major: bool, rows: int):
-    """The tensor map of ``array`` (a CuPy float16 matrix) as a 128-byte kernel argument.
-
-    A map is a function of the operand's address, shape and row stride and of the box, and
-    nothing else, so it is encoded once and then found here: a weight keeps its address for
-    the whole run, and CuPy's pool hands an activation of the same size back at the same
-    address step after step, so a training step encodes nothing after its first iteration
-    (the ``ctypes`` call and its argument arrays cost tens of µs of host time per operand).
-    The ``MAP_CACHE_SIZE`` least recently used are kept. A map is passed by value, so a
-    graph captured with it needs nothing kept alive.
-    """
-    key = (array.data.ptr, array.shape, array.strides[0], k_major, rows)
-    found = _maps.get(key)
-    if found is not None:
-        _maps.move_to_end(key)
-        return found
-    found = _encode_now(array, k_major, rows)
-    _maps[key] = found
-    if len(_maps) > MAP_CACHE_SIZE:
-        _maps.popitem(last=False)
-    return found
-
-
-def _encode_now(array, k_major: bool, rows: int):
-    """:func:`encode` without the cache: one ``cuTensorMapEncodeTiled`` call."""
-    spec = map_spec(array, k_major, rows)
-    holder = np.zeros(256, np.uint8)  # the driver wants the map 64-byte aligned
-    offset = (-holder.ctypes.data) % 128
-    dims = (ctypes.c_uint64 * 2)(*spec["dims"])
-    strides = (ctypes.c_uint64 * 1)(spec["row_stride"])
-    box = (ctypes.c_uint32 * 2)(*spec["box"])
-    steps = (ctypes.c_uint32 * 2)(1, 1)
-    status = _encoder()(
-        holder.ctypes.data + offset,
-        _DATA_TYPE_FLOAT16,
-        2,
-        array.data.ptr,
-        dims,
-        strides,
-        box,
-        steps,
-        _INTERLEAVE_NONE,
-        _SWIZZLE_128B,
-        _L2_PROMOTION_256B,
-        _OOB_FILL_ZEROS,
-    )
-    if status != 0:
-        raise TensorMapError(
-            f"cuTensorMapEncodeTiled failed (CUresult {status}) for an operand of shape "
-            f"{array.shape} with strides {array.strides}; set MINITORCH_AMP_GEMM_KERNEL=sm80 "
-            f"to use the mma.sync kernel"
-        )
-    return holder[offset : offset + 128].view(TENSOR_MAP)[0]
+def operand_map(array, k_major: bool, rows: int):
+    """The tensor map of an operand whose tiles have ``rows`` rows (:func:`operand_box`), as
+    the 128-byte kernel argument; encoded once per address, shape and box
+    (:func:`tensor_maps.encode`)."""
+    return tensor_maps.encode(array, operand_box(k_major, rows))
 
 
 # ---- dispatch ------------------------------------------------------------------------------
@@ -298,18 +194,6 @@ def _choice(setting: str) -> str:
     if choice not in ("auto", "sm80", "sm90"):
         raise ValueError(f"{KERNEL_ENV} must be auto, sm80 or sm90, got {choice!r}")
     return choice
-
-
-def tma_addressable(array) -> bool:
-    """TMA's rules for a 2-D operand: 16-byte aligned start, rows 16 bytes apart, no empty
-    dimension, a row stride below 2**40 bytes."""
-    return (
-        array.data.ptr % 16 == 0
-        and array.strides[0] % 16 == 0
-        and array.strides[1] == array.itemsize
-        and min(array.shape) >= 1
-        and array.strides[0] < 2**40
-    )
 
 
 def device_is_hopper() -> bool:
@@ -335,7 +219,7 @@ def usable(a, b, k: int) -> bool:
                 f"capability {_device.cupy.cuda.Device().compute_capability}; unset it"
             )
         return False
-    return k >= 1 and tma_addressable(a) and tma_addressable(b)
+    return k >= 1 and tensor_maps.tma_addressable(a) and tensor_maps.tma_addressable(b)
 
 
 def sm_count() -> int:
@@ -408,8 +292,8 @@ def launch(a, b, transpose_a, transpose_b, epilogue, out, flags: int, variant=FL
     k = a.shape[0] if transpose_a else a.shape[1]
     r = recipe(m, n, k, transpose_a, transpose_b, out.dtype, variant)
     p = r.plan
-    map_a = encode(a, k_major=not transpose_a, rows=BM)
-    map_b = encode(b, k_major=transpose_b, rows=p.bn)
+    map_a = operand_map(a, k_major=not transpose_a, rows=BM)
+    map_b = operand_map(b, k_major=transpose_b, rows=p.bn)
     bias = epilogue.bias if epilogue.bias is not None else out
     partial = _device.cupy.empty((p.splits, m, n), dtype=float32) if p.splits > 1 else out
     splits = np.int32(p.splits)

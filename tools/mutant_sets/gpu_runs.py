@@ -76,7 +76,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "tensor-maps-never-cached",
-        "minitorch_amp/backend/gemm_sm90.py",
+        "minitorch_amp/backend/tensor_maps.py",
         "    found = _maps.get(key)\n",
         "    found = None\n",
         (
@@ -86,7 +86,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "tensor-map-cache-grows-without-bound",
-        "minitorch_amp/backend/gemm_sm90.py",
+        "minitorch_amp/backend/tensor_maps.py",
         "    if len(_maps) > MAP_CACHE_SIZE:\n",
         "    if False:\n",
         ("tests/test_gemm_sm90_host.py::test_the_cache_keeps_only_the_most_recently_used_maps",),
@@ -94,8 +94,8 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "tensor-map-key-forgets-the-box",
-        "minitorch_amp/backend/gemm_sm90.py",
-        "    key = (array.data.ptr, array.shape, array.strides[0], k_major, rows)\n",
+        "minitorch_amp/backend/tensor_maps.py",
+        "    key = (array.data.ptr, array.shape, array.strides[0], box)\n",
         "    key = (array.data.ptr, array.shape, array.strides[0])\n",
         (
             "tests/test_gemm_sm90_host.py::test_a_different_shape_stride_box_or_address_gets_its_own_map",
