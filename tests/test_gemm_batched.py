@@ -26,6 +26,11 @@ class LaunchModel:
         self.launches = []
 
     def __call__(self, file, name, grid, block, args, shared_mem=0):
+        # gemm_f16 / gemm_bf16(A, B, C, bias, int M, N, K, lda, ldb, ldc, float alpha, beta,
+        # int flags, long long stride_a, stride_b, stride_c): RawKernel passes each scalar
+        # as its NumPy type, so a Python int or a wrong width would misread every argument
+        scalars = [type(x) for x in args[4:]]
+        assert scalars == [np.int32] * 6 + [np.float32] * 2 + [np.int32] + [np.int64] * 3
         a, b, out, bias, m, n, k, lda, ldb, ldc, alpha, beta, flags, sa, sb, sc = args
         assert file == gemm.FILE and block == (gemm.THREADS, 1, 1)
         self.launches.append((grid, (int(sa), int(sb), int(sc))))
@@ -161,3 +166,17 @@ def test_on_a_gpu_attention_scores_are_one_launch_with_each_entrys_bits(monkeypa
     for i, j in np.ndindex(16, 4):
         alone = gemm.gemm(q[i, j], k[i, j], False, True)
         np.testing.assert_array_equal(cp.asnumpy(scores[i, j]), cp.asnumpy(alone))
+
+
+def test_a_shape_launched_again_finds_its_launch_recipe(launches):
+    """Grid, name and scalar arguments are worked out once per shape and kept."""
+    gemm._mma_sync_recipe.cache_clear()
+    rng = np.random.default_rng(3)
+    a, b = halves(rng, 2, 4, 5, 6), halves(rng, 2, 4, 6, 7)
+    first = run(a, b)
+    again = run(a, b)
+    run(halves(rng, 2, 4, 6, 5), b, ta=True)  # another layout: its own recipe
+    info = gemm._mma_sync_recipe.cache_info()
+    assert (info.misses, info.hits) == (2, 1)
+    np.testing.assert_array_equal(first, again)
+    np.testing.assert_array_equal(first, gemm.twin(a, b))

@@ -90,7 +90,6 @@ INPUT_DTYPES = (float16, bfloat16)
 _INT32_MAX = 2**31 - 1
 
 
-@functools.lru_cache(maxsize=64)  # (a few µs of formatting per launch otherwise)
 def kernel_name(transpose_a: bool, transpose_b: bool, out_dtype, in_dtype=float16) -> str:
     """The name expression of the instantiation for this layout, output and input dtype."""
     layout = _LAYOUTS[(transpose_a, transpose_b)]
@@ -384,38 +383,35 @@ def _launch_2d(
     from ``blockIdx.y``: one launch where a launch per entry cost its host time each
     (attention's scores and weighted sums, a matrix per batch row and head).
     """
-    entries, stride_a, stride_b, stride_out = batched
     m, n = out.shape
     k = _rows_cols(a.shape, transpose_a)[1]
     if m == 0 or n == 0:
         return
     lda, ldb = a.shape[1], b.shape[1]
-    blocks = math.ceil(m / BLOCK_M) * math.ceil(n / BLOCK_N)
-    if max(m, n, k, lda, ldb, blocks) > _INT32_MAX:
+    if max(m, n, k, lda, ldb, math.ceil(m / BLOCK_M) * math.ceil(n / BLOCK_N)) > _INT32_MAX:
         raise ValueError(f"gemm dimensions must fit in int32, got M={m}, N={n}, K={k}")
     bias = epilogue.bias
     flags = epilogue.flags()
-    if entries == 1 and _sm90.usable(a, b, k):
+    if batched[0] == 1 and _sm90.usable(a, b, k):
         hopper = _sm90_bf16 if a.dtype == bfloat16 else _sm90
         hopper.launch(a, b, transpose_a, transpose_b, epilogue, out, flags)
         return
-    args = (
-        a,
-        b,
-        out,
-        bias if bias is not None else out,  # a valid pointer, never read without the flag
-        np.int32(m),
-        np.int32(n),
-        np.int32(k),
-        np.int32(lda),
-        np.int32(ldb),
-        np.int32(n),  # ldc: out is C-contiguous
-        epilogue.alpha,
-        epilogue.beta,
-        np.int32(flags),
-        np.int64(stride_a),
-        np.int64(stride_b),
-        np.int64(stride_out),
+    grid, name, sizes, tail = _mma_sync_recipe(
+        m, n, k, lda, ldb, flags, batched, transpose_a, transpose_b, out.dtype, a.dtype
     )
-    name = kernel_name(transpose_a, transpose_b, out.dtype, a.dtype)
-    kernels.launch(FILE, name, (blocks, entries, 1), (THREADS, 1, 1), args, SHARED_MEM_BYTES)
+    bias = bias if bias is not None else out  # a valid pointer, never read without the flag
+    args = (a, b, out, bias, *sizes, epilogue.alpha, epilogue.beta, *tail)
+    kernels.launch(FILE, name, grid, (THREADS, 1, 1), args, SHARED_MEM_BYTES)
+
+
+@functools.lru_cache(maxsize=1024)
+def _mma_sync_recipe(m, n, k, lda, ldb, flags, batched, transpose_a, transpose_b, out, in_):
+    """The grid, kernel name and scalar arguments of a ``gemm_fp16.cu`` launch, before and
+    after ``alpha, beta``: ``(M, N, K, lda, ldb, ldc)`` as int32, then ``flags`` and the
+    three batch strides. Kept per shape, as ``gemm_sm90.recipe`` keeps the Hopper kernel's
+    (a step launches the same few shapes again and again)."""
+    entries, stride_a, stride_b, stride_out = batched
+    blocks = math.ceil(m / BLOCK_M) * math.ceil(n / BLOCK_N)
+    sizes = tuple(np.int32(x) for x in (m, n, k, lda, ldb, n))  # ldc = N: out is C-contiguous
+    tail = (np.int32(flags), *(np.int64(x) for x in (stride_a, stride_b, stride_out)))
+    return (blocks, entries, 1), kernel_name(transpose_a, transpose_b, out, in_), sizes, tail

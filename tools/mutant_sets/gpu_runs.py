@@ -131,6 +131,14 @@ MUTANTS: list[Mutant] = [
         "split-K's reduce reads its output with K as the row stride",
     ),
     Mutant(
+        "mma-sync-strides-passed-as-int32",
+        "minitorch_amp/backend/gemm.py",
+        "    tail = (np.int32(flags), *(np.int64(x) for x in (stride_a, stride_b, stride_out)))\n",
+        "    tail = (np.int32(flags), *(np.int32(x) for x in (stride_a, stride_b, stride_out)))\n",
+        ("tests/test_gemm_batched.py::test_a_matrix_shared_by_every_entry_has_stride_0",),
+        "the batch strides reach the kernel's long long parameters as 4-byte values",
+    ),
+    Mutant(
         "kernel-check-host-half-follows-the-current-device",
         "minitorch_amp/utils/kernel_check.py",
         '        param = Parameter._from_array(data, name="kernel_check.w")\n',
