@@ -107,6 +107,20 @@ __device__ __forceinline__ void sum_in_order(const Acc* partials, long long n_pa
     if (threadIdx.x == 0) *out = sum;
 }
 
+// Step 1 for one tile: thread t's squares in order, then the tree (valid in thread 0).
+template <typename T, typename Acc>
+__device__ __forceinline__ Acc tile_squares(const T* x, long long n, long long tile, Acc* lane)
+{
+    const long long first = tile * kTile + threadIdx.x;
+    Acc sum = 0;
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) {
+        const long long i = first + static_cast<long long>(k) * kThreads;
+        if (i < n) sum = add(sum, square(widen<Acc>(x[i])));
+    }
+    return block_sum(sum, lane);
+}
+
 }  // namespace
 
 template <typename T, typename Acc>
@@ -116,14 +130,7 @@ __global__ void __launch_bounds__(kThreads)
     __shared__ Acc lane[kThreads];
     const long long n_tiles = (n + kTile - 1) / kTile;
     for (long long tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
-        const long long first = tile * kTile + threadIdx.x;
-        Acc sum = 0;
-#pragma unroll
-        for (int k = 0; k < kPerThread; ++k) {
-            const long long i = first + static_cast<long long>(k) * kThreads;
-            if (i < n) sum = add(sum, square(widen<Acc>(x[i])));
-        }
-        sum = block_sum(sum, lane);
+        const Acc sum = tile_squares<T, Acc>(x, n, tile, lane);
         if (threadIdx.x == 0) partials[tile] = sum;
     }
     if (gridDim.x == 1) {  // the only block: finish here, exactly as sum_partials would
@@ -403,3 +410,121 @@ MINITORCH_BIAS_GRAD(__nv_bfloat16, __nv_bfloat16, __nv_bfloat16)
 MINITORCH_BIAS_GRAD(__half, float, __half)
 MINITORCH_BIAS_GRAD(__nv_bfloat16, float, __nv_bfloat16)
 #undef MINITORCH_BIAS_GRAD
+
+// ---- global_norm: ClipGradByGlobalNorm's norm and scaling over all its gradients at once
+//
+// ClipGradByGlobalNorm over G gradients took some 4 G launches on the GPU: a sum_squares per
+// gradient, a chain of 0-d additions, sqrt, maximum and a division, and a multiply per
+// gradient (a widening too for 16-bit ones). These three kernels do the same arithmetic in
+// the same order in 2 D + 1 launches, D the number of gradient dtypes (one, or two with
+// LayerNorm's float32 gradients beside float16 ones at O2):
+//
+//   sum_squares_tensors<T>: the tiles of every gradient of dtype T, each summed exactly as
+//     sum_squares<T, float> sums it (tile_squares), written to partials[start_i + p] for tile
+//     p of gradient i. Block b takes the dtype's tiles b, b + gridDim.x, ... counted over all
+//     its gradients; a tile finds its gradient by binary search over their first tiles.
+//   clip_scale: one block. For each gradient in order, its partials in order and the tree
+//     (sum_in_order: what sum_squares or sum_partials does with them), added to a float32
+//     total that starts at 0 (Python's sum of the 0-d results); then norm = sqrt(total),
+//     m = maximum(norm, clip) (NaN kept, as cupy.maximum keeps it), scale = clip / m; each
+//     operation rounded once (__fsqrt_rn, __fdiv_rn), as CuPy's float32 sqrt and division
+//     are. out[0] = scale, out[1] = norm.
+//   scale_tensors<T>: out_i[j] = T(float(g_i[j]) * scale), one float32 product rounded once
+//     to T (what cupy.multiply(g.astype(float32), scale, out=out_i) writes). Block b takes
+//     the dtype's tiles b, b + gridDim.x, ... as above.
+// The result has the bits of the per-gradient path (tests/test_global_norm.py checks it on
+// the emulator, with NaN, inf, empty and many-tile gradients).
+//   Launch: sum_squares_tensors and scale_tensors: grid (min(tiles, 1024),), block
+//   (kThreads,); clip_scale: grid (1,), block (kThreads,).
+//   Args: table int64 [5 * count + 1] for the dtype's count gradients: their data pointers,
+//   their outputs' pointers, their sizes, their first partial's index in the whole
+//   partials array, and the cumulative count of the dtype's tiles before each (count + 1
+//   words, the last the dtype's total). clip_scale: partials float [P], starts int64
+//   [count + 1] over all gradients in order, count int32, clip float, out float [2].
+// Python caller: minitorch_amp/backend/global_norm.py (from nn/clip.py's
+// ClipGradByGlobalNorm). NumPy twin: the per-gradient path, nn/clip.py.
+
+namespace {
+
+// The gradient that holds tile `tile` of a launch: the last i with first[i] <= tile
+// (gradients without a tile have first[i] == first[i + 1] and are passed over).
+__device__ __forceinline__ int tensor_of(const long long* first, int count, long long tile)
+{
+    int lo = 0, hi = count;  // first[lo] <= tile < first[hi]
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (first[mid] <= tile) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+}  // namespace
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    sum_squares_tensors(const long long* __restrict__ table, int count, float* partials)
+{
+    __shared__ float lane[kThreads];
+    const long long* n = table + 2 * count;
+    const long long* start = table + 3 * count;
+    const long long* first = table + 4 * count;
+    for (long long tile = blockIdx.x; tile < first[count]; tile += gridDim.x) {
+        const int i = tensor_of(first, count, tile);
+        const T* x = reinterpret_cast<const T*>(table[i]);
+        const float sum = tile_squares<T, float>(x, n[i], tile - first[i], lane);
+        if (threadIdx.x == 0) partials[start[i] + tile - first[i]] = sum;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads)
+    clip_scale(const float* __restrict__ partials, const long long* __restrict__ starts,
+               int count, float clip, float* out)
+{
+    __shared__ float lane[kThreads];
+    float total = 0.0f;  // thread 0's
+    for (int i = 0; i < count; ++i) {
+        float sum = 0.0f;
+        sum_in_order(partials + starts[i], starts[i + 1] - starts[i], &sum, lane);
+        if (threadIdx.x == 0) total = add(total, sum);
+    }
+    if (threadIdx.x == 0) {
+        const float norm = __fsqrt_rn(total);
+        const float most = norm != norm ? norm : fmaxf(norm, clip);
+        out[0] = __fdiv_rn(clip, most);
+        out[1] = norm;
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    scale_tensors(const long long* __restrict__ table, int count, const float* __restrict__ scale)
+{
+    const long long* n = table + 2 * count;
+    const long long* first = table + 4 * count;
+    const float s = *scale;
+    for (long long tile = blockIdx.x; tile < first[count]; tile += gridDim.x) {
+        const int i = tensor_of(first, count, tile);
+        const T* g = reinterpret_cast<const T*>(table[i]);
+        T* out = reinterpret_cast<T*>(table[count + i]);
+        const long long end = (tile - first[i] + 1) * kTile < n[i] ? (tile - first[i] + 1) * kTile
+                                                                    : n[i];
+        for (long long j = (tile - first[i]) * kTile + threadIdx.x; j < end; j += kThreads) {
+            out[j] = to_type(__fmul_rn(widen<float>(g[j]), s), static_cast<const T*>(nullptr));
+        }
+    }
+}
+
+#define MINITORCH_GLOBAL_NORM(T)                                                           \
+    template __global__ void sum_squares_tensors<T>(const long long* __restrict__, int,    \
+                                                    float*);                               \
+    template __global__ void scale_tensors<T>(const long long* __restrict__, int,          \
+                                              const float* __restrict__);
+MINITORCH_GLOBAL_NORM(__half)
+MINITORCH_GLOBAL_NORM(__nv_bfloat16)
+MINITORCH_GLOBAL_NORM(float)
+#undef MINITORCH_GLOBAL_NORM
+

@@ -35,6 +35,8 @@ inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline double __dmul_rn(double a, double b) { return a * b; }
 inline double __dadd_rn(double a, double b) { return a + b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fsqrt_rn(float a) { return std::sqrt(a); }
 
 #include "elementwise.cu"
 #include "reduction.cu"
@@ -80,6 +82,30 @@ Body partials(void** a)
     return [=] { sum_partials<Acc>(arg<const Acc*>(a, 0), arg<long long>(a, 1), arg<Acc*>(a, 2)); };
 }
 
+template <typename T>
+Body squares_tensors(void** a)
+{
+    return [=] {
+        sum_squares_tensors<T>(arg<const long long*>(a, 0), arg<int>(a, 1), arg<float*>(a, 2));
+    };
+}
+
+Body scale(void** a)
+{
+    return [=] {
+        clip_scale(arg<const float*>(a, 0), arg<const long long*>(a, 1), arg<int>(a, 2),
+                   arg<float>(a, 3), arg<float*>(a, 4));
+    };
+}
+
+template <typename T>
+Body scaled_tensors(void** a)
+{
+    return [=] {
+        scale_tensors<T>(arg<const long long*>(a, 0), arg<int>(a, 1), arg<const float*>(a, 2));
+    };
+}
+
 // Every name expression the launchers register, spelled as they spell it.
 const std::map<std::string, Body (*)(void**)>& kernel_table()
 {
@@ -103,6 +129,13 @@ const std::map<std::string, Body (*)(void**)>& kernel_table()
         SQUARES_INTO(double),
         {"sum_partials<float>", &partials<float>},
         {"sum_partials<double>", &partials<double>},
+        {"sum_squares_tensors<__half>", &squares_tensors<__half>},
+        {"sum_squares_tensors<__nv_bfloat16>", &squares_tensors<__nv_bfloat16>},
+        {"sum_squares_tensors<float>", &squares_tensors<float>},
+        {"clip_scale", &scale},
+        {"scale_tensors<__half>", &scaled_tensors<__half>},
+        {"scale_tensors<__nv_bfloat16>", &scaled_tensors<__nv_bfloat16>},
+        {"scale_tensors<float>", &scaled_tensors<float>},
     };
 #undef SQUARES_INTO
 #undef SQUARES

@@ -26,6 +26,8 @@ inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline double __dmul_rn(double a, double b) { return a * b; }
 inline double __dadd_rn(double a, double b) { return a + b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }  // (reduction.cu's clip_scale)
+inline float __fsqrt_rn(float a) { return std::sqrt(a); }
 
 #include "reduction.cu"
 

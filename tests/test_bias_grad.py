@@ -26,7 +26,14 @@ from test_primitive_kernels import specials
 
 from minitorch_amp.autograd.ops import linalg
 from minitorch_amp.backend import bias_grad as bias_grad_module
-from minitorch_amp.backend import device, kernels, nvrtc, primitives, squared_error
+from minitorch_amp.backend import (
+    device,
+    global_norm,
+    kernels,
+    nvrtc,
+    primitives,
+    squared_error,
+)
 from minitorch_amp.backend.bias_grad import bias_grad
 from minitorch_amp.backend.dtypes import bfloat16, float16, float32, float64
 from minitorch_amp.backend.primitives import column_sums, relu_backward
@@ -337,6 +344,7 @@ def test_reduction_cu_is_registered_once_with_every_launchers_kernels():
         *primitives.REDUCTION.names,
         *bias_grad_module._KERNELS.values(),
         *mse,
+        *global_norm.NAMES,  # ClipGradByGlobalNorm's
     }
     assert kernels.register("reduction.cu", names=entry.names[-1:]) == entry  # idempotent
     with pytest.raises(ValueError, match="different options or targets"):

@@ -50,6 +50,7 @@ LAUNCHERS = (
     "gemm",
     "gemm_bf16_sm90",
     "gemm_sm90",
+    "global_norm",
     "layer_norm",
     "loss_scaling",
     "primitives",

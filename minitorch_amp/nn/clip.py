@@ -27,6 +27,7 @@ import weakref
 from ..autograd.tensor import Tensor
 from ..backend import dtypes as _dtypes
 from ..backend import get_array_module, primitives, sync
+from ..backend import global_norm as _global_norm
 
 __all__ = [
     "ClipGradByGlobalNorm",
@@ -127,17 +128,25 @@ class ClipGradByGlobalNorm:
         self._outputs = _Outputs()
 
     def __call__(self, params_grads):
-        clipped = [
-            _data(g) for p, g in params_grads if g is not None and getattr(p, "need_clip", True)
+        pairs = [
+            (p, _data(g))
+            for p, g in params_grads
+            if g is not None and getattr(p, "need_clip", True)
         ]
-        if not clipped:
+        if not pairs:
             return list(params_grads)
+        clipped = [g for _, g in pairs]
         dtype = _norm_dtype(clipped)
+        outs = [self._outputs(p, g) for p, g in pairs]
+        done = iter(outs)  # (_map_clipped visits the clipped pairs in this order)
+        if _global_norm.applies(clipped, outs):  # a GPU: the same maths, 2 launches a dtype + 1
+            _global_norm.clip_into(clipped, outs, self.clip_norm)
+            return _map_clipped(params_grads, lambda p, g: next(done))
         xp = get_array_module(clipped[0])
         total = sum(_sum_squares(g, dtype) for g in clipped)
         global_norm = xp.sqrt(total)
         scale = dtype.type(self.clip_norm) / xp.maximum(global_norm, dtype.type(self.clip_norm))
-        return _map_clipped(params_grads, lambda p, g: _scaled(g, scale, self._outputs(p, g)))
+        return _map_clipped(params_grads, lambda p, g: _scaled(g, scale, next(done)))
 
     def __repr__(self) -> str:
         return f"ClipGradByGlobalNorm(global_clip_norm={self.clip_norm})"

@@ -19,6 +19,7 @@ BATCH_TESTS = "tests/test_gemm_batched.py"
 LAYER_NORM_TESTS = "tests/test_layer_norm_kernel.py"
 GELU_TESTS = "tests/test_gelu_kernel.py"
 SOFTMAX_TESTS = "tests/test_softmax_kernel.py"
+GLOBAL_NORM_TESTS = "tests/test_global_norm.py"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -320,5 +321,37 @@ MUTANTS: list[Mutant] = [
         "        True",
         (SOFTMAX_TESTS,),
         "softmax along the first axis runs the last-axis kernel",
+    ),
+    Mutant(
+        "clip-scale-drops-a-nan-norm",
+        "cuda/reduction.cu",
+        "        const float most = norm != norm ? norm : fmaxf(norm, clip);",
+        "        const float most = fmaxf(norm, clip);",
+        (GLOBAL_NORM_TESTS,),
+        "a NaN gradient gives a NaN norm, and fmaxf turns it into the clip: scale 1, the NaN hidden",
+    ),
+    Mutant(
+        "global-norm-partials-at-the-launch-tile",
+        "cuda/reduction.cu",
+        "        if (threadIdx.x == 0) partials[start[i] + tile - first[i]] = sum;",
+        "        if (threadIdx.x == 0) partials[start[i] + tile] = sum;",
+        (GLOBAL_NORM_TESTS,),
+        "each gradient's tile sums land at the dtype's tile count, over another gradient's",
+    ),
+    Mutant(
+        "global-norm-search-takes-the-first-empty-gradient",
+        "cuda/reduction.cu",
+        "        if (first[mid] <= tile) {",
+        "        if (first[mid] < tile) {",
+        (GLOBAL_NORM_TESTS,),
+        "a tile goes to the gradient before its own",
+    ),
+    Mutant(
+        "global-norm-tables-grouped-by-size",
+        "minitorch_amp/backend/global_norm.py",
+        "        groups.setdefault(g.dtype, []).append(i)",
+        "        groups.setdefault(g.size > 4096, []).append(i)",
+        (GLOBAL_NORM_TESTS,),
+        "one launch reads gradients of two dtypes as one",
     ),
 ]

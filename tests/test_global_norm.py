@@ -1,0 +1,179 @@
+"""ClipGradByGlobalNorm in 2 D + 1 GPU launches (``backend/global_norm.py``, the fourth part
+of ``cuda/reduction.cu``), checked without a GPU.
+
+The kernels run on the g++ emulator (``primitives_emulator.cpp``) behind the real launcher,
+and each result is held to the bits of the per-gradient path on the same emulator: a
+``sum_squares`` launch per gradient, the 0-d additions, sqrt, maximum and division, and a
+multiply per gradient (the stand-in's 0-d and elementwise operations are NumPy's, which round
+float32 as CuPy's do). On a GPU the same comparison runs against CuPy's own operations.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import emulated_gpu
+import ml_dtypes
+import numpy as np
+import pytest
+from emulated_gpu import HostArray
+from test_amp_kernels import assert_same_bits
+
+from minitorch_amp.backend import device, global_norm, kernels
+from minitorch_amp.nn.clip import ClipGradByGlobalNorm
+from minitorch_amp.nn.parameter import Parameter
+
+bfloat16 = ml_dtypes.bfloat16
+# (shape, dtype): a 16-bit and a float32 gradient of several tiles, a bfloat16 one of more
+# tiles than one block finishes (16), an empty one, exactly one tile, a scalar
+SHAPES = [
+    ((3, 5), np.float16),
+    ((4097,), np.float32),
+    ((70000,), bfloat16),
+    ((0,), np.float16),
+    ((4096,), np.float32),
+    ((), np.float16),
+]
+
+
+@pytest.fixture(scope="module")
+def emulator(tmp_path_factory):
+    return emulated_gpu.build("primitives_emulator.cpp", tmp_path_factory.mktemp("emulator"))
+
+
+@pytest.fixture
+def gpu(emulator, monkeypatch):
+    """CuPy stood in for by NumPy arrays, ``reduction.cu`` launched on the emulator; the
+    list of launches (name, grid) is returned."""
+    launches = emulated_gpu.install(emulator, monkeypatch, "reduction.cu", block=256)
+    fake = device.cupy
+    for name in ("sqrt", "maximum", "multiply"):
+        setattr(fake, name, getattr(np, name))
+    fake.empty_like = lambda a: np.empty_like(a).view(HostArray)
+    monkeypatch.setattr(kernels, "_tables", type(kernels._tables)())
+    return launches
+
+
+def gradients(scale: float, seed: int = 0, specials=()):
+    rng = np.random.default_rng(seed)
+    grads = [(rng.standard_normal(shape) * scale).astype(dtype) for shape, dtype in SHAPES]
+    for index, value in specials:
+        grads[index].reshape(-1)[0] = value
+    return [emulated_gpu.on_device(g) for g in grads]
+
+
+def clip(grads, clip_norm, per_gradient=False, monkeypatch=None):
+    """The clipped gradients (host arrays), by the fast path or the per-gradient one."""
+    params = [Parameter(np.zeros(1, np.float32)) for _ in grads]
+    with monkeypatch.context() if per_gradient else contextlib.nullcontext() as patch:
+        if per_gradient:
+            patch.setattr(global_norm, "applies", lambda grads, outs: False)
+        pairs = ClipGradByGlobalNorm(clip_norm)(list(zip(params, grads)))
+    return [emulated_gpu.to_host(g._data) for _, g in pairs]
+
+
+# NOTE: the stand-in's per-gradient path multiplies inf by 0 in NumPy, which warns
+@pytest.mark.filterwarnings("ignore:invalid value encountered in multiply:RuntimeWarning")
+@pytest.mark.parametrize(
+    "scale, clip_norm, specials",
+    [
+        (1.0, 1.0, ()),  # clipped: the norm is some 270
+        (1e-3, 1.0, ()),  # not clipped: scale = clip / clip = 1
+        (100.0, 0.5, ()),  # float16 squares far past 65504 (float32 sums)
+        (1.0, 1.0, [(2, np.nan)]),  # NaN anywhere: every output NaN
+        (1.0, 1.0, [(1, np.inf)]),  # inf: scale 0, inf * 0 NaN, the rest 0
+        (1e-4, 3.0, [(0, 2.0**-24)]),  # a float16 subnormal (its square flushes)
+    ],
+)
+def test_the_fast_path_has_the_bits_of_the_per_gradient_path(
+    gpu, monkeypatch, scale, clip_norm, specials
+):
+    grads = gradients(scale, specials=specials)
+    want = clip(grads, clip_norm, per_gradient=True, monkeypatch=monkeypatch)
+    gpu.clear()
+    got = clip(grads, clip_norm)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert g.dtype == w.dtype and g.shape == w.shape, i
+        assert_same_bits(g, w, f"gradient {i}")
+    names = [name for name, _ in gpu]
+    assert names == [
+        "sum_squares_tensors<__half>",
+        "sum_squares_tensors<float>",
+        "sum_squares_tensors<__nv_bfloat16>",
+        "clip_scale",
+        "scale_tensors<__half>",
+        "scale_tensors<float>",
+        "scale_tensors<__nv_bfloat16>",
+    ]
+
+
+def test_the_per_gradient_path_launches_per_gradient(gpu, monkeypatch):
+    """What the fast path replaces: a sum of squares for each gradient (the bfloat16 one of
+    18 tiles two), and the stand-in's NumPy for everything after."""
+    clip(gradients(1.0), 1.0, per_gradient=True, monkeypatch=monkeypatch)
+    assert len(gpu) == len(SHAPES) + 1
+
+
+def test_a_capped_grid_strides_over_the_tiles_with_the_same_bits(gpu, monkeypatch):
+    grads = gradients(1.0, seed=1)
+    want = clip(grads, 1.0)
+    monkeypatch.setattr(global_norm, "MAX_BLOCKS", 2)
+    got = clip(grads, 1.0)
+    assert all(grid == (2,) for name, grid in gpu[-7:] if name != "clip_scale")
+    for g, w in zip(got, want):
+        assert_same_bits(g, w)
+
+
+def test_the_table_is_uploaded_once_for_the_same_gradients(gpu, monkeypatch):
+    built = []
+    table = global_norm._table
+    monkeypatch.setattr(global_norm, "_table", lambda *args: built.append(1) or table(*args))
+    grads = gradients(1.0)
+    clipper = ClipGradByGlobalNorm(1.0)
+    params = [Parameter(np.zeros(1, np.float32)) for _ in grads]
+    for _ in range(3):  # the outputs are the clip's own buffers: the same every step
+        clipper(list(zip(params, grads)))
+    assert len(built) == 1
+    clipper(list(zip(params, gradients(1.0, seed=2))))  # new gradient arrays: a new table
+    assert len(built) == 2
+
+
+def test_only_float_gradients_of_one_device_that_are_contiguous_take_it(gpu):
+    g16, g32 = (
+        emulated_gpu.on_device(np.ones(4, np.float16)),
+        emulated_gpu.on_device(np.ones(4, np.float32)),
+    )
+    assert global_norm.applies([g16, g32], [g16.copy(), g32.copy()])
+    g64 = emulated_gpu.on_device(np.ones(4, np.float64))
+    assert not global_norm.applies([g64], [g64.copy()])  # a float64 norm: per gradient
+    strided = emulated_gpu.on_device(np.ones(8, np.float32))[::2]
+    assert not global_norm.applies([strided], [g32.copy()])
+    assert not global_norm.applies([g32], [g16.copy()])  # an output of another dtype
+    assert not global_norm.applies([np.ones(4, np.float32)], [np.ones(4, np.float32)])
+
+
+def test_without_a_gpu_the_numpy_path_runs(monkeypatch):
+    monkeypatch.setattr(device, "cupy", None)
+    grads = [np.array([3.0, 4.0], np.float32)]
+    assert not global_norm.applies(grads, [grads[0].copy()])
+    params = [Parameter(np.zeros(2, np.float32))]
+    [(_, out)] = ClipGradByGlobalNorm(1.0)(list(zip(params, grads)))
+    np.testing.assert_allclose(out.numpy(), [0.6, 0.8], rtol=1e-6)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_fast_path_has_the_bits_of_cupys_own_operations(monkeypatch):
+    cupy = device.cupy
+    rng = np.random.default_rng(0)
+    host = [(rng.standard_normal(shape) * 3).astype(dtype) for shape, dtype in SHAPES]
+    grads = [cupy.asarray(g) for g in host]
+    params = [Parameter(np.zeros(1, np.float32)) for _ in grads]
+    launched = []
+    real = kernels.launch
+    monkeypatch.setattr(kernels, "launch", lambda *a, **k: launched.append(a[1]) or real(*a, **k))
+    got = [cupy.asnumpy(g._data) for _, g in ClipGradByGlobalNorm(1.0)(list(zip(params, grads)))]
+    assert len(launched) == 7  # three dtypes: 2 x 3 + 1
+    monkeypatch.setattr(global_norm, "applies", lambda grads, outs: False)
+    pairs = ClipGradByGlobalNorm(1.0)(list(zip(params, grads)))
+    for g, (_, w) in zip(got, pairs):
+        assert_same_bits(g, cupy.asnumpy(w._data))
