@@ -1,0 +1,318 @@
+"""Kernels one eager training step launches on the GPU code path, counted on any machine.
+
+    python benchmarks/launch_count.py             # SimpleNet fp32/O1/O2 and the GPT at O2
+    python benchmarks/launch_count.py --top 12    # and each step's most launched kernels
+
+Issue 24 counts kernels per step (at most 30 for the eager O2 SimpleNet step), and on a GPU
+``benchmarks/step_kernels.py`` counts them with ``torch.profiler``; most sessions have no
+GPU. Here CuPy is stood in for by NumPy: a module whose functions are NumPy's, on arrays that
+pose as CuPy ones (``DeviceArray``: an address, a device), so the engine takes its GPU code
+path, every launcher included, while NumPy computes what CuPy would and the raw kernels'
+launches are recorded, not run (their outputs keep what they were allocated with). Counted
+once each, nested calls not again:
+
+* a raw kernel launch (``kernels.launch``);
+* a NumPy ufunc on a stand-in array (in CuPy an elementwise kernel or a reduction);
+* a CuPy function that computes (not ``empty``/``empty_like``; ``ascontiguousarray`` only
+  when it copies), ``random``'s draws, ``cupyx.scatter_add``;
+* ``astype`` (a copy), ``copy``, ``fill`` and an assignment into an array;
+* an upload (``cupy.asarray`` of host data).
+
+It estimates torch.profiler's count, which also sees memsets and copies that CuPy makes
+inside one call (a reduction CuPy splits in two, say); use it to compare versions and modes,
+and a GPU to measure. The steps: SimpleNet (width 1024, batch 64, SGD, a GradScaler at O1
+and O2, as ``benchmarks/step_kernels.py``) and ``benchmarks/gpt_step.py``'s GPT step
+(batch 16, AdamW, clipping, O2), each counted on the third of three steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import sys
+import types
+from pathlib import Path
+from types import SimpleNamespace
+from unittest import mock
+
+import ml_dtypes
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+
+import minitorch_amp as mt
+from minitorch_amp.backend import device as _device
+from minitorch_amp.backend import kernels
+
+counts: collections.Counter = collections.Counter()
+_depth = [0]  # > 0 inside a counted call: what it calls is not counted again
+
+
+def _count(what: str) -> None:
+    if _depth[0] == 0:
+        counts[what] += 1
+
+
+@contextlib.contextmanager
+def _inside():
+    _depth[0] += 1
+    try:
+        yield
+    finally:
+        _depth[0] -= 1
+
+
+def _plain(x):
+    return x.view(np.ndarray) if isinstance(x, DeviceArray) else x
+
+
+def _wrap(x):
+    """A NumPy result as CuPy returns it: a device array (0-d for a scalar)."""
+    if isinstance(x, np.ndarray) and not isinstance(x, DeviceArray):
+        return x.view(DeviceArray)
+    if isinstance(x, np.generic):
+        return np.asarray(x).view(DeviceArray)
+    if isinstance(x, tuple):
+        return tuple(_wrap(v) for v in x)
+    return x
+
+
+class _Device:
+    id = 0
+    compute_capability = "80"  # the mma.sync GEMM (an sm_90 device takes the Hopper one)
+
+    def __init__(self, index=0):
+        self.id = index
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def use(self):
+        pass
+
+    def synchronize(self):
+        pass
+
+
+class DeviceArray(np.ndarray):
+    """A NumPy array posing as a CuPy one; what is done to it is counted (see above)."""
+
+    @property
+    def data(self):
+        return SimpleNamespace(ptr=self.ctypes.data)
+
+    @property
+    def device(self):
+        return _Device()
+
+    def get(self):
+        return np.array(self).view(np.ndarray)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        _count(f"{ufunc.__name__}" + ("" if method == "__call__" else f".{method}"))
+        out = kwargs.get("out")
+        if out is not None:
+            kwargs["out"] = tuple(_plain(o) for o in out)
+        with _inside():
+            result = getattr(ufunc, method)(*map(_plain, inputs), **kwargs)
+        if out is not None:
+            return out[0] if len(out) == 1 else out
+        return _wrap(result)
+
+    def __getitem__(self, index):
+        return _wrap(super().__getitem__(index))
+
+    def __setitem__(self, index, value):
+        _count("assignment")
+        with _inside():
+            super().__setitem__(index, value)
+
+    def astype(self, dtype, *args, **kwargs):
+        if not (np.dtype(dtype) == self.dtype and kwargs.get("copy", True) is False):
+            _count("astype")
+        with _inside():
+            return super().astype(dtype, *args, **kwargs)
+
+    def copy(self, *args, **kwargs):
+        _count("copy")
+        with _inside():
+            return super().copy(*args, **kwargs)
+
+    def fill(self, value):
+        _count("fill")
+        with _inside():
+            super().fill(value)
+
+
+_FREE = {  # CuPy functions that launch nothing
+    "empty", "empty_like", "dtype", "result_type", "can_cast", "promote_types",
+    "broadcast_shapes", "shape", "ndim", "isscalar", "iscomplexobj", "finfo", "iinfo",
+}  # fmt: skip
+
+
+class _CuPy:
+    """The ``cupy`` module, stood in for by NumPy (see the module docstring)."""
+
+    __version__ = "14.0.0 (a NumPy stand-in)"
+    ndarray = DeviceArray
+    bfloat16 = ml_dtypes.bfloat16
+
+    def __init__(self):
+        pool = SimpleNamespace(
+            used_bytes=lambda: 0, total_bytes=lambda: 0, free_bytes=lambda: 0,
+            get_limit=lambda: 0, free_all_blocks=lambda: None,
+        )  # fmt: skip
+        runtime = SimpleNamespace(
+            getDevice=lambda: 0, getDeviceCount=lambda: 1, memGetInfo=lambda: (2**34, 2**34)
+        )
+        stream = SimpleNamespace(done=True, synchronize=lambda: None, ptr=0)
+        self.cuda = SimpleNamespace(
+            Device=_Device,
+            runtime=runtime,
+            get_current_stream=lambda: stream,
+            memory=SimpleNamespace(OutOfMemoryError=MemoryError),
+        )
+        self.get_default_memory_pool = lambda: pool
+        self.random = SimpleNamespace(default_rng=lambda *a, **k: _Generator(*a, **k))
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        value = getattr(np, name)
+        if not callable(value) or isinstance(value, type):
+            return value
+
+        def call(*args, **kwargs):
+            if name not in _FREE:
+                _count(name)
+            with _inside():
+                return _wrap(value(*args, **kwargs))
+
+        return call
+
+    def ascontiguousarray(self, a, dtype=None):
+        copies = not (isinstance(a, DeviceArray) and a.flags.c_contiguous)
+        if copies or (dtype is not None and np.dtype(dtype) != a.dtype):
+            _count("ascontiguousarray (a copy)")
+        with _inside():
+            return _wrap(np.ascontiguousarray(a, dtype=dtype))
+
+    def asarray(self, a, dtype=None):
+        if isinstance(a, DeviceArray):
+            return a if dtype is None or np.dtype(dtype) == a.dtype else a.astype(dtype)
+        _count("upload")
+        return np.array(a, dtype=dtype).view(DeviceArray)
+
+    array = asarray
+
+    def asnumpy(self, a):
+        return np.array(a).view(np.ndarray)
+
+
+class _Generator:
+    def __init__(self, *args, **kwargs):
+        self._rng = np.random.default_rng(*args, **kwargs)
+
+    def __getattr__(self, name):
+        draw = getattr(self._rng, name)
+
+        def call(*args, **kwargs):
+            _count(f"random.{name}")
+            return _wrap(draw(*args, **kwargs))
+
+        return call
+
+
+def _scatter_add(a, indices, values):
+    _count("cupyx.scatter_add")
+    np.add.at(_plain(a), _plain(indices), _plain(values))
+
+
+@contextlib.contextmanager
+def stand_in():
+    """CuPy stood in for, launches recorded in ``counts``, the current device ``gpu:0``."""
+    cupyx = types.ModuleType("cupyx")
+    cupyx.scatter_add = _scatter_add
+
+    def launch(file, name, grid, block, args, shared_mem=0):
+        _count(name.split("<")[0])
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(_device, "cupy", _CuPy()))
+        stack.enter_context(mock.patch.object(kernels, "launch", launch))
+        stack.enter_context(mock.patch.dict(sys.modules, {"cupyx": cupyx}))
+        stack.enter_context(mock.patch.dict("os.environ", {"MINITORCH_AMP_RAW_KERNELS": "1"}))
+        stack.enter_context(np.errstate(all="ignore"))  # (raw kernels' outputs are not written)
+        mt.set_device("gpu:0")
+        try:
+            yield
+        finally:
+            mt.set_device("cpu")
+
+
+def simple_net_step(mode: str, width: int = 1024, batch: int = 64):
+    """``benchmarks/step_kernels.py``'s step in float16 (SGD; a GradScaler at O1 and O2)."""
+    from step_kernels import make_step
+
+    return make_step(mode, "float16", width, batch)
+
+
+def gpt_step(level: str = "O2", batch: int = 16):
+    """``benchmarks/gpt_step.py``'s step of the GPT example (AdamW, clipping, a schedule)."""
+    import gpt_step as gpt
+
+    ours, _, batches = gpt.setup(level, batch, None)
+
+    def step():
+        (x, y), _ = batches()
+        ours(x, y)
+
+    return step
+
+
+def count(make_step) -> collections.Counter:
+    """Launch-like calls of the third step of ``make_step()``'s step, on the stand-in."""
+    with stand_in():
+        step = make_step()
+        for _ in range(2):
+            step()
+        counts.clear()
+        step()
+        return collections.Counter(counts)
+
+
+STEPS = {
+    "SimpleNet fp32": lambda: simple_net_step("fp32"),
+    "SimpleNet O1": lambda: simple_net_step("O1"),
+    "SimpleNet O2": lambda: simple_net_step("O2"),
+    "GPT O2": lambda: gpt_step("O2"),
+}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--top", type=int, default=0, help="list each step's most launched")
+    parser.add_argument("--steps", nargs="+", choices=sorted(STEPS), default=list(STEPS))
+    args = parser.parse_args(argv)
+    print(
+        f"kernels per eager step on the GPU code path, CuPy stood in for by NumPy {np.__version__}"
+    )
+    print("| step | kernels |\n|---|---|")
+    found = {name: count(STEPS[name]) for name in args.steps}
+    for name, launched in found.items():
+        print(f"| {name} | {sum(launched.values())} |")
+    for name, launched in found.items() if args.top else ():
+        print(f"\n{name}: the {args.top} most launched\n| kernel or call | per step |\n|---|---|")
+        for what, n in launched.most_common(args.top):
+            print(f"| {what} | {n} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""benchmarks/launch_count.py: the kernels of one eager step on the GPU code path, counted
+with CuPy stood in for by NumPy. Run in a subprocess (the stand-in is the process's CuPy
+while it counts); its table in docs/benchmarks.md is the one it prints."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "launch_count.py"
+
+
+@pytest.fixture(scope="module")
+def printed() -> str:
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--top", "60"], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def rows(text: str, title: str) -> dict[str, int]:
+    """The ``| name | count |`` rows of the table under ``title``."""
+    block = text.split(title, 1)[1].split("\n\n", 1)[0]
+    return {k: int(v) for k, v in re.findall(r"^\| ([^|]+?) \| (\d+) \|$", block, re.M)}
+
+
+def test_the_steps_take_the_gpu_code_path(printed):
+    o2 = rows(printed, "SimpleNet O2: the 60 most launched")
+    assert o2["gemm_f16"] == 8 and o2["bias_grad"] == 3  # the raw kernels, not NumPy's
+    assert o2["unscale_and_check"] == 1 and o2["sgd_step"] == 1
+    fp32 = rows(printed, "SimpleNet fp32: the 60 most launched")
+    assert fp32["matmul"] == 8 and "gemm_f16" not in fp32  # float32: cuBLAS through CuPy
+
+
+def test_the_gpt_step_clips_in_five_launches(printed):
+    gpt = rows(printed, "GPT O2: the 60 most launched")
+    assert "sum_squares" not in gpt
+    assert (gpt["sum_squares_tensors"], gpt["clip_scale"], gpt["scale_tensors"]) == (2, 1, 2)
+
+
+def test_the_docs_table_is_the_one_it_prints(printed):
+    docs = (ROOT / "docs" / "benchmarks.md").read_text()
+    section = docs.split("### Kernels per step on the GPU code path, without a GPU", 1)[1]
+    want = rows(printed, "| step | kernels |")
+    assert rows(section, "| step | kernels |") == want
+    assert want["SimpleNet O2"] <= 30  # issue 24's target, counted this way
