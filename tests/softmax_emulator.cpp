@@ -34,19 +34,21 @@ inline float __int_as_float(int bits)
 
 using Body = std::function<void()>;
 
+template <typename T>
 Body forward(void** a)
 {
     return [=] {
-        softmax_forward(arg<const float*>(a, 0), arg<float*>(a, 1), arg<int>(a, 2),
-                        arg<int>(a, 3));
+        softmax_forward<T>(arg<const T*>(a, 0), arg<float*>(a, 1), arg<T*>(a, 2), arg<int>(a, 3),
+                           arg<int>(a, 4));
     };
 }
 
+template <typename T>
 Body backward(void** a)
 {
     return [=] {
-        softmax_backward(arg<const float*>(a, 0), arg<const float*>(a, 1), arg<float*>(a, 2),
-                         arg<int>(a, 3), arg<int>(a, 4));
+        softmax_backward<T>(arg<const float*>(a, 0), arg<const T*>(a, 1), arg<T*>(a, 2),
+                            arg<int>(a, 3), arg<int>(a, 4));
     };
 }
 
@@ -54,8 +56,12 @@ Body backward(void** a)
 const std::map<std::string, Body (*)(void**)>& kernel_table()
 {
     static const std::map<std::string, Body (*)(void**)> table = {
-        {"softmax_forward", &forward},
-        {"softmax_backward", &backward},
+        {"softmax_forward<float>", &forward<float>},
+        {"softmax_forward<__half>", &forward<__half>},
+        {"softmax_forward<__nv_bfloat16>", &forward<__nv_bfloat16>},
+        {"softmax_backward<float>", &backward<float>},
+        {"softmax_backward<__half>", &backward<__half>},
+        {"softmax_backward<__nv_bfloat16>", &backward<__nv_bfloat16>},
     };
     return table;
 }

@@ -13,10 +13,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import emulated_gpu
+import ml_dtypes
 import numpy as np
 import pytest
 from emulated_gpu import HostArray, on_device
 from emulated_gpu import to_host as host
+from test_amp_kernels import assert_same_bits
 
 import minitorch_amp as mt
 import minitorch_amp.nn.functional as F
@@ -57,14 +59,16 @@ def test_the_kernels_compute_softmax_and_its_gradient(launches, rows, n):
     rng = np.random.default_rng(rows * n)
     x = (rng.standard_normal((rows, n)) * 4).astype(float32)
     g = rng.standard_normal((rows, n)).astype(float32)
-    y = module.forward(on_device(x))
+    y, out = module.forward(on_device(x))
+    assert out is y  # a float32 input: nothing more to write
     dx = module.backward(y, on_device(g))
     want_y, want_dx = oracle(x, g)
     # float32 roundings of exp, the sum and the division; the gradient's sum of n products
     np.testing.assert_allclose(host(y), want_y, rtol=1e-5 * (1 + n / 64), atol=1e-37)
     bound = 1e-6 * (n + 4) * (np.abs(g).max() + 1)
     np.testing.assert_allclose(host(dx), want_dx, rtol=0, atol=bound)
-    assert launches == [("softmax_forward", (min(rows, 4),)), ("softmax_backward", (min(rows, 4),))]
+    grid = (min(rows, 4),)
+    assert launches == [("softmax_forward<float>", grid), ("softmax_backward<float>", grid)]
 
 
 def test_nan_inf_and_all_masked_rows_come_out_as_the_op_makes_them(launches):
@@ -83,7 +87,7 @@ def test_nan_inf_and_all_masked_rows_come_out_as_the_op_makes_them(launches):
         ],
         float32,
     )
-    got = host(module.forward(on_device(x)))
+    got = host(module.forward(on_device(x))[0])
     with np.errstate(invalid="ignore"):
         want = Softmax.forward(SimpleNamespace(), x)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
@@ -103,7 +107,7 @@ def test_the_op_on_the_kernels_matches_the_op_on_numpy(launches):
     numpy_run = run(np.asarray)
     launches.clear()
     kernel_run = run(on_device)
-    assert [name for name, _ in launches] == ["softmax_forward", "softmax_backward"]
+    assert [name for name, _ in launches] == ["softmax_forward<float>", "softmax_backward<float>"]
     for got, want in zip(kernel_run, numpy_run):
         assert got.shape == want.shape and got.dtype == want.dtype
         np.testing.assert_allclose(host(got), want, rtol=2e-5, atol=1e-6)
@@ -114,10 +118,47 @@ def test_other_axes_dtypes_and_raw_kernels_off_keep_the_expressions(launches, mo
     assert module.usable(x) and module.usable(x, axis=1)
     assert not module.usable(x, axis=0)
     assert not module.usable(on_device(np.ones((2, 3), np.float64)))
+    assert module.usable(on_device(np.ones((2, 3), np.float16)))
     assert not module.usable(on_device(np.ones((0, 3), float32)))
     assert not module.usable(np.ones((2, 3), float32))  # NumPy: the op's own expressions
     monkeypatch.setenv("MINITORCH_AMP_RAW_KERNELS", "0")
     assert not module.usable(x)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+def test_a_16_bit_softmax_is_one_launch_each_way_with_the_bits_of_three(launches, dtype):
+    """Widened as read and rounded once as written: the bits of the float32 kernels between
+    a widening and a narrowing (what the op launched before), with NaN, inf and -inf rows."""
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((9, 70)) * 4).astype(dtype)
+    x[1, 3], x[2, 5], x[3, :] = np.nan, np.inf, -np.inf
+    x[4, ::2] = -np.inf
+    g = (rng.standard_normal((9, 70)) * 2).astype(dtype)
+    y, out = module.forward(on_device(x))
+    dx = module.backward(y, on_device(g))
+    assert (y.dtype, out.dtype, dx.dtype) == (float32, dtype, dtype)
+    assert [name for name, _ in launches] == [
+        f"softmax_forward<{module._TYPES[np.dtype(dtype)]}>",
+        f"softmax_backward<{module._TYPES[np.dtype(dtype)]}>",
+    ]
+    wide_y, _ = module.forward(on_device(x.astype(float32)))
+    wide_dx = module.backward(wide_y, on_device(g.astype(float32)))
+    assert_same_bits(host(y), host(wide_y))
+    assert_same_bits(host(out), host(wide_y).astype(dtype))
+    assert_same_bits(host(dx), host(wide_dx).astype(dtype))
+
+
+def test_the_op_on_16_bit_scores_launches_the_kernels_alone(launches):
+    """activation.Softmax on float16 (attention's scores under AMP): two launches a step, no
+    widening or narrowing of its own, float32 kept for the backward."""
+    rng = np.random.default_rng(5)
+    x = on_device((rng.standard_normal((2, 4, 64)) * 3).astype(np.float16))
+    g = on_device(rng.standard_normal((2, 4, 64)).astype(np.float16))
+    ctx = SimpleNamespace(needs_grad=(True,))
+    out = Softmax.forward(ctx, x, axis=-1)
+    dx = Softmax.backward(ctx, g)
+    assert out.dtype == dx.dtype == np.float16 and ctx.out.dtype == float32
+    assert [name for name, _ in launches] == ["softmax_forward<__half>", "softmax_backward<__half>"]
 
 
 @pytest.mark.gpu

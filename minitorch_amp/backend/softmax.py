@@ -7,9 +7,11 @@ the example GPT's step (attention's weights). ``softmax_forward`` and ``softmax_
 take a block per row and do each direction in one launch.
 
 * NumPy arrays never come here: the op's expressions are the twin, the specification.
-* CuPy float32 arrays, C-contiguous, softmax along the last axis, with
-  ``backend.kernels.enabled()``: the kernels, whose sums run in an order the shape alone
-  decides, another than the twin's: within float32 rounding, not bit for bit.
+* CuPy float32, float16 or bfloat16 arrays, C-contiguous, softmax along the last axis,
+  with ``backend.kernels.enabled()``: the kernels, whose sums run in an order the shape alone
+  decides, another than the twin's: within float32 rounding, not bit for bit. A 16-bit
+  input is widened as the kernel reads it and the output rounded as it writes it (one
+  launch, where the op's widening, the kernel and its narrowing took three, same bits).
 * ``MINITORCH_AMP_RAW_KERNELS=0``, another axis or dtype, or an empty array: the op's
   expressions on CuPy arrays.
 """
@@ -20,18 +22,23 @@ import numpy as np
 
 from . import kernels
 from .device import get_array_module
-from .dtypes import float32
+from .dtypes import bfloat16, float16, float32
 
 __all__ = ["backward", "forward", "usable"]
 
 FILE = "softmax.cu"
-KERNELS = kernels.register(FILE, names=("softmax_forward", "softmax_backward"))
+_TYPES = {float32: "float", float16: "__half", bfloat16: "__nv_bfloat16"}
+_FORWARD = {t: f"softmax_forward<{name}>" for t, name in _TYPES.items()}
+_BACKWARD = {t: f"softmax_backward<{name}>" for t, name in _TYPES.items()}
+KERNELS = kernels.register(FILE, names=(*_FORWARD.values(), *_BACKWARD.values()))
 THREADS = 256  # kThreads in cuda/softmax.cu
 MAX_BLOCKS = 8192  # past that, blocks stride over the rows
+_NULL = np.int64(0)  # a null pointer: RawKernel passes an int64 by value, 8 zero bytes
 
 
 def usable(*arrays, axis: int = -1) -> bool:
-    """Whether the kernels take softmax along ``axis`` of these same-shaped arrays."""
+    """Whether the kernels take softmax along ``axis`` of these same-shaped arrays: a
+    float32 ``y`` (the backward's first) and float32, float16 or bfloat16 others."""
     x = arrays[0]
     if get_array_module(x) is np or not kernels.enabled() or x.ndim == 0:
         return False
@@ -40,21 +47,25 @@ def usable(*arrays, axis: int = -1) -> bool:
         and x.size > 0
         and x.size // x.shape[-1] <= np.iinfo(np.int32).max
         and x.shape[-1] <= np.iinfo(np.int32).max
-        and all(a.dtype == float32 and a.flags.c_contiguous for a in arrays)
+        and all(a.dtype in _TYPES and a.flags.c_contiguous for a in arrays)
     )
 
 
 def forward(x):
-    """``exp(x - max) / sum(exp(x - max))`` along the last axis of the float32 ``x``."""
-    y = get_array_module(x).empty_like(x)
-    _launch("softmax_forward", (x, y), x)
-    return y
+    """``(y, out)``: ``y = exp(x - max) / sum(exp(x - max))`` along the last axis in float32,
+    and ``out``, ``y`` rounded once to ``x``'s dtype (``y`` itself for a float32 ``x``)."""
+    xp = get_array_module(x)
+    y = xp.empty(x.shape, float32)
+    out = y if x.dtype == float32 else xp.empty_like(x)
+    _launch(_FORWARD[x.dtype], (x, y, _NULL if out is y else out), x)
+    return y, out
 
 
 def backward(y, grad):
-    """``(grad - sum(grad * y)) * y`` along the last axis: the input's gradient."""
-    dx = get_array_module(y).empty_like(y)
-    _launch("softmax_backward", (y, grad, dx), y)
+    """``(grad - sum(grad * y)) * y`` along the last axis, computed in float32 from the
+    float32 ``y`` and rounded once to ``grad``'s dtype: the input's gradient."""
+    dx = get_array_module(y).empty_like(grad)
+    _launch(_BACKWARD[grad.dtype], (y, grad, dx), y)
     return dx
 
 

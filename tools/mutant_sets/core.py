@@ -107,8 +107,14 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "softmax-backward-in-fp16",
         "minitorch_amp/autograd/ops/activation.py",
-        lines("        y = ctx.out", "        g = _widen(grad)"),
-        lines("        y = ctx.out.astype(grad.dtype)", "        g = grad"),
+        lines(
+            "        g = _widen(grad)",
+            "        gx = xp.subtract(g, _row_sums(g, ctx.axis, y))  # fresh: scaled by y in place",
+        ),
+        lines(
+            "        g, y = grad, y.astype(grad.dtype)",
+            "        gx = xp.subtract(g, _row_sums(g, ctx.axis, y))  # fresh: scaled by y in place",
+        ),
         ("tests/test_ops_half_backward.py",),
         "softmax's backward computes in float16 instead of float32",
     ),

@@ -309,10 +309,18 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "softmax-backward-sums-g-alone",
         "cuda/softmax.cu",
-        "            s = __fadd_rn(s, __fmul_rn(g[start + i], y[start + i]));",
-        "            s = __fadd_rn(s, g[start + i]);",
+        "            s = __fadd_rn(s, __fmul_rn(wide(g[start + i]), y[start + i]));",
+        "            s = __fadd_rn(s, wide(g[start + i]));",
         (SOFTMAX_TESTS,),
         "softmax's gradient removes sum(g), not sum(g * y)",
+    ),
+    Mutant(
+        "softmax-16-bit-output-rounded-twice",
+        "cuda/softmax.cu",
+        "            if (out != nullptr) store(out + static_cast<long long>(row) * n + i, yr[i]);",
+        "            if (out != nullptr) store(out + static_cast<long long>(row) * n + i, __half2float(__float2half_rn(yr[i])));",
+        (SOFTMAX_TESTS,),
+        "a bfloat16 softmax's output goes through float16 first (a double rounding, underflow)",
     ),
     Mutant(
         "softmax-kernel-along-another-axis",

@@ -137,10 +137,10 @@ class Softmax(Op):
         if x.size == 0:
             ctx.out = _widen(x)
             return x.copy()
+        if _softmax.usable(x, axis=axis):  # a GPU: one launch each way (backend/softmax.py)
+            ctx.out, out = _softmax.forward(x)  # (float32, and out in x's dtype)
+            return out
         xa = _widen(x)
-        if _softmax.usable(xa, axis=axis):  # a GPU: one launch each way (backend/softmax.py)
-            ctx.out = _softmax.forward(xa)
-            return ctx.out.astype(x.dtype, copy=False)
         if xa.ndim == 0 or xa.dtype.kind != "f":  # a 0-d or integer input: no fast path
             e = xp.exp(xa - xa.max(axis=axis, keepdims=True))
             ctx.out = e / e.sum(axis=axis, keepdims=True)
@@ -158,9 +158,9 @@ class Softmax(Op):
     def backward(ctx, grad):
         xp = get_array_module(grad)
         y = ctx.out
+        if _softmax.usable(y, grad, axis=ctx.axis):
+            return _softmax.backward(y, grad)  # (in grad's dtype)
         g = _widen(grad)
-        if _softmax.usable(y, g, axis=ctx.axis):
-            return _softmax.backward(y, g).astype(grad.dtype, copy=False)
         gx = xp.subtract(g, _row_sums(g, ctx.axis, y))  # fresh: scaled by y in place
         gx *= y
         return gx.astype(grad.dtype, copy=False)
