@@ -177,3 +177,15 @@ def test_on_a_gpu_the_fast_path_has_the_bits_of_cupys_own_operations(monkeypatch
     pairs = ClipGradByGlobalNorm(1.0)(list(zip(params, grads)))
     for g, (_, w) in zip(got, pairs):
         assert_same_bits(g, cupy.asnumpy(w._data))
+
+
+def test_the_environment_reports_check_passes_on_the_emulator(gpu):
+    from minitorch_amp.utils.kernel_check_ops import global_norm_matches
+
+    assert global_norm_matches(emulated_gpu.on_device, emulated_gpu.to_host)
+    assert [name for name, _ in gpu][-4:] == [  # the fast path ran (on the device side)
+        "clip_scale",
+        "scale_tensors<__half>",
+        "scale_tensors<float>",
+        "scale_tensors<__nv_bfloat16>",
+    ]

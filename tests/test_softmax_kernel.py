@@ -161,6 +161,14 @@ def test_the_op_on_16_bit_scores_launches_the_kernels_alone(launches):
     assert [name for name, _ in launches] == ["softmax_forward<__half>", "softmax_backward<__half>"]
 
 
+def test_the_environment_reports_check_passes_on_the_emulator(launches):
+    from minitorch_amp.utils.kernel_check_ops import softmax_matches
+
+    assert softmax_matches(on_device, host)
+    names = {name for name, _ in launches}
+    assert {"softmax_forward<float>", "softmax_forward<__half>"} <= names
+
+
 @pytest.mark.gpu
 def test_on_a_gpu_softmax_takes_the_kernels_and_matches_the_cpu():
     rng = np.random.default_rng(2)

@@ -276,12 +276,13 @@ def _squared_error_matches(to_device: Move, to_host: Move) -> bool:
 
 
 def _reduction_matches(to_device: Move, to_host: Move) -> bool:
-    """reduction.cu's three launchers: the sum of squares, the bias gradient and mse_loss's
-    squared error."""
+    """reduction.cu's four launchers: the sum of squares, the bias gradient, mse_loss's
+    squared error and ClipGradByGlobalNorm."""
     return (
         _sum_squares_matches(to_device, to_host)
         and _bias_grad_matches(to_device, to_host)
         and _squared_error_matches(to_device, to_host)
+        and _ops.global_norm_matches(to_device, to_host)
     )
 
 

@@ -1,6 +1,7 @@
 """Kernel checks that hold an op's GPU kernels to the op's own NumPy path, within float32
-rounding: LayerNorm (``layer_norm.cu``) and softmax (``softmax.cu``), whose twins sum with
-BLAS where the kernels sum in a fixed tree, and exact GELU (``elementwise.cu``'s gelu kernels:
+rounding: LayerNorm (``layer_norm.cu``), softmax (``softmax.cu``) and ClipGradByGlobalNorm
+(``reduction.cu``'s global-norm kernels), whose twins sum with BLAS where the kernels sum in
+a fixed tree, and exact GELU (``elementwise.cu``'s gelu kernels:
 CUDA's ``erfcf`` against the twin's float32 polynomials). :mod:`minitorch_amp.utils.kernel_check`
 runs them with the others.
 
@@ -18,7 +19,7 @@ import numpy as np
 
 Move = Callable[[np.ndarray], object]
 
-__all__ = ["gelu_matches", "layer_norm_matches", "softmax_matches"]
+__all__ = ["gelu_matches", "global_norm_matches", "layer_norm_matches", "softmax_matches"]
 
 
 def layer_norm_matches(to_device: Move, to_host: Move) -> bool:
@@ -80,4 +81,33 @@ def softmax_matches(to_device: Move, to_host: Move) -> bool:
 
         for got, want in zip(run(to_device), run(np.asarray)):
             same = same and np.allclose(to_host(got), want, rtol=2e-5, atol=1e-6)
+        # float16 scores (attention's under AMP): read and written as float16 by the kernels
+        half = SimpleNamespace(needs_grad=(True,)), SimpleNamespace(needs_grad=(True,))
+        got = Softmax.forward(half[0], to_device(x.astype(np.float16)))
+        want = Softmax.forward(half[1], x.astype(np.float16))
+        wide = np.asarray(to_host(got), np.float32)
+        same = same and np.allclose(wide, want.astype(np.float32), rtol=2e-3, atol=1e-7)
+    return same
+
+
+def global_norm_matches(to_device: Move, to_host: Move) -> bool:
+    """ClipGradByGlobalNorm over float16, float32 and bfloat16 gradients, one of 18 tiles
+    (past one block's finish): the kernels add in their own order and the NumPy path with
+    BLAS, so the clipped gradients agree within a unit in the last place of their dtype."""
+    import ml_dtypes
+
+    from ..nn.clip import ClipGradByGlobalNorm
+    from ..nn.parameter import Parameter
+
+    rng = np.random.default_rng(0)
+    shapes = [((64, 33), np.float16), ((5000,), np.float32), ((70000,), ml_dtypes.bfloat16)]
+    grads = [(rng.standard_normal(n) * 3).astype(dtype) for n, dtype in shapes]
+    params = [Parameter(np.zeros(1, np.float32)) for _ in grads]
+    got = ClipGradByGlobalNorm(1.0)(list(zip(params, [to_device(g) for g in grads])))
+    want = ClipGradByGlobalNorm(1.0)(list(zip(params, grads)))
+    same = True
+    for (_, g), (_, w), (_, dtype) in zip(got, want, shapes):
+        tolerance = float(np.finfo(np.float32).eps) * 4 if dtype == np.float32 else 2**-7
+        g64 = np.asarray(to_host(g._data), np.float64)
+        same = same and np.allclose(g64, np.asarray(w._data, np.float64), rtol=tolerance)
     return same
