@@ -45,16 +45,18 @@ def applies(grads, outs) -> bool:
     cupy = _device.cupy
     if cupy is None or not kernels.enabled() or not grads:
         return False
+    device = None
     for g, out in zip(grads, outs):
         if not (isinstance(g, cupy.ndarray) and isinstance(out, cupy.ndarray)):
             return False
-    device = grads[0].device.id
-    for g, out in zip(grads, outs):
-        if g.dtype not in _TYPES or out.dtype != g.dtype or out.shape != g.shape:
-            return False
-        if not (g.flags.c_contiguous and out.flags.c_contiguous):
-            return False
-        if g.device.id != device or out.device.id != device:
+        device = g.device.id if device is None else device
+        if (
+            g.dtype not in _TYPES
+            or (out.dtype, out.shape) != (g.dtype, g.shape)
+            or not (g.flags.c_contiguous and out.flags.c_contiguous)
+            or g.device.id != device
+            or out.device.id != device
+        ):
             return False
     return True
 
@@ -74,20 +76,19 @@ def clip_into(grads, outs, clip_norm: float) -> None:
         )
         buffer = cupy.empty(2 + int(starts[-1]), float32)  # scale, norm, then the partials
         out, partials = buffer[:2], buffer[2:]
-        launches, offset = [], 0
+        per_dtype, offset = [], 0  # (dtype, its table, its gradients, its blocks)
         for dtype, members in groups.items():
             size = 5 * len(members) + 1
-            table, count = words[offset : offset + size], np.int32(len(members))
-            group_tiles = sum(tiles[i] for i in members)
+            blocks = min(sum(tiles[i] for i in members), MAX_BLOCKS)
+            per_dtype.append((dtype, words[offset : offset + size], np.int32(len(members)), blocks))
             offset += size
-            launches.append((dtype, table, count, min(group_tiles, MAX_BLOCKS)))
-        for dtype, table, count, blocks in launches:
+        for dtype, table, count, blocks in per_dtype:  # (a dtype without a tile: nothing)
             if blocks:
                 args = (table, count, partials)
                 kernels.launch(FILE, _SQUARES[dtype], (blocks,), (THREADS,), args)
         args = (partials, words[offset:], np.int32(len(grads)), np.float32(clip_norm), out)
         kernels.launch(FILE, CLIP_SCALE, (1,), (THREADS,), args)
-        for dtype, table, count, blocks in launches:
+        for dtype, table, count, blocks in per_dtype:
             if blocks:
                 kernels.launch(FILE, _SCALE[dtype], (blocks,), (THREADS,), (table, count, out))
 
