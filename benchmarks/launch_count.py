@@ -2,6 +2,7 @@
 
     python benchmarks/launch_count.py             # SimpleNet fp32/O1/O2 and the GPT at O2
     python benchmarks/launch_count.py --top 12    # and each step's most launched kernels
+    python benchmarks/launch_count.py --where multiply add   # and where those are launched
 
 Issue 24 counts kernels per step (at most 30 for the eager O2 SimpleNet step), and on a GPU
 ``benchmarks/step_kernels.py`` counts them with ``torch.profiler``; most sessions have no
@@ -31,6 +32,7 @@ import argparse
 import collections
 import contextlib
 import sys
+import traceback
 import types
 from pathlib import Path
 from types import SimpleNamespace
@@ -48,12 +50,28 @@ from minitorch_amp.backend import device as _device
 from minitorch_amp.backend import kernels
 
 counts: collections.Counter = collections.Counter()
+sites: collections.Counter = collections.Counter()  # (kernel, where) for the kernels watched
+watched: set[str] = set()
+depth = [2]  # the package's frames each site names (--depth)
 _depth = [0]  # > 0 inside a counted call: what it calls is not counted again
+_PACKAGE = str(Path(mt.__file__).resolve().parent)
 
 
 def _count(what: str) -> None:
     if _depth[0] == 0:
         counts[what] += 1
+        if what in watched:
+            sites[what, _where()] += 1
+
+
+def _where() -> str:
+    """The package's innermost frames that led here: ``file:line < file:line``."""
+    frames = [
+        f"{Path(f.filename).relative_to(_PACKAGE)}:{f.lineno}"
+        for f in reversed(traceback.extract_stack())
+        if f.filename.startswith(_PACKAGE)
+    ]
+    return " < ".join(frames[: depth[0]]) or "(outside the package)"
 
 
 @contextlib.contextmanager
@@ -283,6 +301,7 @@ def count(make_step) -> collections.Counter:
         for _ in range(2):
             step()
         counts.clear()
+        sites.clear()
         step()
         return collections.Counter(counts)
 
@@ -298,19 +317,33 @@ STEPS = {
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--top", type=int, default=0, help="list each step's most launched")
+    parser.add_argument(
+        "--where", nargs="+", default=[], metavar="KERNEL", help="list where these are launched"
+    )
+    parser.add_argument("--depth", type=int, default=2, help="frames per --where site")
     parser.add_argument("--steps", nargs="+", choices=sorted(STEPS), default=list(STEPS))
     args = parser.parse_args(argv)
+    watched.update(args.where)
+    depth[0] = args.depth
     print(
         f"kernels per eager step on the GPU code path, CuPy stood in for by NumPy {np.__version__}"
     )
     print("| step | kernels |\n|---|---|")
-    found = {name: count(STEPS[name]) for name in args.steps}
+    found, places = {}, {}
+    for name in args.steps:
+        found[name] = count(STEPS[name])
+        places[name] = collections.Counter(sites)
     for name, launched in found.items():
         print(f"| {name} | {sum(launched.values())} |")
     for name, launched in found.items() if args.top else ():
         print(f"\n{name}: the {args.top} most launched\n| kernel or call | per step |\n|---|---|")
         for what, n in launched.most_common(args.top):
             print(f"| {what} | {n} |")
+    for name, where in places.items() if args.where else ():
+        print(f"\n{name}: where {', '.join(args.where)} are launched\n| kernel | from | per step |")
+        print("|---|---|---|")
+        for (what, site), n in sorted(where.items()):
+            print(f"| {what} | {site} | {n} |")
     return 0
 
 

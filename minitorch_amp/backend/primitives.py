@@ -176,6 +176,24 @@ def linear(x, weight, bias=None):
     return out
 
 
+def gemm_ready(*arrays) -> tuple:
+    """``arrays`` as the GEMM kernel reads them: C-contiguous when they are float16 or
+    bfloat16 arrays of two or more dimensions on the GPU (raw kernels on), as they are
+    otherwise (NumPy and cuBLAS take strides).
+
+    :func:`matmul` makes these copies itself; an op that saves its operands for backward
+    calls this first and saves the copies, so that each of its backward products does not
+    copy the same transposed view again (attention's heads-first ``q``, ``k`` and ``v``).
+    """
+    xp = get_array_module(*arrays)
+    if xp is np or not kernels.enabled():
+        return arrays
+    return tuple(
+        xp.ascontiguousarray(a) if a.ndim >= 2 and a.dtype in (float16, bfloat16) else a
+        for a in arrays
+    )
+
+
 def _same_16bit(a, b) -> bool:
     """Both float16, or both bfloat16: the dtypes the GEMM kernels take."""
     return a.dtype == b.dtype and a.dtype in (float16, bfloat16)

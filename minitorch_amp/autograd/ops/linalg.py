@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ...backend.bias_grad import bias_grad
-from ...backend.primitives import linear, matmul
+from ...backend.primitives import gemm_ready, linear, matmul
 from ..op import GRAY, WHITE, Op
 
 
@@ -44,6 +44,8 @@ class Matmul(Op):
         if x.ndim == 0 or y.ndim == 0:
             raise ValueError("matmul needs tensors with at least one dimension; use multiply")
         if x.ndim >= 2 and y.ndim >= 2:  # the common case, checked by the product itself
+            if x.dtype == y.dtype:  # (copied once, here, if the GEMM reads them contiguous)
+                x, y = gemm_ready(x, y)
             try:
                 out = matmul(x, y, transpose_x, transpose_y)
             except ValueError as exc:
@@ -73,6 +75,8 @@ class Matmul(Op):
         x, y, tx, ty, out_shape, x_shape, y_shape = ctx.saved
         needs_x, needs_y = ctx.needs_grad
         g = grad.reshape(out_shape)
+        if (needs_x and needs_y) and g.dtype == x.dtype == y.dtype:
+            (g,) = gemm_ready(g)  # one copy of a transposed view for both products
         # a = op(x), b = op(y); da = g @ b^T, db = a^T @ g.
         gx = gy = None
         if needs_x:
