@@ -20,7 +20,7 @@ from nan_checker import nan_inf_checker
 
 import minitorch_amp as mt
 from minitorch_amp import amp, nn
-from minitorch_amp.autograd import cast_fold
+from minitorch_amp.autograd import cast_fold, engine
 from minitorch_amp.autograd.ops.cast import Cast
 
 
@@ -212,3 +212,31 @@ def test_any_mlp_folds_to_the_unfolded_gradients_bit_for_bit(
     unfolded = step(net, x, level, dtype, scale=2.0**log2_scale, fold=False)
     for a, b in zip(folded, unfolded):
         np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+@pytest.mark.parametrize("source", ["float16", "bfloat16"])
+def test_a_cast_from_16_bits_writes_its_gradient_into_the_parameters_buffer(source, monkeypatch):
+    """The other direction (a 16-bit parameter read as float32: an O2 embedding table, a
+    user's ``astype``) is no fold: the cast's backward narrows the gradient straight into
+    the parameter's stale buffer (``ctx.grad_out``), which keeps its array; the bits are
+    those of a cast into a new array, and the cast is still counted."""
+    rng = np.random.default_rng(4)
+    w = mt.to_tensor(rng.standard_normal((5, 3)).astype(source), stop_gradient=False)
+    x = mt.to_tensor(rng.standard_normal((4, 5)).astype("float32") * 1000)
+
+    def backward():
+        (mt.matmul(x, w.astype("float32")) ** 2).sum().backward()
+
+    backward()
+    buffer = w.grad._data
+    fresh = w.grad.numpy().copy()
+    w.clear_grad()
+    copies = []
+    monkeypatch.setattr(engine, "copy_into", lambda out, x: copies.append(out))
+    with amp.debugging.collect_operator_stats() as stats:
+        backward()
+    assert w.grad._data is buffer and copies == []  # written by the cast, not copied in
+    counted = stats.counts["cast"]
+    assert sum(counted.values()) == 2  # forward (from 16 bits) and backward (from float32)
+    assert buffer.dtype == np.dtype(source)
+    np.testing.assert_array_equal(w.grad.numpy().view(np.uint16), fresh.view(np.uint16))

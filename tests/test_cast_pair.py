@@ -15,7 +15,7 @@ from __future__ import annotations
 import emulated_gpu
 import numpy as np
 import pytest
-from emulated_gpu import HostArray
+from emulated_gpu import HostArray, on_device
 from test_cast_kernel import DIRECTIONS, _sources, assert_same_bits, edge_floats
 
 from minitorch_amp.backend import cast as cast_module
@@ -301,3 +301,50 @@ def test_on_the_gpu_cast_pair_equals_cast_bit_for_bit_in_one_launch(dtype, monke
                 where = f"{label}, sizes {(n0, n1)}"
                 assert_same_bits(got, cast(x, dtype), where)  # the plain kernel
                 assert_same_bits(got, cast(cp.asnumpy(x), dtype), where)  # the twin
+
+
+# ---- cast(..., out=): a gradient cast straight into its buffer ---------------------------------
+@pytest.mark.parametrize("direction", [(F32, F16), (F16, F32), (F32, BF16)], ids=str)
+def test_cast_into_out_is_the_kernel_writing_there_in_one_launch(direction, on_emulator):
+    source, target = direction
+    x = on_device(np.random.default_rng(3).standard_normal((7, 300)).astype(source) * 300)
+    want = cast_module.cast(x, target)
+    out = sentinel_empty(x.shape, target)
+    on_emulator.clear()
+    assert cast_module.cast(x, target, out=out) is out
+    assert [name for name, *_ in on_emulator] == [want_name(source, target)]
+    assert on_emulator[0][2][1] is out  # the kernel's destination: no temporary, no copy
+    assert_same_bits(out, want)
+
+
+def want_name(source, target) -> str:
+    short = {F32: "f32", F16: "f16", BF16: "bf16"}
+    return f"cast_{short[source]}_to_{short[target]}"
+
+
+@pytest.mark.parametrize("on_gpu", [False, True], ids=["numpy", "emulator"])
+def test_an_out_that_does_not_fit_is_refused_before_anything_is_written(on_gpu, request):
+    to = on_device if on_gpu else np.asarray
+    launches = request.getfixturevalue("on_emulator") if on_gpu else []
+    x = to(np.ones((4, 6), F32))
+    bad = {
+        "float16 array of x's shape": to(np.zeros((4, 6), F32)),  # (wrong dtype)
+        "C-contiguous": to(np.zeros((6, 4), F16)).T,
+        "of x's shape": to(np.zeros((4, 5), F16)),
+    }
+    for message, out in bad.items():
+        before = np.array(out)
+        with pytest.raises(ValueError, match=message):
+            cast_module.cast(x, F16, out=out)
+        np.testing.assert_array_equal(np.asarray(out), before)
+    assert launches == []
+    if on_gpu:  # a host out for a device x
+        with pytest.raises(TypeError, match="of x's kind"):
+            cast_module.cast(x, F16, out=np.zeros((4, 6), F16))
+
+
+def test_on_numpy_cast_into_out_is_the_twin():
+    x = np.array([[1 + 2**-11, 65520.0, 2.0**-25, np.nan]], F32)
+    out = np.full(x.shape, 7, F16)
+    assert cast_module.cast(x, F16, out=out) is out
+    assert_same_bits(out, cast_module.cast(x, F16))

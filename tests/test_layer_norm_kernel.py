@@ -124,6 +124,52 @@ def test_the_op_on_the_kernels_matches_the_op_on_numpy(launches):
         np.testing.assert_allclose(host(got), want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
 
+def test_the_parameters_kernel_writes_into_their_grad_buffers(launches):
+    """Offered the weight's and bias's stale grad buffers (``ctx.grad_out``), the op's
+    backward has the kernel write d weight and d bias there and returns those very arrays
+    (the engine copies nothing in after); the values are those of a backward without them."""
+    x, g, w, b = case(6, 40, seed=3)
+    w2, b2 = w.reshape(5, 8), b.reshape(5, 8)  # normalized_shape (5, 8): n = 40 over two dims
+
+    def run(grad_out):
+        ctx = SimpleNamespace(needs_grad=(True, True, True), grad_out=grad_out)
+        x3 = on_device(x.reshape(6, 5, 8))
+        LayerNorm.forward(ctx, x3, on_device(w2), on_device(b2), (5, 8), EPS)
+        return LayerNorm.backward(ctx, on_device(g.reshape(6, 5, 8)))
+
+    want = run(None)
+    buffers = (
+        None,
+        on_device(np.full((5, 8), np.nan, float32)),
+        on_device(np.zeros((5, 8), float32)),
+    )
+    got = run(buffers)
+    assert got[1] is buffers[1] and got[2] is buffers[2]
+    for i in range(3):
+        np.testing.assert_array_equal(host(got[i]), host(want[i]))
+    # a buffer of another dtype is left alone (the engine converts the float32 result)
+    half = (None, on_device(np.zeros((5, 8), np.float16)), None)
+    other = run(half)
+    assert other[1] is not half[1] and other[1].dtype == float32
+    np.testing.assert_array_equal(host(half[1]), 0)
+
+
+def test_the_parameters_buffers_are_checked_before_any_launch(launches):
+    x, g, w, _ = case(3, 8)
+    rows, grad, weight = on_device(x), on_device(g), on_device(w)
+    mean, rstd = on_device(np.zeros(3, float32)), on_device(np.ones(3, float32))
+    bad = {
+        "dw_out must be float32": {"dw_out": on_device(np.zeros(8, np.float16))},
+        "db_out has 9 elements, not n = 8": {"db_out": on_device(np.zeros(9, float32))},
+        "dw_out must be C-contiguous": {"dw_out": on_device(np.zeros((8, 2), float32))[:, 0]},
+    }
+    for message, outs in bad.items():
+        launches.clear()
+        with pytest.raises((TypeError, ValueError), match=message):
+            module.backward(grad, rows, weight, mean, rstd, True, True, **outs)
+        assert launches == []
+
+
 def test_other_dtypes_and_raw_kernels_off_keep_the_array_expressions(launches, monkeypatch):
     rows = on_device(np.ones((2, 3), float32))
     assert module.usable(rows)

@@ -56,7 +56,7 @@ _PER_THREAD = 8  # elements per vector step in cast.cu
 _MAX_BLOCKS = 4096  # a few waves on an H100 (132 SMs x 8 blocks); the kernel grid-strides
 
 
-def cast(x, dtype, found_inf=None):
+def cast(x, dtype, found_inf=None, out=None):
     """``x`` converted to ``dtype`` (round to nearest even); ``found_inf |= any(!isfinite(out))``.
 
     float32 -> float16 is IEEE round-to-nearest-even: values at or above 65520 in magnitude
@@ -71,13 +71,17 @@ def cast(x, dtype, found_inf=None):
         dtype: the target dtype (anything ``numpy.dtype`` accepts).
         found_inf: optional bool array of shape [1] on ``x``'s device; set (never cleared)
             when the result holds an inf or a NaN.
+        out: optional C-contiguous array of ``dtype`` and ``x``'s shape, of ``x``'s kind
+            (NumPy or CuPy), that receives the result: on the GPU the kernel writes it there
+            (a parameter's gradient cast straight into its ``.grad`` buffer: no copy after).
 
     Returns:
-        A new array of ``dtype`` and ``x``'s shape.
+        A new array of ``dtype`` and ``x``'s shape (``out`` itself when given).
 
     Raises:
-        ValueError: ``found_inf`` is not a bool array of shape [1].
-        TypeError: ``x`` is a CuPy array and ``found_inf`` is not.
+        ValueError: ``found_inf`` is not a bool array of shape [1], or ``out`` does not fit;
+            nothing is written then.
+        TypeError: ``x`` is a CuPy array and ``found_inf`` or ``out`` is not.
 
     Example:
         >>> import numpy as np
@@ -86,7 +90,9 @@ def cast(x, dtype, found_inf=None):
         [1.0, 0.0, 2.0]
     """
     dtype = np.dtype(dtype)
-    if found_inf is None and x.__class__ is np.ndarray and (x.dtype, dtype) in _PLAIN:
+    if out is not None:
+        _check_out(out, x, dtype)
+    elif found_inf is None and x.__class__ is np.ndarray and (x.dtype, dtype) in _PLAIN:
         return _convert_quietly(x, dtype)  # the common case on the CPU: nothing to decide
     if found_inf is not None and (found_inf.shape != (1,) or found_inf.dtype != bool_):
         raise ValueError(
@@ -97,14 +103,18 @@ def cast(x, dtype, found_inf=None):
     check = found_inf is not None
     name = _KERNELS.get((x.dtype, dtype, check))
     if xp is np or name is None or not kernels.enabled():
-        return _cast_twin(xp, x, dtype, found_inf)
+        result = _cast_twin(xp, x, dtype, found_inf)
+        if out is None:
+            return result
+        copy_into(out, result)
+        return out
 
     if check and get_array_module(found_inf) is not xp:
         raise TypeError("found_inf must be a CuPy array on x's device, like x")
     with x.device:  # allocate and launch on x's GPU, whichever is current
         if not x.flags.c_contiguous:  # the kernel sees bytes, not strides (0-d is contiguous)
             x = xp.ascontiguousarray(x)
-        out = xp.empty(x.shape, dtype=dtype)
+        out = xp.empty(x.shape, dtype=dtype) if out is None else out
         n = x.size
         if n:
             blocks = min(-(-n // (_THREADS * _PER_THREAD)), _MAX_BLOCKS)
@@ -112,6 +122,17 @@ def cast(x, dtype, found_inf=None):
             args += (found_inf,) if check else ()
             kernels.launch("cast.cu", name, (blocks,), (_THREADS,), args)
     return out
+
+
+def _check_out(out, x, dtype) -> None:
+    if get_array_module(out) is not get_array_module(x):
+        raise TypeError("cast: out must be an array of x's kind (both NumPy or both CuPy)")
+    if out.dtype != dtype or out.shape != x.shape or not out.flags.c_contiguous:
+        raise ValueError(
+            f"cast: out ({out.dtype} {list(out.shape)}, C-contiguous: "
+            f"{out.flags.c_contiguous}) must be a C-contiguous {dtype} array of x's shape "
+            f"{list(x.shape)}"
+        )
 
 
 @np.errstate(over="ignore", invalid="ignore")  # as _cast_twin (a decorator: half a with's cost)

@@ -76,9 +76,21 @@ def forward(rows, weight, bias, epsilon: float):
     return out, mean, rstd
 
 
-def backward(grad, rows, weight, mean, rstd, weight_grad: bool, bias_grad: bool):
-    """``(d rows, d weight or None, d bias or None)`` for the float32 ``grad`` of the output."""
+def backward(
+    grad, rows, weight, mean, rstd, weight_grad: bool, bias_grad: bool, dw_out=None, db_out=None
+):
+    """``(d rows, d weight or None, d bias or None)`` for the float32 ``grad`` of the output.
+
+    ``dw_out``/``db_out``: float32, C-contiguous arrays of ``n`` elements (a parameter's
+    gradient buffer, of any shape) that receive d weight / d bias and are returned as they
+    are: the parameters' kernel writes them, and nothing copies its result in after.
+    """
     xp = get_array_module(rows)
+    for out, name in ((dw_out, "dw_out"), (db_out, "db_out")):
+        if out is not None:
+            kernels.check_array(out, float32, name)
+            if out.size != rows.shape[1]:
+                raise ValueError(f"{name} has {out.size} elements, not n = {rows.shape[1]}")
     count, n = rows.shape
     grad = xp.ascontiguousarray(grad)
     dx = xp.empty_like(rows)
@@ -87,8 +99,8 @@ def backward(grad, rows, weight, mean, rstd, weight_grad: bool, bias_grad: bool)
     args += (np.int32(count), np.int32(n), np.int32(flags))
     grid = (min(count, MAX_ROW_BLOCKS),)
     kernels.launch(FILE, "layer_norm_backward_input", grid, (THREADS,), args)
-    dw = xp.empty(n, dtype=float32) if weight_grad else None
-    db = xp.empty(n, dtype=float32) if bias_grad else None
+    dw = (xp.empty(n, dtype=float32) if dw_out is None else dw_out) if weight_grad else None
+    db = (xp.empty(n, dtype=float32) if db_out is None else db_out) if bias_grad else None
     if dw is not None or db is not None:
         flags = (WEIGHT if dw is not None else 0) | (BIAS if db is not None else 0)
         args = (rows, grad, mean, rstd, dx if dw is None else dw, dx if db is None else db)

@@ -83,16 +83,15 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False, out=None)
             if xp is not np and kernels.enabled() and a.ndim == b.ndim == 2:
                 a, b = xp.ascontiguousarray(a), xp.ascontiguousarray(b)
                 return _gemm.gemm(a, b, transpose_a, transpose_b, c=out)
-        elif (
-            get_array_module(a, b, out) is np
-            and not _same_16bit(a, b)
-            and out.dtype == np.result_type(a, b)
-        ):
-            # NOTE: BLAS writes the product into out itself (the same call, the same bits):
-            # no temporary the size of a weight's gradient, and no copy of it after
+        elif not _same_16bit(a, b) and out.dtype == np.result_type(a, b):
+            # NOTE: BLAS (cuBLAS) writes the product into out itself (the same call, the
+            # same bits): no temporary the size of a weight's gradient, no copy of it after
+            xp = get_array_module(a, b, out)
             a = a.swapaxes(-1, -2) if transpose_a and a.ndim >= 2 else a
             b = b.swapaxes(-1, -2) if transpose_b and b.ndim >= 2 else b
-            return np.matmul(a, b, out=out)
+            if xp is not np:
+                _refuse_cublas_in_capture(a.dtype)
+            return xp.matmul(a, b, out=out)
         get_array_module(out).copyto(out, matmul(a, b, transpose_a, transpose_b))
         return out
     if _same_16bit(a, b):  # float16, or bfloat16 (two 8-bit significands: exact products too)
@@ -114,13 +113,17 @@ def matmul(a, b, transpose_a: bool = False, transpose_b: bool = False, out=None)
     if transpose_b and b.ndim >= 2:
         b = b.swapaxes(-1, -2)
     if get_array_module(a, b) is not np:
-        graphs.refuse_in_capture(
-            f"a {a.dtype} matmul",
-            "it runs on cuBLAS, which CuPy refuses to call while a stream is captured; "
-            "capture an AMP step (O1 or O2: its float16 matmuls run on minitorch_amp's own "
-            "GEMM kernel), or run this step eagerly",
-        )
+        _refuse_cublas_in_capture(a.dtype)
     return a @ b  # cuBLAS computes half GEMMs with float32 accumulation too
+
+
+def _refuse_cublas_in_capture(dtype) -> None:
+    graphs.refuse_in_capture(
+        f"a {dtype} matmul",
+        "it runs on cuBLAS, which CuPy refuses to call while a stream is captured; "
+        "capture an AMP step (O1 or O2: its float16 matmuls run on minitorch_amp's own "
+        "GEMM kernel), or run this step eagerly",
+    )
 
 
 def matmul_float32(a, b, transpose_a: bool = False, transpose_b: bool = False):

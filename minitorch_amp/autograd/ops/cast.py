@@ -37,6 +37,10 @@ class Cast(Op):
     @staticmethod
     def backward(ctx, grad):
         report_cast(grad.dtype)  # Paddle's cast_grad runs the cast kernel: counted too
+        # a parameter's stale .grad buffer (an O1 weight's float32 one): cast straight into it
+        buffer = (getattr(ctx, "grad_out", None) or (None,))[0]
+        if buffer is not None and buffer.dtype == ctx.source and buffer.shape == grad.shape:
+            return cast(grad, ctx.source, out=buffer)
         return cast(grad, ctx.source)
 
 

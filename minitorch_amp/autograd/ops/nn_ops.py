@@ -126,12 +126,19 @@ class LayerNorm(Op):
             rows = ctx.rows
             g = grad.astype(rows.dtype, copy=False).reshape(rows.shape)
             needs = (*ctx.needs_grad, False, False)
-            gx, gw, gb = _layer_norm.backward(
-                g, rows, ctx.w, ctx.mean, rstd, ctx.w_shape is not None and needs[1],
+            wants_w, wants_b = (
+                ctx.w_shape is not None and needs[1],
                 ctx.b_shape is not None and needs[2],
-            )  # fmt: skip
-            gw = None if gw is None else gw.reshape(ctx.w_shape)
-            gb = None if gb is None else gb.reshape(ctx.b_shape)
+            )
+            # the parameters' float32 grad buffers, written by the kernel itself (no copy after)
+            _, w_out, b_out = (*(getattr(ctx, "grad_out", None) or ()), None, None, None)[:3]
+            w_out = w_out if wants_w and w_out is not None and w_out.dtype == float32 else None
+            b_out = b_out if wants_b and b_out is not None and b_out.dtype == float32 else None
+            gx, gw, gb = _layer_norm.backward(
+                g, rows, ctx.w, ctx.mean, rstd, wants_w, wants_b, w_out, b_out
+            )
+            gw = gw if gw is None or gw is w_out else gw.reshape(ctx.w_shape)
+            gb = gb if gb is None or gb is b_out else gb.reshape(ctx.b_shape)
             return gx.reshape(grad.shape).astype(ctx.dtype, copy=False), gw, gb
         n = xhat.shape[1]
         g = grad.astype(xhat.dtype, copy=False).reshape(xhat.shape)
