@@ -229,3 +229,27 @@ def test_only_the_backend_imports_cupy():
         if "import cupy" in text or "from cupy" in text or "cupyx" in text:
             offenders.append(str(path.relative_to(ROOT)))
     assert not offenders, f"only minitorch_amp/backend may import cupy: {offenders}"
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["environ-dict", "os.environ.get"])
+def test_kernel_settings_follow_the_environment_as_it_is_now(fast, monkeypatch):
+    """``kernels.setting`` (read before each launch) sees every change at once, like
+    ``os.environ.get``, also where CPython's own dict is not there to read."""
+    from minitorch_amp.backend import kernels
+
+    if not fast:
+        monkeypatch.setattr(kernels, "_ENVIRON", None)
+    name = "MINITORCH_AMP_TEST_SETTING"
+    monkeypatch.delenv(name, raising=False)
+    assert kernels.setting(name, "default") == "default"
+    monkeypatch.setenv(name, "0")
+    assert kernels.setting(name, "default") == "0"
+    os.environ[name] = "é1"  # non-ASCII text comes back as it went in
+    assert kernels.setting(name, "default") == "é1"
+    del os.environ[name]
+    assert kernels.setting(name, "default") == "default"
+    monkeypatch.setenv("MINITORCH_AMP_RAW_KERNELS", "0")
+    monkeypatch.setattr(kernels._device, "cupy", object())  # (a CuPy that is there)
+    assert not kernels.enabled()
+    monkeypatch.setenv("MINITORCH_AMP_RAW_KERNELS", "1")
+    assert kernels.enabled()

@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import os
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -184,7 +183,7 @@ KERNEL_ENV = "MINITORCH_AMP_GEMM_KERNEL"
 
 def requested() -> str:
     """``MINITORCH_AMP_GEMM_KERNEL``: ``auto`` (default), ``sm80`` or ``sm90``."""
-    return _choice(os.environ.get(KERNEL_ENV, "auto"))
+    return _choice(kernels.setting(KERNEL_ENV, "auto"))
 
 
 @functools.lru_cache(maxsize=16)
