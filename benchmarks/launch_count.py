@@ -3,6 +3,7 @@
     python benchmarks/launch_count.py             # SimpleNet fp32/O1/O2 and the GPT at O2
     python benchmarks/launch_count.py --top 12    # and each step's most launched kernels
     python benchmarks/launch_count.py --where multiply add   # and where those are launched
+    python benchmarks/launch_count.py --time      # and each step's host time on the stand-in
 
 Issue 24 counts kernels per step (at most 30 for the eager O2 SimpleNet step), and on a GPU
 ``benchmarks/step_kernels.py`` counts them with ``torch.profiler``; most sessions have no
@@ -24,6 +25,12 @@ inside one call (a reduction CuPy splits in two, say); use it to compare version
 and a GPU to measure. The steps: SimpleNet (width 1024, batch 64, SGD, a GradScaler at O1
 and O2, as ``benchmarks/step_kernels.py``) and ``benchmarks/gpt_step.py``'s GPT step
 (batch 16, AdamW, clipping, O2), each counted on the third of three steps.
+
+``--time`` also times each step on the stand-in at sizes where NumPy's arithmetic is small
+(SimpleNet width 64, batch 8; the GPT batch 1): the host time of the GPU code path with each
+CuPy call replaced by the stand-in's (a NumPy call wrapped in Python, where CuPy pays its own
+launch and allocation: about 4 to 8 µs on an H200) and each raw launch by a count. Not a GPU
+time; a way to compare two versions of the package's Python on that path without a GPU.
 """
 
 from __future__ import annotations
@@ -31,7 +38,9 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import statistics
 import sys
+import time
 import traceback
 import types
 from pathlib import Path
@@ -312,6 +321,30 @@ STEPS = {
     "SimpleNet O2": lambda: simple_net_step("O2"),
     "GPT O2": lambda: gpt_step("O2"),
 }
+# --time: sizes at which NumPy's arithmetic on the stand-in is small beside the Python
+SMALL = {
+    "SimpleNet fp32": lambda: simple_net_step("fp32", 64, 8),
+    "SimpleNet O1": lambda: simple_net_step("O1", 64, 8),
+    "SimpleNet O2": lambda: simple_net_step("O2", 64, 8),
+    "GPT O2": lambda: gpt_step("O2", batch=1),
+}
+
+
+def host_time(make_step, rounds: int = 7, block: int = 20) -> float:
+    """Median µs per step of ``make_step()``'s step on the stand-in, over ``rounds`` blocks
+    of ``block`` steps after ``block`` untimed ones: the GPU code path's Python, with
+    CuPy's calls replaced by the stand-in's (see ``--time``)."""
+    with stand_in():
+        step = make_step()
+        for _ in range(block):
+            step()
+        times = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            for _ in range(block):
+                step()
+            times.append((time.perf_counter() - start) / block * 1e6)
+        return statistics.median(times)
 
 
 def main(argv=None) -> int:
@@ -321,6 +354,9 @@ def main(argv=None) -> int:
         "--where", nargs="+", default=[], metavar="KERNEL", help="list where these are launched"
     )
     parser.add_argument("--depth", type=int, default=2, help="frames per --where site")
+    parser.add_argument(
+        "--time", action="store_true", help="also time each step's host µs on the stand-in"
+    )
     parser.add_argument("--steps", nargs="+", choices=sorted(STEPS), default=list(STEPS))
     args = parser.parse_args(argv)
     watched.update(args.where)
@@ -335,6 +371,13 @@ def main(argv=None) -> int:
         places[name] = collections.Counter(sites)
     for name, launched in found.items():
         print(f"| {name} | {sum(launched.values())} |")
+    if args.time:
+        print(
+            "\nhost µs per step on the stand-in (SimpleNet width 64, batch 8; the GPT batch "
+            "1), median of 7 blocks of 20 steps\n| step | µs per step |\n|---|---|"
+        )
+        for name in args.steps:
+            print(f"| {name} | {host_time(SMALL[name]):.0f} |", flush=True)
     for name, launched in found.items() if args.top else ():
         print(f"\n{name}: the {args.top} most launched\n| kernel or call | per step |\n|---|---|")
         for what, n in launched.most_common(args.top):

@@ -80,6 +80,8 @@ __device__ __forceinline__ float square(float v) { return __fmul_rn(v, v); }
 __device__ __forceinline__ double square(double v) { return __dmul_rn(v, v); }
 __device__ __forceinline__ float add(float a, float b) { return __fadd_rn(a, b); }
 __device__ __forceinline__ double add(double a, double b) { return __dadd_rn(a, b); }
+__device__ __forceinline__ float multiply(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double multiply(double a, double b) { return __dmul_rn(a, b); }
 
 // The block's kThreads values summed in a fixed tree; the sum is valid in thread 0 only
 // (the others may already be writing lane for the next sum). Every thread must call it.
@@ -183,6 +185,14 @@ template __global__ void sum_partials<double>(const double* __restrict__, long l
 //   is one block).
 // mean_partials<Acc>: step 2 and the division. Launch: grid (1,), block (256,). Args: partials
 //   Acc [P], P int64, n int64, out Acc [1] (written).
+// squared_error_backward<Acc>: mse_loss's input gradient for a mean (sum) loss,
+//   out[i] = diff[i] * (grad[0] * scale), scale = 2 / n (2): the 0-d incoming gradient read
+//   on the device (no host read) and multiplied by the scale once, then each element
+//   multiplied once, both rounded to nearest (__fmul_rn / __dmul_rn): the two launches of
+//   the expression diff * (grad * scale) in one, with their bits (a float32 product below
+//   2**-126 is 0 under -ftz, as it was in CuPy's own multiplications). Launch: grid
+//   (min(ceil(n / 256), 4096),), block (256,); blocks stride over the elements. Args: diff
+//   Acc [n] (C-contiguous), grad Acc [1], scale Acc, n int64, out Acc [n] (written).
 //
 // Arithmetic. The difference is one rounded add of -label (a - b is a + (-b) in IEEE), the
 // square and the sums as sum_squares's (__fmul_rn / __fadd_rn, never contracted into an fma).
@@ -262,6 +272,19 @@ __global__ void __launch_bounds__(kThreads)
     if (threadIdx.x == 0) *out = divide(*out, n);
 }
 
+template <typename Acc>
+__global__ void __launch_bounds__(kThreads)
+    squared_error_backward(const Acc* __restrict__ diff, const Acc* __restrict__ grad,
+                           Acc scale, long long n, Acc* __restrict__ out)
+{
+    const Acc factor = multiply(*grad, scale);
+    const long long stride = static_cast<long long>(gridDim.x) * kThreads;
+    for (long long i = static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x; i < n;
+         i += stride) {
+        out[i] = multiply(diff[i], factor);
+    }
+}
+
 template __global__ void squared_error<float>(const float* __restrict__,
                                               const float* __restrict__, long long, int,
                                               float* __restrict__, float*, float*);
@@ -272,6 +295,12 @@ template __global__ void mean_partials<float>(const float* __restrict__, long lo
                                               float* __restrict__);
 template __global__ void mean_partials<double>(const double* __restrict__, long long, long long,
                                                double* __restrict__);
+template __global__ void squared_error_backward<float>(const float* __restrict__,
+                                                       const float* __restrict__, float,
+                                                       long long, float* __restrict__);
+template __global__ void squared_error_backward<double>(const double* __restrict__,
+                                                        const double* __restrict__, double,
+                                                        long long, double* __restrict__);
 
 // ---- bias_grad: a Linear layer's bias gradient, and its grad cast to the product, in one pass
 //

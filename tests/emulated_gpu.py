@@ -108,6 +108,8 @@ def install(emulator, monkeypatch, file: str, block: int) -> list:
                 holders.append(ctypes.c_void_p(a.ctypes.data))
             elif isinstance(a, np.float32):
                 holders.append(ctypes.c_float(a))
+            elif isinstance(a, np.float64):
+                holders.append(ctypes.c_double(a))
             elif isinstance(a, np.int32):
                 holders.append(ctypes.c_int(a))
             elif isinstance(a, np.int64):

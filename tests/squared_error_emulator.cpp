@@ -1,5 +1,6 @@
 // squared_error_emulator.cpp: run cuda/reduction.cu's squared_error, mean_partials and
-// sum_partials (mse_loss's forward) on a CPU, one fiber per CUDA thread.
+// sum_partials (mse_loss's forward) and squared_error_backward on a CPU, one fiber per CUDA
+// thread.
 //
 // tests/test_squared_error.py builds this as a shared library and hands it the launches that
 // backend/squared_error.py would send to the GPU, around NumPy arrays, so the launcher's grids
@@ -57,6 +58,15 @@ Body sum(void** a)
     return [=] { sum_partials<Acc>(arg<const Acc*>(a, 0), arg<long long>(a, 1), arg<Acc*>(a, 2)); };
 }
 
+template <typename Acc>
+Body backward(void** a)
+{
+    return [=] {
+        squared_error_backward<Acc>(arg<const Acc*>(a, 0), arg<const Acc*>(a, 1),
+                                    arg<Acc>(a, 2), arg<long long>(a, 3), arg<Acc*>(a, 4));
+    };
+}
+
 // Every name expression the launcher uses, spelled as it spells them.
 const std::map<std::string, Body (*)(void**)>& kernel_table()
 {
@@ -67,6 +77,8 @@ const std::map<std::string, Body (*)(void**)>& kernel_table()
         {"mean_partials<double>", &mean<double>},
         {"sum_partials<float>", &sum<float>},
         {"sum_partials<double>", &sum<double>},
+        {"squared_error_backward<float>", &backward<float>},
+        {"squared_error_backward<double>", &backward<double>},
     };
     return table;
 }

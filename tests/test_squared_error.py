@@ -268,10 +268,12 @@ def test_mse_loss_on_the_gpu_saves_the_twins_difference_and_launches_once(
     cpu_ctx, cpu_loss, cpu_gx, cpu_gy = run_mse(x, y, reduction)
     ctx, loss, gx, gy = run_mse(on_device(x), on_device(y), reduction)
     acc = float64 if dtype == float64 else float32
-    assert launches == [(f"squared_error<{module._CUDA_TYPE[acc]}>", (1,))]
+    name = f"squared_error_backward<{module._CUDA_TYPE[acc]}>"
+    backward = [] if dtype == float16 else [(name, (-(-x.size // 256),))]
+    assert launches == [(f"squared_error<{module._CUDA_TYPE[acc]}>", (1,)), *backward]
     assert_same_bits(ctx.diff, cpu_ctx.diff)
     assert ctx.scale == cpu_ctx.scale and loss.dtype == cpu_loss.dtype == dtype
-    assert_same_bits(gx, cpu_gx)  # the backward is unchanged: the same diff, the same scale
+    assert_same_bits(gx, cpu_gx)  # the backward kernel: the twin's two roundings
     assert_same_bits(gy, cpu_gy)
     exact = math.fsum(float(d) ** 2 for d in cpu_ctx.diff.reshape(-1))
     exact /= x.size if reduction == "mean" else 1
@@ -293,7 +295,11 @@ def test_mse_loss_keeps_its_former_code_for_none_and_broadcast_labels(case, emul
     assert_same_bits(loss, cpu_loss)
     assert_same_bits(gx, cpu_gx)
     assert ctx.scale == cpu_ctx.scale
-    want = [("squared_error<float>", (1,))] if case == "empty" else []  # nan, as 0 / 0
+    want = {
+        "none": [],  # the gradient is not 0-d: the expression
+        "broadcast label": [("squared_error_backward<float>", (1,))],  # (the diff is full)
+        "empty": [("squared_error<float>", (1,))],  # nan, as 0 / 0; nothing to scale back
+    }[case]
     assert launches == want
 
 
@@ -339,6 +345,19 @@ def test_the_kernels_compile_with_nvrtc_and_never_contract_or_go_atomic(nvrtc_av
         assert "div.rn.f64" in body and not re.search(r"div(\.\w+)*\.f32", body), name
 
 
+def test_the_backward_compiles_to_two_rounded_multiplications_per_element(nvrtc_available):
+    """With fma contraction allowed, the backward still multiplies with mul.rn (the scale
+    once, then each element), and nothing is atomic."""
+    entry = kernels.REGISTRY["reduction.cu"]
+    names = tuple(module._BACKWARD.values())
+    opts = (*entry.all_options(), "-ftz=true", "-fmad=true")
+    result = nvrtc.compile_source(entry.source(), "reduction.cu", opts, names, "compute_80")
+    for name, lowered in result["lowered"].items():
+        body = result["ptx"].split(f".entry {lowered}(")[1].split(".entry")[0]
+        assert not re.search(r"\b(fma|atom|red)\.", body), name
+        assert len(re.findall(r"mul\.rn(\.ftz)?\.f(32|64)", body)) >= 2, name
+
+
 # ---- deliberately wrong kernels fail the checks above ------------------------------------------
 def mutant(tmp_path, search: str, replace: str):
     """The emulator built from a copy of reduction.cu with ``search`` replaced once."""
@@ -378,3 +397,83 @@ def test_a_wrong_kernel_fails(search, replace, n, tmp_path, monkeypatch):
         a, b = np.float32([2.0**-63, 0, 0, 0]), np.zeros(4, float32)
     with pytest.raises(AssertionError):
         check_kernels(a, b, True, launches)
+
+
+# ---- the backward: diff * (grad * scale) in one launch -----------------------------------------
+def check_backward(diff, grad, scale, launches):
+    """One backward on the emulator equals the twin's expression bit for bit (flushing a
+    float32 product below 2**-126 to 0, as -ftz does); returns the result."""
+    launches.clear()
+    got = module.squared_error_backward(on_device(diff), on_device(grad), scale)
+    want = module.squared_error_backward(diff, grad, scale)  # NumPy: the expression itself
+    if diff.dtype == float32:
+        want = np.where(np.abs(want) < 2.0**-126, np.copysign(np.float32(0), want), want)
+    assert launches == [(f"squared_error_backward<{module._CUDA_TYPE[diff.dtype]}>", ANY_GRID)]
+    assert got.shape == diff.shape and got.dtype == diff.dtype
+    assert_same_bits(got, want, f"n={diff.size}")
+    return got
+
+
+class _AnyGrid:
+    def __eq__(self, other):
+        return isinstance(other, tuple) and len(other) == 1 and other[0] >= 1
+
+
+ANY_GRID = _AnyGrid()
+
+
+@pytest.mark.parametrize("dtype", [float32, float64], ids=NAMES.get)
+@pytest.mark.parametrize("n", [1, 255, 256, 257, 3 * 256 + 5, 5000])
+def test_the_backward_kernel_is_the_expression_bit_for_bit_on_any_grid(
+    n, dtype, emulator, monkeypatch
+):
+    launches = install(emulator, monkeypatch)
+    monkeypatch.setattr(module, "_BACKWARD_BLOCKS", 2)  # blocks stride over the elements
+    rng = np.random.default_rng(n)
+    diff = (rng.standard_normal(n) * rng.choice([1e-3, 1.0, 1e4], n)).astype(dtype)
+    grad = np.asarray(rng.standard_normal(), dtype)  # 0-d, as a mean's gradient
+    check_backward(diff.reshape(-1, 1) if n % 2 else diff, grad, 2.0 / n, launches)
+
+
+def test_the_backward_kernel_rounds_the_scale_once_and_flushes_as_cupy_does(emulator, monkeypatch):
+    launches = install(emulator, monkeypatch)
+    # 2 / 3 is not a float32: the expression rounds it, then grad * scale, then each product
+    diff = np.float32([1.0, 3.0, 2.0**-126, -(2.0**-20), np.inf, np.nan, 0.0])
+    got = check_backward(diff, np.asarray(np.float32(1 + 2.0**-23)), 2.0 / 3, launches)
+    assert got[2] == 0 and got[3] != 0  # 2**-126 * ~0.67 is below float32's normal range
+
+
+@pytest.mark.parametrize("case", ["float16 grad", "full grad", "raw kernels off", "empty"])
+def test_the_backward_expression_runs_where_the_kernel_does_not_apply(case, emulator, monkeypatch):
+    launches = install(emulator, monkeypatch)
+    diff, grad = np.float32([[1.5, -2.0], [0.25, 3.0]]), np.asarray(np.float32(0.75))
+    if case == "float16 grad":
+        grad = grad.astype(float16)
+    elif case == "full grad":  # reduction='none'
+        grad = np.full(diff.shape, 0.75, float32)
+    elif case == "raw kernels off":
+        monkeypatch.setenv("MINITORCH_AMP_RAW_KERNELS", "0")
+    elif case == "empty":
+        diff = diff[:0]
+    got = module.squared_error_backward(on_device(diff), on_device(grad), 0.5)
+    assert_same_bits(got, module.squared_error_backward(diff, grad, 0.5))
+    assert launches == []
+
+
+@pytest.mark.parametrize(
+    "search, replace",
+    [
+        ("const Acc factor = multiply(*grad, scale);", "const Acc factor = *grad;"),
+        (
+            "for (long long i = static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x;",
+            "for (long long i = threadIdx.x;",
+        ),
+    ],
+    ids=["the scale not applied", "every block starting at element 0"],
+)
+def test_a_wrong_backward_kernel_fails(search, replace, tmp_path, monkeypatch):
+    launches = install(mutant(tmp_path, search, replace), monkeypatch)
+    monkeypatch.setattr(module, "_BACKWARD_BLOCKS", 2)
+    diff = np.random.default_rng(1).standard_normal(1000).astype(float32)
+    with pytest.raises(AssertionError):
+        check_backward(diff, np.asarray(np.float32(0.5)), 2.0 / 1000, launches)

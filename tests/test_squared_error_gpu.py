@@ -66,3 +66,21 @@ def test_mse_loss_launches_one_kernel_and_saves_the_cpus_difference(cp, monkeypa
     loss_cpu.backward()
     assert_same_bits(x.grad.numpy(), x_cpu.grad.numpy())  # the same diff, the same scale
     assert_same_bits(loss.numpy(), kernel_order(a, b, True)[1])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_the_backward_kernel_on_the_gpu_is_the_expression_bit_for_bit(cp, dtype):
+    """One launch of squared_error_backward against the NumPy expression diff * (grad *
+    scale) (a float32 product below 2**-126 flushed, as -ftz does) and against CuPy's own
+    two launches of it."""
+    for n in (1, 257, 5000 * 256 + 3):  # the last: more blocks than the grid's 4096
+        rng = np.random.default_rng(n)
+        diff = (rng.standard_normal(n) * rng.choice([1e-3, 1.0, 1e4], n)).astype(dtype)
+        grad = np.asarray(rng.standard_normal(), dtype)
+        want = diff * (grad * (2.0 / n))
+        if dtype == np.float32:
+            want = np.where(np.abs(want) < 2.0**-126, np.copysign(np.float32(0), want), want)
+        got = module.squared_error_backward(cp.asarray(diff), cp.asarray(grad), 2.0 / n)
+        assert_same_bits(got, want, f"n={n}")
+        expression = cp.asarray(diff) * (cp.asarray(grad) * (2.0 / n))
+        assert_same_bits(got, expression, f"n={n}, CuPy's expression")

@@ -18,6 +18,10 @@ elements (``mean_partials<Acc>`` or ``sum_partials<Acc>`` finish larger inputs: 
 * Other dtypes, arrays of different shapes or not C-contiguous, and
   ``MINITORCH_AMP_RAW_KERNELS=0``: the twin's code on CuPy arrays.
 
+The backward, ``diff * (grad * scale)``, is two CuPy launches (the 0-d gradient times the
+scale, then the difference times that); ``squared_error_backward<Acc>`` is one, with the
+same two roundings (:func:`squared_error_backward`).
+
 Example:
     >>> import numpy as np
     >>> diff, loss = squared_error(np.array([1.0, 4.0]), np.array([0.0, 2.0]), mean=True)
@@ -33,12 +37,15 @@ from . import kernels, primitives  # primitives registers sum_partials<Acc> (sum
 from .device import get_array_module
 from .dtypes import float32, float64
 
-__all__ = ["squared_error"]
+__all__ = ["squared_error", "squared_error_backward"]
 
 _CUDA_TYPE = {float32: "float", float64: "double"}
 _FORWARD = {acc: f"squared_error<{name}>" for acc, name in _CUDA_TYPE.items()}
 _MEAN = {acc: f"mean_partials<{name}>" for acc, name in _CUDA_TYPE.items()}
-REDUCTION = kernels.register("reduction.cu", names=(*_FORWARD.values(), *_MEAN.values()))
+_BACKWARD = {acc: f"squared_error_backward<{name}>" for acc, name in _CUDA_TYPE.items()}
+REDUCTION = kernels.register(
+    "reduction.cu", names=(*_FORWARD.values(), *_MEAN.values(), *_BACKWARD.values())
+)
 _TILE = 4096  # kTile in cuda/reduction.cu: elements per partial sum
 _THREADS = 256  # kThreads
 _ONE_BLOCK_TILES = 16  # up to 64Ki elements one block does both steps: one launch
@@ -86,6 +93,42 @@ def squared_error(input, label, mean: bool):  # noqa: A002 - Paddle's name
                 name = primitives._SUM_PARTIALS[acc]
             kernels.launch("reduction.cu", name, (1,), (_THREADS,), args)
     return diff, out.reshape(())
+
+
+def squared_error_backward(diff, grad, scale: float):
+    """``diff * (grad * scale)``: mse_loss's input gradient, ``grad`` the incoming gradient
+    of the loss (0-d for a mean or sum: then ``scale`` is 2 / n or 2), in ``diff``'s dtype.
+
+    On NumPy arrays this expression is the twin. On CuPy float32 or float64 arrays with a
+    0-d ``grad`` of ``diff``'s dtype and raw kernels on, ``squared_error_backward<Acc>`` of
+    ``cuda/reduction.cu`` computes it in one launch, with the expression's two roundings as
+    NumPy 2 makes them (``grad * scale`` rounded once to ``diff``'s dtype, then each
+    element): the twin's bits, a float32 product below 2**-126 flushed to 0 (CuPy's -ftz).
+    Anything else (``reduction='none'``'s full-shape ``grad``, another dtype) is the
+    expression on CuPy arrays.
+    """
+    xp = get_array_module(diff, grad)
+    acc = diff.dtype
+    if (
+        xp is np
+        or acc not in _BACKWARD
+        or grad.dtype != acc
+        or grad.ndim != 0
+        or not kernels.enabled()
+        or not diff.flags.c_contiguous
+    ):
+        return diff * (grad.astype(acc, copy=False) * scale)
+    n = diff.size
+    with diff.device:
+        out = xp.empty(diff.shape, acc)
+        if n:
+            blocks = min(-(-n // _THREADS), _BACKWARD_BLOCKS)
+            args = (diff, grad, acc.type(scale), np.int64(n), out)
+            kernels.launch("reduction.cu", _BACKWARD[acc], (blocks,), (_THREADS,), args)
+    return out
+
+
+_BACKWARD_BLOCKS = 4096  # past that, blocks stride over the elements
 
 
 def _twin(xp, x, label, mean: bool):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ...backend import get_array_module, sync
 from ...backend.dtypes import accumulation_dtype
-from ...backend.squared_error import squared_error
+from ...backend.squared_error import squared_error, squared_error_backward
 from ..op import BLACK, Op
 from .activation import log_softmax
 from .elementwise import binary
@@ -155,7 +155,7 @@ class MseLoss(Op):
 
     @staticmethod
     def backward(ctx, grad):
-        g = ctx.diff * (grad.astype(ctx.diff.dtype, copy=False) * ctx.scale)
+        g = squared_error_backward(ctx.diff, grad, ctx.scale)  # on a GPU one launch
         needs_input, needs_label = ctx.needs_grad
         return g if needs_input else None, -g if needs_label else None  # (labels rarely do)
 
