@@ -1,6 +1,6 @@
 // amp.cu: the kernels of dynamic loss scaling, so that GradScaler never waits for the host.
-// One step runs them in this order: inverse_scale_and_clear, unscale_and_check (once per
-// gradient dtype), update_loss_scaling.
+// One step runs them in this order: scale_loss (GradScaler.scale, described at the kernel),
+// inverse_scale_and_clear, unscale_and_check (once per gradient dtype), update_loss_scaling.
 //
 // 1. inverse_scale: ONE thread writes inv_scale = float(1 / double(scale)): the quotient in
 //    double, rounded once to the nearest float, ties to even (exact for powers of two).
@@ -215,6 +215,22 @@ extern "C" __global__ void inverse_scale_and_clear(const float* __restrict__ sca
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     invert(scale, inv_scale);
     *found_inf = false;  // the step's unscale_and_check launches OR into it after this
+}
+
+// GradScaler.scale's product: out = loss * scale (one float32 multiply, rounded to nearest,
+// -ftz as every kernel here) and saved = scale, the factor the product's backward multiplies
+// by, kept apart from the scale that update_loss_scaling later changes in place. ONE thread;
+// one launch where CuPy took two (a copy of the scale, then the product).
+// Launch: grid (1,), block (1,). Args: loss float32 [1] (a 0-d loss), scale float32 [1],
+// out float32 [1] and saved float32 [1] (both written).
+extern "C" __global__ void scale_loss(const float* __restrict__ loss,
+                                      const float* __restrict__ scale, float* __restrict__ out,
+                                      float* __restrict__ saved)
+{
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    const float factor = *scale;
+    *saved = factor;
+    *out = __fmul_rn(*loss, factor);
 }
 
 extern "C" __global__ void update_loss_scaling(const bool* __restrict__ found_inf,

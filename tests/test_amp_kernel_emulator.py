@@ -207,3 +207,45 @@ def test_the_floor_counter_reads_the_scale_just_written(one_thread):
                 decr_ratio=0.5, min_loss_scaling=1.0)  # fmt: skip
     scale, *_, at_floor = update_both(on_device, [True, True, False, True], 2.0, rule)
     assert (scale[0], at_floor[0]) == (1.0, 1)
+
+
+# ---- scale_loss: GradScaler.scale's product and the factor its backward keeps ---------------
+SCALE_LOSS_CASES = [  # (loss, scale): plain, a product that rounds, overflow, -ftz's flush
+    (1.5, 1024.0), (0.1, 3.0), (3e38, 2.0), (2.0**-100, 2.0**-30), (-(2.0**-126), 0.75),
+    (np.inf, 0.0), (np.nan, 1.0), (-0.0, 65536.0), (2.5, np.inf),
+]  # fmt: skip
+
+
+def test_scale_loss_writes_the_product_and_keeps_the_scale_in_one_launch(one_thread):
+    for loss, scale in SCALE_LOSS_CASES:
+        host_loss, host_scale = np.asarray(np.float32(loss)), np.float32([scale])
+        with np.errstate(over="ignore", invalid="ignore"):
+            want, want_factor = loss_scaling.scale_loss(host_loss, host_scale)
+        want = np.where(is_subnormal(want), np.copysign(np.float32(0), want), want)  # -ftz
+        one_thread.clear()
+        device_scale = on_device(host_scale)
+        got, factor = loss_scaling.scale_loss(on_device(host_loss).reshape(()), device_scale)
+        assert one_thread == [("scale_loss", (1,))]
+        assert got.shape == factor.shape == () and got.dtype == np.float32
+        assert_same_bits(got, want, f"{loss} * {scale}")
+        assert_same_bits(factor, want_factor, "the factor")
+        device_scale[0] = 7.0  # update() writes the scale in place: the factor stays
+        assert_same_bits(factor, want_factor, "the factor after an update")
+
+
+def test_a_scaled_losss_backward_uses_the_scale_as_it_was(one_thread):
+    """GradScaler.scale's op on the emulated GPU: one launch forward; its backward
+    multiplies by the scale of the forward even if the scale changes before it."""
+    from minitorch_amp.amp.scaled_loss import ScaleLoss
+    from minitorch_amp.autograd.dispatch import apply
+    from minitorch_amp.autograd.tensor import Tensor
+
+    loss = Tensor._wrap(on_device(np.float32([0.375])).reshape(()))
+    loss.stop_gradient = False
+    scale = Tensor._wrap(on_device(np.float32([1024.0])))
+    scaled = apply(ScaleLoss, loss, scale)
+    assert one_thread == [("scale_loss", (1,))]
+    assert float(scaled._data) == 384.0
+    scale._data[0] = 2.0  # an update() before backward()
+    scaled.backward()
+    assert float(loss.grad._data) == 1024.0 and scale.grad is None

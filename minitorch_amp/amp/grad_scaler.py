@@ -31,13 +31,14 @@ import warnings
 
 import numpy as np
 
-from ..autograd.dispatch import hooks
+from ..autograd.dispatch import apply, hooks
 from ..autograd.tensor import Tensor
 from ..backend import device as _device
 from ..backend import sync as _sync
 from ..backend.loss_scaling import inverse_scale, unscale_and_check, update_loss_scaling
 from .bf16 import disable_for_bfloat16
 from .found_inf import reduce_found_inf, run_skipping
+from .scaled_loss import ScaleLoss
 from .scaler_args import parse_scaler_args
 from .scaler_rules import check_attr
 from .scaler_settings import ScalerSettings
@@ -168,9 +169,9 @@ class AmpScaler(ScalerSettings):
             items = [self.scale(v) for v in var]
             return type(var)(*items) if hasattr(var, "_fields") else type(var)(items)
         self._follow(var.place)
-        # A 0-d copy: the loss keeps its shape, and a later update() cannot change the
-        # factor that backward multiplies by.
-        return var * Tensor._wrap(self._scale._data.reshape(()).copy())
+        # a 0-d factor (the loss keeps its shape), copied: a later update() cannot change
+        # what backward multiplies by (scaled_loss.py)
+        return apply(ScaleLoss, var, self._scale)
 
     def unscale_(self, optimizer) -> None:
         """Divide ``optimizer``'s gradients by the scale in place and record found_inf.

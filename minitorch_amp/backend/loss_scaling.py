@@ -42,7 +42,7 @@ from .device import get_array_module
 from .dtypes import accumulation_dtype, bfloat16, bool_, float16, float32, float64, int32
 from .pow2_scale import power_of_two_exponent, times_power_of_two
 
-__all__ = ["inverse_scale", "unscale_and_check", "update_loss_scaling"]
+__all__ = ["inverse_scale", "scale_loss", "unscale_and_check", "update_loss_scaling"]
 
 _UNSCALE_KERNELS = {
     float16: "unscale_and_check<__half>",
@@ -54,7 +54,7 @@ AMP = kernels.register(
     "amp.cu",
     names=(
         "inverse_scale", "inverse_scale_and_clear", *_UNSCALE_KERNELS.values(),
-        "update_loss_scaling",
+        "update_loss_scaling", "scale_loss",
     ),
 )  # fmt: skip
 _CHUNK = 65536  # elements per block: kChunk in cuda/amp.cu
@@ -67,6 +67,31 @@ def _check_flag(array, name: str, dtype) -> None:
             f"{name} must be a {dtype} array of shape [1], got {array.dtype} of shape "
             f"{list(array.shape)}"
         )
+
+
+def scale_loss(loss, scale):
+    """``(loss * scale, a copy of scale)``: GradScaler.scale's product and the factor its
+    backward multiplies by (``scale``, float32 [1] or 0-d, is changed in place later).
+
+    A 0-d float32 ``loss`` on the GPU takes one launch of ``scale_loss`` (``cuda/amp.cu``),
+    one float32 multiply, rounded as CuPy's; anything else is the copy and the broadcasting
+    product (float32 [1] scale as a 0-d factor), the twin.
+    """
+    xp = get_array_module(loss, scale)
+    if (
+        xp is not np
+        and kernels.enabled()
+        and loss.ndim == 0
+        and loss.dtype == float32
+        and _fits_one_thread_kernel([(scale.reshape(1), float32)])
+    ):
+        with loss.device:
+            both = xp.empty(2, float32)  # the product, then the factor
+            args = (loss, scale, both[:1], both[1:])
+            kernels.launch("amp.cu", "scale_loss", (1,), (1,), args)
+        return both[0], both[1]
+    factor = scale.reshape(()).copy()
+    return loss * factor, factor
 
 
 def inverse_scale(scale, out, clear=None) -> None:

@@ -1,0 +1,26 @@
+"""``GradScaler.scale``'s product, ``loss * scale``, recorded as the multiply it is.
+
+It is Paddle's ``var * self._scale``: an elementwise multiply (operator statistics count a
+``multiply``), float32 for a float16 loss, whose backward multiplies the loss's gradient by
+the scale. The scale is a device array that ``update()`` changes in place, so the factor the
+backward uses is a copy taken now: an ``update()`` between ``scale()`` and ``backward()``
+cannot change the gradients. On a GPU a 0-d float32 loss takes the copy and the product in
+one launch (``backend.loss_scaling.scale_loss``) where CuPy took two.
+"""
+
+from __future__ import annotations
+
+from ..autograd.ops.elementwise import Multiply
+from ..backend.loss_scaling import scale_loss
+
+
+class ScaleLoss(Multiply, register=False):  # (the op table's multiply is Multiply)
+    """``loss * scale`` (a float32 [1] or 0-d scale), backward ``grad * scale-as-it-was``."""
+
+    name = "multiply"
+
+    @staticmethod
+    def forward(ctx, x, y):
+        out, factor = scale_loss(x, y)
+        ctx.x, ctx.y = x, factor  # Multiply's backward: grad * ctx.y for the loss
+        return out
