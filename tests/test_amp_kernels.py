@@ -366,3 +366,23 @@ def test_the_inverse_scale_kernel_rounds_like_the_twin(cp, launches):
         inverse_scale(cp.asarray(np.array([s])), gpu)
         assert_same_bits(gpu, cpu, f"1/{s!r} (bits {np.float32(s).view(np.uint32):#010x})")
     assert launches == ["inverse_scale"] * scales.size
+
+
+@pytest.mark.gpu
+def test_a_grad_scalers_scale_is_one_launch_with_the_twins_product(cp, launches):
+    """GradScaler.scale of a 0-d float32 loss on the GPU: scale_loss, once; the product of
+    CuPy's own multiply and the twin's, and a backward by the scale as it was."""
+    import minitorch_amp as mt
+
+    scaler = mt.amp.GradScaler(init_loss_scaling=1024.0)
+    w = mt.to_tensor(np.float32([0.1, 0.2, 0.3]), place="gpu:0", stop_gradient=False)
+    loss = (w * w).sum()
+    launches.clear()
+    scaled = scaler.scale(loss)
+    assert launches == ["scale_loss"]
+    want = np.float32(loss.numpy()) * np.float32(1024.0)
+    assert_same_bits(scaled._data, np.asarray(want), "loss * scale")
+    assert_same_bits(scaled._data, loss._data * cp.float32(1024.0), "CuPy's multiply")
+    scaler._scale._data[...] = 2.0  # the scale changed in place before backward
+    scaled.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), 2 * np.float32([0.1, 0.2, 0.3]) * 1024)
