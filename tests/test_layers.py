@@ -13,6 +13,7 @@ import pytest
 
 import minitorch_amp as mt
 from minitorch_amp import nn
+from minitorch_amp.nn import functional as F
 from minitorch_amp.nn import initializer as I
 
 
@@ -401,3 +402,18 @@ def test_a_two_layer_mlp_trained_with_plain_sgd_reduces_the_loss():
         model.clear_gradients()
         losses.append(float(loss))
     assert losses[-1] < 0.3 * losses[0]
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])  # (the tensor dtypes of ids)
+def test_embedding_refuses_each_id_outside_its_rows(dtype):
+    """One comparison of the ids read as unsigned finds both sides: negative ids (the
+    most negative too) and ids at or past the row count; the edges 0 and rows - 1 pass."""
+    weight = mt.to_tensor(np.arange(8, dtype="float32").reshape(4, 2))
+    ok = F.embedding(mt.to_tensor(np.array([0, 3], dtype)), weight)
+    np.testing.assert_array_equal(ok.numpy(), [[0, 1], [6, 7]])
+    info = np.iinfo(dtype)
+    bad = [4, info.max] + ([-1, info.min] if info.min < 0 else [])
+    for value in bad:
+        ids = mt.to_tensor(np.array([1, value], dtype))
+        with pytest.raises(ValueError, match=rf"id {value} of ids .* is out of range"):
+            F.embedding(ids, weight)

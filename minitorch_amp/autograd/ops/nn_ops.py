@@ -272,7 +272,9 @@ class Embedding(Op):
                 f"embedding: weight must be [num_embeddings, dim], got shape {list(weight.shape)}"
             )
         rows = weight.shape[0]
-        bad = (ids < 0) | (ids >= rows)
+        # ids < 0 or ids >= rows in one comparison (one launch on a GPU, not three): read as
+        # unsigned, a negative id is 2**bits + id, far past any table's rows
+        bad = ids.view(np.dtype(f"u{ids.dtype.itemsize}")) >= rows
 
         sync.check(  # no host read on the GPU: a device flag, reported at the next read
             ("embedding", rows), bad, ids, "id",
