@@ -303,9 +303,9 @@ class Embedding(Op):
     def backward(ctx, grad):
         xp = get_array_module(grad)
         acc = accumulation_dtype(grad.dtype)
-        rows = grad.reshape(ctx.ids.size, ctx.shape[1]).astype(acc)
-        if ctx.pad is not None:
-            rows *= ~ctx.pad.reshape(-1, 1)
+        rows = grad.reshape(ctx.ids.size, ctx.shape[1]).astype(acc, copy=False)
+        if ctx.pad is not None:  # (not in place: rows may be the incoming gradient itself)
+            rows = rows * ~ctx.pad.reshape(-1, 1)
         full = xp.zeros(ctx.shape, dtype=acc)
         scatter_add(full, ctx.ids.reshape(-1), rows)
         return None, full
