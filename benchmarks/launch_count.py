@@ -4,6 +4,7 @@
     python benchmarks/launch_count.py --top 12    # and each step's most launched kernels
     python benchmarks/launch_count.py --where multiply add   # and where those are launched
     python benchmarks/launch_count.py --time      # and each step's host time on the stand-in
+    python benchmarks/launch_count.py --hopper    # the code path of a Hopper (sm_90) GPU
 
 Issue 24 counts kernels per step (at most 30 for the eager O2 SimpleNet step), and on a GPU
 ``benchmarks/step_kernels.py`` counts them with ``torch.profiler``; most sessions have no
@@ -20,10 +21,16 @@ once each, nested calls not again:
 * ``astype`` (a copy), ``copy``, ``fill`` and an assignment into an array;
 * an upload (``cupy.asarray`` of host data).
 
+The stand-in device is an sm_80 GPU: GEMMs take the ``mma.sync`` kernel, and FP8 GEMMs,
+which need sm_90a, the float32 fallback (cuBLAS). ``--hopper`` makes it a Hopper with 132
+SMs: GEMMs take ``gemm_sm90`` (with its split-K reduction where the shape rule splits) and
+FP8 GEMMs ``gemm_fp8_sm90``, the tensor maps stood in for by blank ones.
+
 It estimates torch.profiler's count, which also sees memsets and copies that CuPy makes
 inside one call (a reduction CuPy splits in two, say); use it to compare versions and modes,
 and a GPU to measure. The steps: SimpleNet (width 1024, batch 64, SGD, a GradScaler at O1
-and O2, as ``benchmarks/step_kernels.py``) and ``benchmarks/gpt_step.py``'s GPT step
+and O2, as ``benchmarks/step_kernels.py``; FP8: bfloat16 O2 with FP8 GEMMs under
+``amp.fp8_autocast``, no scaler) and ``benchmarks/gpt_step.py``'s GPT step
 (batch 16, AdamW, clipping, O2), each counted on the third of three steps.
 
 ``--time`` also times each step on the stand-in at sizes where NumPy's arithmetic is small
@@ -56,8 +63,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 import minitorch_amp as mt
 from minitorch_amp.backend import device as _device
-from minitorch_amp.backend import kernels
+from minitorch_amp.backend import gemm_sm90, kernels, tensor_maps
 
+hopper = [False]  # --hopper: the stand-in device is a Hopper (see stand_in)
 counts: collections.Counter = collections.Counter()
 sites: collections.Counter = collections.Counter()  # (kernel, where) for the kernels watched
 watched: set[str] = set()
@@ -263,7 +271,8 @@ def _scatter_add(a, indices, values):
 
 @contextlib.contextmanager
 def stand_in():
-    """CuPy stood in for, launches recorded in ``counts``, the current device ``gpu:0``."""
+    """CuPy stood in for, launches recorded in ``counts``, the current device ``gpu:0``
+    (a Hopper with 132 SMs while ``hopper[0]`` is True: see ``--hopper``)."""
     cupyx = types.ModuleType("cupyx")
     cupyx.scatter_add = _scatter_add
 
@@ -271,6 +280,15 @@ def stand_in():
         _count(name.split("<")[0])
 
     with contextlib.ExitStack() as stack:
+        if hopper[0]:
+            blank_map = np.zeros(1, tensor_maps.TENSOR_MAP)[0]  # (TMA: the driver's call)
+            for owner, name, value in (
+                (_Device, "compute_capability", "90"),
+                (gemm_sm90, "device_is_hopper", lambda: True),
+                (gemm_sm90, "sm_count", lambda: 132),
+                (tensor_maps, "_encode_now", lambda array, box: blank_map),
+            ):
+                stack.enter_context(mock.patch.object(owner, name, value))
         stack.enter_context(mock.patch.object(_device, "cupy", _CuPy()))
         stack.enter_context(mock.patch.object(kernels, "launch", launch))
         stack.enter_context(mock.patch.dict(sys.modules, {"cupyx": cupyx}))
@@ -283,11 +301,12 @@ def stand_in():
             mt.set_device("cpu")
 
 
-def simple_net_step(mode: str, width: int = 1024, batch: int = 64):
-    """``benchmarks/step_kernels.py``'s step in float16 (SGD; a GradScaler at O1 and O2)."""
+def simple_net_step(mode: str, width: int = 1024, batch: int = 64, dtype: str = "float16"):
+    """``benchmarks/step_kernels.py``'s step in ``dtype`` (SGD; a GradScaler at O1 and O2 in
+    float16; float8: bfloat16 O2 with the Linear layers' GEMMs in FP8, no scaler)."""
     from step_kernels import make_step
 
-    return make_step(mode, "float16", width, batch)
+    return make_step(mode, dtype, width, batch)
 
 
 def gpt_step(level: str = "O2", batch: int = 16):
@@ -319,6 +338,7 @@ STEPS = {
     "SimpleNet fp32": lambda: simple_net_step("fp32"),
     "SimpleNet O1": lambda: simple_net_step("O1"),
     "SimpleNet O2": lambda: simple_net_step("O2"),
+    "SimpleNet O2 FP8": lambda: simple_net_step("O2", dtype="float8"),
     "GPT O2": lambda: gpt_step("O2"),
 }
 # --time: sizes at which NumPy's arithmetic on the stand-in is small beside the Python
@@ -326,6 +346,7 @@ SMALL = {
     "SimpleNet fp32": lambda: simple_net_step("fp32", 64, 8),
     "SimpleNet O1": lambda: simple_net_step("O1", 64, 8),
     "SimpleNet O2": lambda: simple_net_step("O2", 64, 8),
+    "SimpleNet O2 FP8": lambda: simple_net_step("O2", 64, 8, dtype="float8"),
     "GPT O2": lambda: gpt_step("O2", batch=1),
 }
 
@@ -357,12 +378,18 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--time", action="store_true", help="also time each step's host µs on the stand-in"
     )
+    parser.add_argument(
+        "--hopper", action="store_true", help="the stand-in GPU is a Hopper (sm_90, 132 SMs)"
+    )
     parser.add_argument("--steps", nargs="+", choices=sorted(STEPS), default=list(STEPS))
     args = parser.parse_args(argv)
     watched.update(args.where)
     depth[0] = args.depth
+    hopper[0] = args.hopper
+    device = "a Hopper (sm_90, 132 SMs)" if args.hopper else "an sm_80 GPU"
     print(
-        f"kernels per eager step on the GPU code path, CuPy stood in for by NumPy {np.__version__}"
+        f"kernels per eager step on the GPU code path of {device}, CuPy stood in for by "
+        f"NumPy {np.__version__}"
     )
     print("| step | kernels |\n|---|---|")
     found, places = {}, {}

@@ -44,9 +44,31 @@ def test_the_gpt_step_clips_in_five_launches(printed):
     assert (gpt["sum_squares_tensors"], gpt["clip_scale"], gpt["scale_tensors"]) == (2, 1, 2)
 
 
-def test_the_docs_table_is_the_one_it_prints(printed):
+@pytest.fixture(scope="module")
+def printed_hopper() -> str:
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--hopper", "--top", "60"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_on_a_hopper_the_steps_take_the_hopper_gemms(printed_hopper):
+    o2 = rows(printed_hopper, "SimpleNet O2: the 60 most launched")
+    assert o2["gemm_sm90"] == 8 and "gemm_f16" not in o2
+    fp8 = rows(printed_hopper, "SimpleNet O2 FP8: the 60 most launched")
+    assert fp8["gemm_fp8_sm90"] == 8 and "matmul" not in fp8  # sm_90a: the FP8 GEMM
+
+
+def test_the_docs_tables_are_the_ones_it_prints(printed, printed_hopper):
     docs = (ROOT / "docs" / "benchmarks.md").read_text()
     section = docs.split("### Kernels per step on the GPU code path, without a GPU", 1)[1]
     want = rows(printed, "| step | kernels |")
     assert rows(section, "| step | kernels |") == want
     assert want["SimpleNet O2"] <= 30  # issue 24's target, counted this way
+    hopper = rows(printed_hopper, "| step | kernels |")
+    assert rows(section, "| step | kernels (Hopper) |") == hopper
+    assert hopper["SimpleNet O2"] <= 30
