@@ -222,8 +222,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "plain-cast-drops-found-inf",
         "minitorch_amp/backend/cast.py",
-        "    if found_inf is None and x.__class__ is np.ndarray and (x.dtype, dtype) in _PLAIN:",
-        "    if x.__class__ is np.ndarray and (x.dtype, dtype) in _PLAIN:",
+        "    elif found_inf is None and x.__class__ is np.ndarray and (x.dtype, dtype) in _PLAIN:",
+        "    elif x.__class__ is np.ndarray and (x.dtype, dtype) in _PLAIN:",
         ("tests/test_cast_kernel.py",),
         "a NumPy float16 <-> float32 cast takes the plain path with a found_inf flag too: an "
         "overflow to inf is never flagged",
