@@ -237,6 +237,7 @@ NUMBERS = {
     "twelve": 12,
     "thirteen": 13,
     "fourteen": 14,
+    "fifteen": 15,
 }
 
 

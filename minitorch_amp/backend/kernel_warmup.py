@@ -42,6 +42,7 @@ from . import kernels as _kernels
 LAUNCHERS = (
     "bias_grad",
     "cast",
+    "cross_entropy",
     "device",
     "fp8_kernels",
     "fp8_scale",

@@ -64,6 +64,8 @@ __all__ = [
     "SyncWarning",
     "check",
     "defer",
+    "defer_flag",
+    "device_flag",
     "get_sync_debug_mode",
     "host_read",
     "run_deferred",
@@ -271,13 +273,27 @@ def check(key, bad, values, noun: str, error) -> None:
             index = int(np.flatnonzero(bad)[0])
             raise error(f"{noun} {np.asarray(values).flat[index]}")
         return
-    cupy = _device.cupy
-    key = (key, bad.device.id)
+    flag = device_flag(key, bad)
+    _device.cupy.logical_or(flag, bad.any(), out=flag)
+    defer_flag(key, flag, noun, error)
+
+
+def device_flag(key, like):
+    """The persistent device bool [1] of check ``key`` on ``like``'s device (made once): what
+    :func:`check` ORs its verdict into, and what a kernel that checks its own input sets
+    (``cuda/cross_entropy.cu``'s labels). Hand it to :func:`defer_flag` after the launch."""
+    key = (key, like.device.id)
     flag = _flags.get(key)
     if flag is None:
-        with bad.device:
-            flag = _flags[key] = cupy.zeros(1, dtype=bool)
-    cupy.logical_or(flag, bad.any(), out=flag)
+        with like.device:
+            flag = _flags[key] = _device.cupy.zeros(1, dtype=bool)
+    return flag
+
+
+def defer_flag(key, flag, noun: str, error) -> None:
+    """Raise ``error(f"a {noun}")`` at the next host read if ``flag`` (from
+    :func:`device_flag` for ``key``) is set then, noting that the GPU found it; the flag is
+    cleared first."""
 
     def report(value):
         if value[0]:
@@ -285,4 +301,4 @@ def check(key, bad, values, noun: str, error) -> None:
             found = error(f"a {noun}")
             raise type(found)(f"{found}; found on the GPU, in a step since the last host read")
 
-    defer(key, flag, report)
+    defer((key, flag.device.id), flag, report)

@@ -6,8 +6,8 @@ where the kernel promises that (casts, unscaling, the loss-scale update, the opt
 ReLU gradient, the start-up probe, the Hopper GEMM, and the sum of squares, the bias
 gradient and mse_loss's squared error on integer data, whose float32 sums are exact in any
 order), within two float16 ulps for ``gemm_fp16.cu`` (it adds in another order), and within
-float32 rounding for the kernels of LayerNorm, softmax and exact GELU, whose twins sum or
-evaluate in their own ways (:mod:`minitorch_amp.utils.kernel_check_ops`). Each GEMM
+float32 rounding for the kernels of LayerNorm, softmax, cross-entropy and exact GELU, whose
+twins sum or evaluate in their own ways (:mod:`minitorch_amp.utils.kernel_check_ops`). Each GEMM
 check chooses its kernel with ``MINITORCH_AMP_GEMM_KERNEL``; ``gemm_sm90.cu`` runs only on
 compute capability 9.0 and is reported "not run" elsewhere.
 Without a GPU, each file is compiled with NVRTC for its target when the library is here
@@ -344,6 +344,7 @@ CHECKS: dict[str, Callable[[Move, Move], bool]] = {
     "fp8_scale.cu": _fp8_scale_matches,
     "layer_norm.cu": _ops.layer_norm_matches,
     "softmax.cu": _ops.softmax_matches,
+    "cross_entropy.cu": _ops.cross_entropy_matches,
 }
 
 

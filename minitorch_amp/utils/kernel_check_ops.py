@@ -1,9 +1,9 @@
 """Kernel checks that hold an op's GPU kernels to the op's own NumPy path, within float32
-rounding: LayerNorm (``layer_norm.cu``), softmax (``softmax.cu``) and ClipGradByGlobalNorm
-(``reduction.cu``'s global-norm kernels), whose twins sum with BLAS where the kernels sum in
-a fixed tree, and exact GELU (``elementwise.cu``'s gelu kernels:
-CUDA's ``erfcf`` against the twin's float32 polynomials). :mod:`minitorch_amp.utils.kernel_check`
-runs them with the others.
+rounding: LayerNorm (``layer_norm.cu``), softmax (``softmax.cu``), cross-entropy
+(``cross_entropy.cu``) and ClipGradByGlobalNorm (``reduction.cu``'s global-norm kernels),
+whose twins sum with BLAS or NumPy's pairwise sums where the kernels sum in a fixed tree, and
+exact GELU (``elementwise.cu``'s gelu kernels: CUDA's ``erfcf`` against the twin's float32
+polynomials). :mod:`minitorch_amp.utils.kernel_check` runs them with the others.
 
 Each check runs the op's forward and backward on arrays moved by ``to_device`` and on NumPy,
 and compares what ``to_host`` brings back; with NumPy on both sides (the tests) it holds the
@@ -19,7 +19,13 @@ import numpy as np
 
 Move = Callable[[np.ndarray], object]
 
-__all__ = ["gelu_matches", "global_norm_matches", "layer_norm_matches", "softmax_matches"]
+__all__ = [
+    "cross_entropy_matches",
+    "gelu_matches",
+    "global_norm_matches",
+    "layer_norm_matches",
+    "softmax_matches",
+]
 
 
 def layer_norm_matches(to_device: Move, to_host: Move) -> bool:
@@ -110,4 +116,38 @@ def global_norm_matches(to_device: Move, to_host: Move) -> bool:
         tolerance = float(np.finfo(np.float32).eps) * 4 if dtype == np.float32 else 2**-7
         g64 = np.asarray(to_host(g._data), np.float64)
         same = same and np.allclose(g64, np.asarray(w._data, np.float64), rtol=tolerance)
+    return same
+
+
+def cross_entropy_matches(to_device: Move, to_host: Move) -> bool:
+    """Cross-entropy forward and backward over rows of 300 classes (past a block's 256
+    threads) with ignored labels and class weights, 'mean' and 'none' on float32 logits and
+    'sum' on float16 ones: within float32 rounding of the NumPy op (float16: its own)."""
+    from ..autograd.ops.loss import CrossEntropy
+
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((7, 300)) * 4).astype(np.float32)
+    label = rng.integers(0, 300, 7)
+    label[2] = -100
+    weight = (rng.random(300) + 0.5).astype(np.float32)
+    same = True
+    for dtype, reduction, tolerance in (
+        (np.float32, "mean", 2e-5),
+        (np.float32, "none", 2e-5),
+        (np.float16, "sum", 2e-3),
+    ):
+        logits = x.astype(dtype)
+        grad = np.linspace(-1, 1, 7 if reduction == "none" else 1).astype(dtype)
+
+        def run(move, logits=logits, reduction=reduction, grad=grad):
+            ctx = SimpleNamespace(needs_grad=(True, False, False))
+            out = CrossEntropy.forward(
+                ctx, move(logits), move(label), move(weight), reduction=reduction
+            )
+            g = grad.reshape(out.shape)
+            return out, CrossEntropy.backward(ctx, move(g))[0]
+
+        for got, want in zip(run(to_device), run(np.asarray)):
+            got = np.asarray(to_host(got), np.float64)
+            same = same and np.allclose(got, want.astype(np.float64), tolerance, 1e-6)
     return same

@@ -40,6 +40,7 @@ SETS = (
     "gpu_runs",
     "fp8_scale",
     "squared_error",
+    "cross_entropy",
 )
 
 
