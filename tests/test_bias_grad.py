@@ -339,7 +339,11 @@ def test_the_launcher_and_the_kernel_agree_on_block_and_tile_sizes_and_names():
 def test_reduction_cu_is_registered_once_with_every_launchers_kernels():
     entry = kernels.REGISTRY["reduction.cu"]
     assert entry.names[: len(primitives.REDUCTION.names)] == primitives.REDUCTION.names
-    mse = (*squared_error._FORWARD.values(), *squared_error._MEAN.values())  # mse_loss's
+    mse = (  # mse_loss's, both ways
+        *squared_error._FORWARD.values(),
+        *squared_error._MEAN.values(),
+        *squared_error._BACKWARD.values(),
+    )
     assert set(entry.names) == {
         *primitives.REDUCTION.names,
         *bias_grad_module._KERNELS.values(),

@@ -164,8 +164,8 @@ def test_sum_squares_never_contracts_a_square_into_an_fma(nvrtc_available):
     each sum on its own: the NumPy model of the order holds on the GPU too."""
     for name, body in _ptx_bodies("reduction.cu", ("-fmad=true",)).items():
         assert "fma." not in body, name
-        if name.startswith("scale_tensors"):  # (a product, rounded once: no sum)
-            assert re.search(r"mul\.rn(\.ftz)?\.f32", body), name
+        if name.startswith(("scale_tensors", "squared_error_backward")):  # products: no sum
+            assert re.search(r"mul\.rn(\.ftz)?\.f(32|64)", body), name
         else:
             assert re.search(r"add\.rn(\.ftz)?\.f(32|64)", body), name
 

@@ -10,6 +10,7 @@ one launch (``backend.loss_scaling.scale_loss``) where CuPy took two.
 
 from __future__ import annotations
 
+from ..autograd.higher_order import DOUBLE_BACKWARD
 from ..autograd.ops.elementwise import Multiply
 from ..backend.loss_scaling import scale_loss
 
@@ -24,3 +25,6 @@ class ScaleLoss(Multiply, register=False):  # (the op table's multiply is Multip
         out, factor = scale_loss(x, y)
         ctx.x, ctx.y = x, factor  # Multiply's backward: grad * ctx.y for the loss
         return out
+
+
+DOUBLE_BACKWARD[ScaleLoss] = DOUBLE_BACKWARD[Multiply]  # (a gradient penalty scales its loss)
