@@ -270,6 +270,20 @@ def _scatter_add(a, indices, values):
 
 
 @contextlib.contextmanager
+def _module_stood_in(name: str, module):
+    """``sys.modules[name]`` is ``module`` inside, what it was (or nothing) after."""
+    before = sys.modules.get(name)
+    sys.modules[name] = module
+    try:
+        yield
+    finally:
+        if before is None:
+            del sys.modules[name]
+        else:
+            sys.modules[name] = before
+
+
+@contextlib.contextmanager
 def stand_in():
     """CuPy stood in for, launches recorded in ``counts``, the current device ``gpu:0``
     (a Hopper with 132 SMs while ``hopper[0]`` is True: see ``--hopper``)."""
@@ -291,7 +305,9 @@ def stand_in():
                 stack.enter_context(mock.patch.object(owner, name, value))
         stack.enter_context(mock.patch.object(_device, "cupy", _CuPy()))
         stack.enter_context(mock.patch.object(kernels, "launch", launch))
-        stack.enter_context(mock.patch.dict(sys.modules, {"cupyx": cupyx}))
+        # NOTE: only this key: patch.dict(sys.modules) would also drop, on exit, every module
+        # imported inside (torch, by the GPT's step), and a second import of torch fails
+        stack.enter_context(_module_stood_in("cupyx", cupyx))
         stack.enter_context(mock.patch.dict("os.environ", {"MINITORCH_AMP_RAW_KERNELS": "1"}))
         stack.enter_context(np.errstate(all="ignore"))  # (raw kernels' outputs are not written)
         mt.set_device("gpu:0")

@@ -72,3 +72,17 @@ def test_the_docs_tables_are_the_ones_it_prints(printed, printed_hopper):
     hopper = rows(printed_hopper, "| step | kernels |")
     assert rows(section, "| step | kernels (Hopper) |") == hopper
     assert hopper["SimpleNet O2"] <= 30
+
+
+def test_time_makes_each_step_again_and_prints_its_host_us():
+    """--time builds each step a second time under a new stand-in (the GPT's imports torch
+    when it is installed: the stand-in must not unload what was imported inside it)."""
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--time", "--steps", "SimpleNet O2", "GPT O2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    timed = rows(out.stdout, "| step | µs per step |")
+    assert set(timed) == {"SimpleNet O2", "GPT O2"} and all(v > 0 for v in timed.values())
