@@ -49,44 +49,12 @@
 // loss.CrossEntropy on NumPy arrays. HOST EMULATION: tests/cross_entropy_emulator.cpp runs
 // this file on the CPU through the real launcher (tests/test_cross_entropy_kernel.py).
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+// kThreads, block_reduce (the tree of ORDER above), Add, Max (NaN skipped, as fmaxf does),
+// wide (x as float: exact for every T) and store (the one rounding to T of a float32
+// result) are softmax.cu's own: a row's maximum and sum here are softmax's, step by step.
+#include "softmax.cu"
 
 namespace {
-
-constexpr int kThreads = 256;  // threads per block (the launcher's block size)
-
-// The tree of the header's ORDER over every thread's v, with `op`; all threads get the result.
-template <typename Op>
-__device__ __forceinline__ float block_reduce(float v, float* partial, Op op)
-{
-    const int t = static_cast<int>(threadIdx.x);
-    partial[t] = v;
-    __syncthreads();
-    for (int stride = kThreads / 2; stride > 0; stride /= 2) {
-        if (t < stride) partial[t] = op(partial[t], partial[t + stride]);
-        __syncthreads();
-    }
-    const float total = partial[0];
-    __syncthreads();  // partial is free again for the next reduction
-    return total;
-}
-
-struct Add {
-    __device__ __forceinline__ float operator()(float a, float b) const { return __fadd_rn(a, b); }
-};
-
-struct Max {  // NaN skipped, as fmaxf does
-    __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-
-// x as float: exact for every T; the one rounding to T of a float32 result.
-__device__ __forceinline__ float wide(float v) { return v; }
-__device__ __forceinline__ float wide(__half v) { return __half2float(v); }
-__device__ __forceinline__ float wide(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ void store(float* p, float v) { *p = v; }
-__device__ __forceinline__ void store(__half* p, float v) { *p = __float2half_rn(v); }
-__device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
 
 // The label's class when it is one (0 otherwise: the twin's safe index), and whether it is.
 template <typename L>
