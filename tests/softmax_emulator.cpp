@@ -18,17 +18,7 @@
 #include <cstring>
 #include <map>
 
-// One IEEE operation each, rounded to nearest even (built with -ffp-contract=off: no fma).
-inline float __fadd_rn(float a, float b) { return a + b; }
-inline float __fsub_rn(float a, float b) { return a - b; }
-inline float __fmul_rn(float a, float b) { return a * b; }
-inline float __fdiv_rn(float a, float b) { return a / b; }
-inline float __int_as_float(int bits)
-{
-    float value;
-    std::memcpy(&value, &bits, sizeof value);
-    return value;
-}
+#include "float_rn.h"  // __fadd_rn, __fsub_rn, __fmul_rn, __fdiv_rn, __int_as_float
 
 #include "softmax.cu"
 
