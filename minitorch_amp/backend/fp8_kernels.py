@@ -253,7 +253,7 @@ def _check_gemm_args(a, b_t, scale_a, scale_b, out_dtype, a_code, b_code) -> tup
     return codes
 
 
-def fp8_gemm(a, b, scale_a, scale_b, out_dtype, a_code=None, b_code=None):
+def fp8_gemm(a, b, scale_a, scale_b, out_dtype, a_code=None, b_code=None, out=None):
     """``out_dtype((a @ b) * scale_a * scale_b)``, float32 accumulation (``torch._scaled_mm``).
 
     Args:
@@ -263,27 +263,36 @@ def fp8_gemm(a, b, scale_a, scale_b, out_dtype, a_code=None, b_code=None):
         scale_a, scale_b: the inverse scales, float32 arrays of shape [1] on the operands'
             device (read on the device only).
         out_dtype: float32, float16 or bfloat16.
+        out: None, or a C-contiguous ``out_dtype`` array [M, N] of the operands' kind to
+            write the result into (a parameter's gradient buffer: no copy after the GEMM);
+            it is returned.
+
+    Raises:
+        ValueError, TypeError: operands, scales or ``out`` of the wrong shape, dtype, format
+            or kind; nothing is launched or written then.
 
     NumPy operands run the twin; CuPy ones the Hopper kernel where it applies (compute
     capability 9.0, ``K % 16 == 0``, ``MINITORCH_AMP_GEMM_KERNEL`` not ``sm80``), else the
     twin's arithmetic on CuPy (decoded through a 256-entry table, float32 matmul).
     """
-    return fp8_gemm_nt(a, b.T, scale_a, scale_b, out_dtype, a_code, b_code)
+    return fp8_gemm_nt(a, b.T, scale_a, scale_b, out_dtype, a_code, b_code, out)
 
 
-def fp8_gemm_nt(a, b_t, scale_a, scale_b, out_dtype, a_code=None, b_code=None):
+def fp8_gemm_nt(a, b_t, scale_a, scale_b, out_dtype, a_code=None, b_code=None, out=None):
     """:func:`fp8_gemm` with B given K-major, as ``b_t`` [N, K] (what the kernel reads)."""
     codes = _check_gemm_args(a, b_t, scale_a, scale_b, out_dtype, a_code, b_code)
-    if _device.get_array_module(a, b_t) is np:
-        return twin_gemm(a, b_t.T, scale_a, scale_b, out_dtype, *codes)
-    cp = _device.cupy
     m, k = a.shape
     n = b_t.shape[0]
+    check_gemm_out(out, a, (m, n), out_dtype)
+    if _device.get_array_module(a, b_t) is np:
+        return _into(out, twin_gemm(a, b_t.T, scale_a, scale_b, out_dtype, *codes))
+    cp = _device.cupy
     a8 = cp.ascontiguousarray(a.view(np.uint8))
     b8 = cp.ascontiguousarray(b_t.view(np.uint8))
     if not _kernel_applies(a8, b8, m, n, k):
-        return _gemm_on_cupy(a8, b8, scale_a, scale_b, out_dtype, codes)
-    out = cp.empty((m, n), dtype=out_dtype)
+        return _into(out, _gemm_on_cupy(a8, b8, scale_a, scale_b, out_dtype, codes))
+    if out is None:
+        out = cp.empty((m, n), dtype=out_dtype)
     bn, grid = gemm_plan(m, n, _sm90.sm_count())
     # Each FP8 row as K / 2 two-byte words: gemm_sm90.py's maps, boxes of 128 bytes.
     map_a = _sm90.operand_map(a8.view(np.float16), k_major=True, rows=_sm90.BM)
@@ -292,6 +301,31 @@ def fp8_gemm_nt(a, b_t, scale_a, scale_b, out_dtype, a_code=None, b_code=None):
     args = (map_a, map_b, out, scale_a, scale_b, i32(m), i32(n), i32(k), i32(n))
     name = gemm_kernel_name(out_dtype, *codes, bn)
     kernels.launch(GEMM_FILE, name, (grid, 1, 1), (_sm90.THREADS, 1, 1), args, _sm90.smem_bytes(bn))
+    return out
+
+
+def check_gemm_out(out, a, shape: tuple, out_dtype) -> None:
+    """Raise unless ``out`` is None or what an FP8 GEMM of the operand ``a``'s kind can write
+    its ``shape`` ``out_dtype`` result into (``fp8_matmul`` checks its ``out`` here too)."""
+    if out is None:
+        return
+    if _device.get_array_module(out) is not _device.get_array_module(a) or not hasattr(
+        out, "flags"
+    ):
+        raise TypeError("fp8 GEMM: out must be an array of the operands' kind (NumPy or CuPy)")
+    if out.dtype != np.dtype(out_dtype) or out.shape != shape or not out.flags.c_contiguous:
+        raise ValueError(
+            f"fp8 GEMM: out ({out.dtype} {list(out.shape)}, C-contiguous: "
+            f"{out.flags.c_contiguous}) must be a C-contiguous {np.dtype(out_dtype)} array of "
+            f"the product's shape {list(shape)}"
+        )
+
+
+def _into(out, result):
+    """``result`` written into ``out`` (returned), or ``result`` itself when ``out`` is None."""
+    if out is None:
+        return result
+    out[...] = result
     return out
 
 

@@ -25,9 +25,11 @@ import numpy as np
 from ...autograd import Tensor
 from ...autograd.dispatch import hooks
 from ...autograd.op import WHITE, Op
+from ...backend.bias_grad import bias_grad
 from ...backend.device import get_array_module
 from ...backend.dtypes import bfloat16, float16, float32
 from ...backend.fp8 import fp8_matmul, from_fp8, to_fp8
+from ...backend.primitives import relu_backward
 
 __all__ = ["CastToFp8", "Fp8Linear", "Fp8Matmul", "fp8_gemm", "quantize"]
 
@@ -59,9 +61,10 @@ def quantize(state, x, transpose: bool = False):
 _EPILOGUE_DTYPES = (np.dtype(float32), np.dtype(float16), np.dtype(bfloat16))  # the kernel's
 
 
-def fp8_gemm(a_q, b_q, scale_inv_a, scale_inv_b, out_dtype=float32):
+def fp8_gemm(a_q, b_q, scale_inv_a, scale_inv_b, out_dtype=float32, out=None):
     """``a @ b`` of two FP8 arrays, accumulated in float32, times both inverse scales (the
-    epilogue), rounded once to ``out_dtype``.
+    epilogue), rounded once to ``out_dtype``; for 2-D operands written into ``out`` when
+    given (``fp8_matmul``'s: a parameter's stale gradient buffer, no copy after the GEMM).
 
     Rounding in the epilogue is the float32 result's ``astype(out_dtype)``, bit for bit; on a
     GPU it saves that cast's launch and a float32 copy of the product (the H200 profile of
@@ -71,7 +74,7 @@ def fp8_gemm(a_q, b_q, scale_inv_a, scale_inv_b, out_dtype=float32):
     if out_dtype not in _EPILOGUE_DTYPES:  # float64: the float32 result, widened exactly
         return fp8_gemm(a_q, b_q, scale_inv_a, scale_inv_b).astype(out_dtype)
     if a_q.ndim == 2 and b_q.ndim == 2:
-        return fp8_matmul(a_q, b_q, scale_inv_a, scale_inv_b, out_dtype)
+        return fp8_matmul(a_q, b_q, scale_inv_a, scale_inv_b, out_dtype, out=out)
     if a_q.ndim == 3 and b_q.ndim == 3 and a_q.shape[0] == b_q.shape[0] == 1:  # one group
         return fp8_matmul(a_q[0], b_q[0], scale_inv_a, scale_inv_b, out_dtype)[None]
     xp = get_array_module(a_q)
@@ -113,20 +116,48 @@ class Fp8Linear(Op, register=False):
         return out.reshape(*x.shape[:-1], weight.shape[1])
 
     @staticmethod
+    def takes_relu_mask(ctx) -> bool:
+        """A ReLU after this layer may leave its mask to this backward (``relu_fold``), as
+        to a Linear's: the bias gradient's kernel applies it as it reads the gradient."""
+        bias = ctx.saved[7]
+        return bias is not None and (*ctx.needs_grad, False, False)[2]
+
+    @staticmethod
     def backward(ctx, grad):
         x_qt, sx, w_q, sw, x_shape, x_dtype, w_dtype, bias, meta = ctx.saved
-        needs = ctx.needs_grad
+        needs = (*ctx.needs_grad, False)[:3]
+        _, w_out, b_out = ctx.grad_out or (None, None, None)  # the parameters' grad buffers
         g = grad.reshape(-1, grad.shape[-1])
+        gb = None
+        if bias is not None and needs[2]:  # (with a ReLU's mask, the masked g comes back)
+            gb, g = _bias_grad(g, bias.dtype, getattr(ctx, "relu_mask", None), b_out)
         # E5M2 under HYBRID: gradients need the range; g^T too when dW is wanted
         g_q, sg, *g_qt = quantize(meta.grad, g, transpose=needs[1])
-        gx = gw = gb = None
+        gx = gw = None
         if needs[0]:
             gx = fp8_gemm(g_q, w_q.T, sg, sw, x_dtype).reshape(x_shape)
-        if needs[1]:
-            gw = fp8_gemm(x_qt, g_qt[0].T, sx, sg, w_dtype)
-        if bias is not None and len(needs) > 2 and needs[2]:
-            gb = g.sum(axis=0, dtype=float32).astype(bias.dtype, copy=False)
+        if needs[1]:  # written straight into the weight's gradient buffer when it has one
+            w_out = w_out if w_out is not None and w_out.dtype == w_dtype else None
+            gw = fp8_gemm(x_qt, g_qt[0].T, sx, sg, w_dtype, out=w_out)
         return gx, gw, gb
+
+
+def _bias_grad(g, dtype, relu_out, out):
+    """``(the sum of g's rows in float32, rounded once to dtype; g)``, as a Linear's bias
+    gradient (``backend.bias_grad``: one kernel on a GPU, into ``out``, the bias's stale
+    gradient buffer, when it has ``dtype``). With ``relu_out`` (a ReLU's output that left
+    its mask to this op) the mask multiplies g first, and the masked g is returned."""
+    if relu_out is not None:
+        relu_out = relu_out.reshape(g.shape)
+    out = out if out is not None and out.dtype == dtype else None
+    if dtype in (g.dtype, float32) and g.dtype in _BIAS_GRAD_DTYPES:
+        gb, masked = bias_grad(g, dtype, g.dtype if relu_out is not None else None, relu_out, out)
+        return gb, (g if masked is None else masked)
+    g = g if relu_out is None else relu_backward(relu_out, g)  # (a float32 g, a 16-bit bias)
+    return g.sum(axis=0, dtype=float32).astype(dtype, copy=False), g
+
+
+_BIAS_GRAD_DTYPES = (np.dtype(float32), np.dtype(float16), np.dtype(bfloat16))
 
 
 def _swap(a, flag):
