@@ -161,3 +161,28 @@ def test_off_hopper_or_forced_off_the_gemm_runs_the_twin_arithmetic(cp, monkeypa
     a_gpu, b_gpu, s_gpu = (cp.asarray(v) for v in (a.view(np.uint8), b.view(np.uint8), sa))
     out = fp8_kernels.fp8_gemm(a_gpu, b_gpu, s_gpu, s_gpu, "float16", E4M3, E4M3)
     np.testing.assert_array_equal(cp.asnumpy(out), twin_gemm(a, b, sa, sa, "float16"))
+
+
+@pytest.mark.parametrize("forced_off", [False, True], ids=["kernel", "twin arithmetic"])
+def test_out_receives_the_product_and_a_wrong_out_is_refused_untouched(cp, monkeypatch, forced_off):
+    # a weight gradient's GEMM writes into the stale .grad buffer: the same bytes as a new
+    # array, on the Hopper kernel and on the twin's arithmetic on CuPy alike
+    if forced_off:
+        monkeypatch.setenv(gemm_sm90.KERNEL_ENV, "sm80")
+    elif not gemm_sm90.device_is_hopper():
+        pytest.skip("the FP8 GEMM kernel needs compute capability 9.0 (an H100 or H200)")
+    rng = np.random.default_rng(7)
+    a, b_t = integers(rng, (136, 272), E4M3), integers(rng, (200, 272), E5M2)
+    args = [cp.asarray(v) for v in (a.view(np.uint8), b_t.view(np.uint8))]
+    args += [cp.asarray(np.array([s], np.float32)) for s in (0.5, 0.375)]
+    fresh = fp8_gemm_nt(*args, ml_dtypes.bfloat16, E4M3, E5M2)
+    sevens = np.full((136, 200), 7, ml_dtypes.bfloat16)  # (moved as bits, as elsewhere here)
+    out = cp.asarray(sevens.view(np.uint16)).view(ml_dtypes.bfloat16)
+    assert fp8_gemm_nt(*args, ml_dtypes.bfloat16, E4M3, E5M2, out=out) is out
+    np.testing.assert_array_equal(
+        cp.asnumpy(out).view(np.uint16), cp.asnumpy(fresh).view(np.uint16)
+    )
+    wrong = cp.full((136, 200), 7, dtype=np.float32)
+    with pytest.raises(ValueError, match="out"):
+        fp8_gemm_nt(*args, ml_dtypes.bfloat16, E4M3, E5M2, out=wrong)
+    assert bool((wrong == 7).all())
