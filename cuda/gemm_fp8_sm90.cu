@@ -4,7 +4,12 @@
 // WHAT IT COMPUTES (the NumPy twin is backend/fp8_kernels.py, twin_gemm)
 //
 //     C[m][n] = OutT( (sum_k A[m][k] * Bt[n][k]) * (scale_a[0] * scale_b[0]) )
+//     with a bias (not null, OutT [N]):
+//     C[m][n] = OutT( float(OutT(that product)) + float(bias[n]) )
 //
+//   (a bias is added to the product as stored, in float32, and rounded again: an FP8
+//   Linear's matmul, then Paddle's add, which NumPy and ml_dtypes compute in float32 for
+//   float16 and bfloat16 alike; one launch and one pass over C fewer than the add's own.)
 //   A is M x K and Bt is N x K, both row-major FP8 bytes: both operands K-MAJOR, the only
 //   layout Hopper's 8-bit wgmma reads from shared memory (it has no transpose bit for 8-bit
 //   types). A GEMM that has B as K x N first makes the transposed copy (fp8_cast.cu's
@@ -37,7 +42,9 @@
 //
 // LAUNCH (backend/fp8_kernels.py, fp8_gemm): grid = (min(tiles, SMs), 1, 1), block = (384,),
 //   dynamic shared memory = smem_bytes(BN) (gemm_sm90.cu's; opt-in above 48 KB). Needs
-//   sm_90a and K % 16 == 0 (TMA: rows 16 bytes apart); M, N >= 1.
+//   sm_90a and K % 16 == 0 (TMA: rows 16 bytes apart); M, N >= 1. Args: map_a, map_b (the
+//   operands' tensor maps, in two-byte words), C OutT [M, ldc], bias OutT [N] or null,
+//   scale_a, scale_b float [1] (device), M, N, K, ldc int32.
 //
 // HOST EMULATION: tests/fp8_gemm_emulator.cpp models the hardware layer (TMA, mbarriers, the
 //   FP8 wgmma reading shared memory through the descriptors) and runs the 384 threads as
@@ -92,6 +99,16 @@ __device__ __forceinline__ void store_fp8_out(__half* p, float v) { *p = __float
 __device__ __forceinline__ void store_fp8_out(__nv_bfloat16* p, float v) {
     *p = __float2bfloat16_rn(v);
 }
+// A bias entry in float32 (exact), to add to the stored product (round_to, gemm_sm90.cu's).
+__device__ __forceinline__ float load_fp8_bias(const float* p) { return *p; }
+__device__ __forceinline__ float load_fp8_bias(const __half* p) { return __half2float(*p); }
+__device__ __forceinline__ float load_fp8_bias(const __nv_bfloat16* p) {
+    return __bfloat162float(*p);
+}
+template <typename OutT>
+__device__ __forceinline__ float with_bias(float v, const OutT* C, const OutT* bias) {
+    return __fadd_rn(round_to(v, C), load_fp8_bias(bias));  // the product as OutT stores it
+}
 __device__ __forceinline__ void store_fp8_pair(float* p, float a, float b) {
     *reinterpret_cast<float2*>(p) = make_float2(a, b);
 }
@@ -105,8 +122,8 @@ __device__ __forceinline__ void store_fp8_pair(__nv_bfloat16* p, float a, float 
 template <typename OutT, int A_FMT, int B_FMT, int BN>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_fp8_sm90(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
-                  OutT* C, const float* scale_a, const float* scale_b, int M, int N, int K,
-                  int ldc) {
+                  OutT* C, const OutT* bias, const float* scale_a, const float* scale_b,
+                  int M, int N, int K, int ldc) {
     constexpr int STAGES = stages_for(BN);
     constexpr int STAGE_BYTES = stage_bytes(BN);
     constexpr int A_BYTES = BM * BK * 2;
@@ -210,8 +227,12 @@ __global__ void __launch_bounds__(THREADS, 1)
             for (int p = 0; p < 32; ++p) {
                 const int row = row0 + 8 * (p % 2);
                 const int col = w.n0 + WG_N * h + 8 * (p / 2) + 2 * t;
-                const float v0 = __fmul_rn(acc[h][2 * p], alpha);
-                const float v1 = __fmul_rn(acc[h][2 * p + 1], alpha);
+                float v0 = __fmul_rn(acc[h][2 * p], alpha);
+                float v1 = __fmul_rn(acc[h][2 * p + 1], alpha);
+                if (bias != nullptr) {  // (an edge tile's columns past N read no bias)
+                    if (col < N) v0 = with_bias(v0, C, bias + col);
+                    if (col + 1 < N) v1 = with_bias(v1, C, bias + col + 1);
+                }
                 OutT* out = C + static_cast<long long>(row) * ldc + col;
                 if (interior) {
                     store_fp8_pair(out, v0, v1);
@@ -230,7 +251,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 #define GEMM_FP8_INSTANTIATE(OUT, AF, BF, BN_)                                               \
     template __global__ void gemm_fp8_sm90<OUT, AF, BF, BN_>(                                \
         const __grid_constant__ TensorMap, const __grid_constant__ TensorMap, OUT*,          \
-        const float*, const float*, int, int, int, int);
+        const OUT*, const float*, const float*, int, int, int, int);
 #define GEMM_FP8_FORMATS(OUT, BN_)        \
     GEMM_FP8_INSTANTIATE(OUT, 0, 0, BN_)  \
     GEMM_FP8_INSTANTIATE(OUT, 0, 1, BN_)  \

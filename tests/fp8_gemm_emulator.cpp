@@ -22,10 +22,11 @@
 // Build: g++ -std=c++17 -O1 -ffp-contract=off -w -I<cuda>/include -I<repo>/cuda <this file>
 // Run:   fp8_gemm_emulator OUT AF BF BN M N K grid mode
 //            a_dim0 a_dim1 a_stride a_box0 a_box1 b_dim0 b_dim1 b_stride b_box0 b_box1
-//            a.bin b_t.bin scales.bin out.bin
+//            a.bin b_t.bin scales.bin out.bin bias.bin
 //   OUT in f32, f16, bf16; AF, BF 0 (e4m3) or 1 (e5m2); the a_/b_ values are
 //   backend/gemm_sm90.map_spec's of the operands viewed as two-byte words; scales.bin holds
-//   scale_a, scale_b (float32). Prints "ok ctas=<n> tma=<n> wgmma=<n>", writes C to out.bin.
+//   scale_a, scale_b (float32); bias.bin N OutT values, or - for no bias. Prints
+//   "ok ctas=<n> tma=<n> wgmma=<n>", writes C to out.bin.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -149,12 +150,19 @@ static void launch(char** argv) {
     check(scales.size() == 8, "scales.bin holds two float32 values");
     const auto* scale = reinterpret_cast<const float*>(scales.data());
     const TensorMap map_a = make_map(a, argv + 10), map_b = make_map(b, argv + 15);
+    std::vector<unsigned char> bias;  // bias.bin: N OutT values, or "-" for none
+    if (std::string(argv[24]) != "-") {
+        bias = read_file(argv[24]);
+        check(bias.size() == static_cast<size_t>(N) * sizeof(OutT), "bias.bin holds N values");
+    }
+    const OutT* bias_ptr = bias.empty() ? nullptr : reinterpret_cast<const OutT*>(bias.data());
     std::vector<OutT> c(static_cast<size_t>(M) * N);
     std::memset(c.data(), 0xff, c.size() * sizeof(OutT));  // NaN: what is never written shows
     gridDim = {static_cast<unsigned>(grid), 1, 1};
     blockDim = {kThreads, 1, 1};
     kernel_body = [&] {
-        gemm_fp8_sm90<OutT, AF, BF, BN>(map_a, map_b, c.data(), scale, scale + 1, M, N, K, N);
+        gemm_fp8_sm90<OutT, AF, BF, BN>(map_a, map_b, c.data(), bias_ptr, scale, scale + 1, M, N,
+                                        K, N);
     };
     for (int cta = 0; cta < grid; ++cta) run_cta(cta, BN);
     FILE* out = std::fopen(argv[23], "wb");
@@ -180,7 +188,7 @@ static void launch_formats(char** argv) {
 }
 
 int main(int argc, char** argv) {
-    if (argc != 24) fail("usage: see the header of fp8_gemm_emulator.cpp");
+    if (argc != 25) fail("usage: see the header of fp8_gemm_emulator.cpp");
     for (int fmt = 0; fmt < 2; ++fmt)
         for (unsigned bits = 0; bits < 256; ++bits) fp8_table[fmt][bits] = decode(bits, fmt);
     const std::string out = argv[1];

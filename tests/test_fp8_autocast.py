@@ -200,10 +200,12 @@ def test_each_fp8_gemm_rounds_to_its_result_dtype_in_the_epilogue(level, monkeyp
 
     asked, plain = [], gemm.fp8_matmul
 
-    def recording(a, b, sa, sb, out_dtype, out=None):
+    def recording(a, b, sa, sb, out_dtype, out=None, bias=None):
         asked.append(np.dtype(out_dtype).name)
-        result = plain(a, b, sa, sb, out_dtype, out=out)
+        result = plain(a, b, sa, sb, out_dtype, out=out, bias=bias)
         wide = plain(a, b, sa, sb, "float32").astype(out_dtype)
+        if bias is not None:  # (O2: the epilogue adds the bfloat16 bias, as an add would)
+            wide = wide + bias
         assert np.array_equal(result.view(np.uint8), wide.view(np.uint8))
         return result
 

@@ -86,10 +86,10 @@ def test_an_fp8_linear_hands_its_gemms_contiguous_k_major_operands_only(level, m
 
     layouts, plain = [], gemm.fp8_matmul
 
-    def recording(a, b, sa, sb, out_dtype, out=None):
+    def recording(a, b, sa, sb, out_dtype, out=None, bias=None):
         # the kernel reads A [M, K] and B^T [N, K] row by row: anything else is copied
         layouts.append((a.flags.c_contiguous, b.T.flags.c_contiguous))
-        return plain(a, b, sa, sb, out_dtype, out=out)
+        return plain(a, b, sa, sb, out_dtype, out=out, bias=bias)
 
     monkeypatch.setattr(gemm, "fp8_matmul", recording)
     mt.seed(0)

@@ -150,8 +150,10 @@ class _RecordingKernels:
         out = scaled.astype(dtype).view(np.uint8)  # the bits, as the kernel returns them
         return out, np.abs(x).max(keepdims=True).reshape(1).astype(np.float32)
 
-    def fp8_gemm(self, a, b, scale_a, scale_b, out_dtype, a_code=None, b_code=None, out=None):
-        self.calls.append(("gemm", np.dtype(out_dtype), out))
+    def fp8_gemm(
+        self, a, b, scale_a, scale_b, out_dtype, a_code=None, b_code=None, out=None, bias=None
+    ):
+        self.calls.append(("gemm", np.dtype(out_dtype), out, bias))
         return (a.astype(np.float32) @ b.astype(np.float32)) * (scale_a * scale_b)
 
 
@@ -176,4 +178,4 @@ def test_on_a_gpu_the_casts_and_the_gemm_go_to_the_fp8_kernels(monkeypatch):
     assert fp8.to_fp8(x, float8_e4m3fn).dtype == float8_e4m3fn
     product = fp8.fp8_matmul(out.reshape(1, 2), out.reshape(2, 1), amax, amax, "bfloat16")
     assert product.shape == (1, 1)
-    assert fake.calls == [("cast", 1, False), ("cast", 0, False), ("gemm", mt.bfloat16, None)]
+    assert fake.calls == [("cast", 1, False), ("cast", 0, False), ("gemm", mt.bfloat16, None, None)]

@@ -115,8 +115,11 @@ def emulator(tmp_path_factory):
     return build_emulator(directory, fp8_kernels.GEMM_KERNELS.path.parent, EMULATOR)
 
 
-def emulate(binary, workdir, a, b_t, codes, scales, out_dtype, bn, grid=None, mode="early"):
-    """Run the kernel in the emulator with the launcher's tensor maps; return the result."""
+def emulate(
+    binary, workdir, a, b_t, codes, scales, out_dtype, bn, grid=None, mode="early", bias=None
+):  # fmt: skip
+    """Run the kernel in the emulator with the launcher's tensor maps (and ``bias``, an
+    ``out_dtype`` [N] array, or none); return the result."""
     m, k = a.shape
     n = b_t.shape[0]
     a8, b8 = np.ascontiguousarray(a.view(np.uint8)), np.ascontiguousarray(b_t.view(np.uint8))
@@ -131,6 +134,9 @@ def emulate(binary, workdir, a, b_t, codes, scales, out_dtype, bn, grid=None, mo
     units = -(-m // gemm_sm90.BM) * -(-n // bn)
     numbers = [out_type, *codes, bn, m, n, k, grid or units, mode, *maps]
     files = [workdir / "a.bin", workdir / "b.bin", workdir / "scales.bin", workdir / "out.bin"]
+    if bias is not None:
+        np.ascontiguousarray(bias, dtype=out_dtype).tofile(workdir / "bias.bin")
+    files.append(workdir / "bias.bin" if bias is not None else "-")
     command = [str(binary), *map(str, numbers), *map(str, files)]
     run = subprocess.run(command, capture_output=True, text=True, check=False)
     assert run.returncode == 0, f"emulator failed ({run.returncode}): {run.stderr}"
@@ -147,17 +153,27 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("with_bias", [False, True], ids=["plain", "bias"])
 @pytest.mark.parametrize("case", range(len(CASES)))
-def test_emulated_kernel_equals_the_twin_where_the_sums_are_exact(emulator, tmp_path, case):
+def test_emulated_kernel_equals_the_twin_where_the_sums_are_exact(
+    emulator, tmp_path, case, with_bias
+):
     m, n, k, bn, grid, mode = CASES[case]
     codes, out_dtype = PAIRS[case % len(PAIRS)], OUTS[case % len(OUTS)]
     rng = np.random.default_rng(200 + case)
     a, b_t = small_integers(rng, (m, k), codes[0]), small_integers(rng, (n, k), codes[1])
+    bias = None
+    if with_bias:  # fractions the 16-bit sums must round: the product is rounded first
+        bias = (rng.standard_normal(n) * 3).astype(np.float32).astype(out_dtype)
     scales = (0.5, 0.375)
-    out = emulate(emulator, tmp_path, a, b_t, codes, scales, out_dtype, bn, grid, mode)
+    out = emulate(emulator, tmp_path, a, b_t, codes, scales, out_dtype, bn, grid, mode, bias)
     sa, sb = (np.array([s], np.float32) for s in scales)
-    expected = twin_gemm(a, b_t.T, sa, sb, out_dtype)
+    expected = twin_gemm(a, b_t.T, sa, sb, out_dtype, bias=bias)
     np.testing.assert_array_equal(out.view(np.uint8), expected.view(np.uint8))
+    if with_bias:  # the twin's add (NumPy's, ml_dtypes') is the kernel's float32 epilogue
+        plain = twin_gemm(a, b_t.T, sa, sb, out_dtype).astype(np.float32)
+        wide = (plain + bias.astype(np.float32)).astype(out_dtype)
+        np.testing.assert_array_equal(expected.view(np.uint8), wide.view(np.uint8))
 
 
 def test_emulated_kernel_meets_the_twin_on_random_values_and_edges(emulator, tmp_path):
@@ -210,9 +226,10 @@ def test_the_launcher_feeds_the_kernel_k_major_words_and_device_scales(fake_gpu)
     assert (file, name) == (fp8_kernels.GEMM_FILE, "gemm_fp8_sm90<__nv_bfloat16,0,1,128>")
     assert grid == (3 * 8, 1, 1) and block == (gemm_sm90.THREADS, 1, 1)
     assert shared == gemm_sm90.smem_bytes(128)
-    map_a, map_b, c, sa, sb, m, n, k, ldc = args
+    map_a, map_b, c, bias, sa, sb, m, n, k, ldc = args
     assert map_a == ((300, 2048), gemm_sm90.BM) and map_b == ((1000, 2048), 128)  # words
     assert c is out and sa is scale and sb is scale  # the scales stay on the device
+    assert type(bias) is np.int64 and bias == 0  # no bias: a null pointer
     assert [type(v) for v in (m, n, k, ldc)] == [np.int32] * 4
     assert (m, n, k, ldc) == (300, 1000, 4096, 1000)
 
@@ -226,3 +243,41 @@ def test_the_launcher_falls_back_to_the_twin_arithmetic_where_tma_cannot_go(fake
                    scale.view(host), scale.view(host), np.float32, E4M3, E4M3)  # fmt: skip
     assert launches == []
     np.testing.assert_array_equal(np.asarray(out), twin_gemm(a, b, scale, scale, np.float32))
+
+
+def test_the_launcher_hands_a_bias_to_the_epilogue_and_the_fallback_adds_it(fake_gpu):
+    host, launches = fake_gpu
+    a = np.zeros((300, 4096), np.uint8).view(host)
+    w = np.zeros((1000, 4096), np.uint8).view(host)
+    scale = np.ones(1, np.float32).view(host)
+    bias = np.arange(1000, dtype=np.float32).astype(ml_dtypes.bfloat16).view(host)
+    fp8_gemm(a, w.T, scale, scale, ml_dtypes.bfloat16, E4M3, E5M2, bias=bias)
+    ((_, _, _, _, args, _),) = launches
+    assert np.shares_memory(args[3], bias)  # read on the device where it is (no copy)
+    rng = np.random.default_rng(8)
+    a, b = small_integers(rng, (5, 23), E4M3), small_integers(rng, (23, 3), E4M3)  # K odd
+    small = np.array([0.5, -1.25, 3.0], np.float32)
+    out = fp8_gemm(a.view(np.uint8).view(host), b.view(np.uint8).view(host), scale, scale,
+                   np.float32, E4M3, E4M3, bias=small.view(host))  # fmt: skip
+    assert len(launches) == 1  # the twin's arithmetic on CuPy, and the bias added to it
+    expected = twin_gemm(a, b, np.ones(1, np.float32), np.ones(1, np.float32), np.float32) + small
+    np.testing.assert_array_equal(np.asarray(out), expected)
+
+
+@pytest.mark.parametrize(
+    "bias, error",
+    [
+        (np.zeros(2, np.float16), ValueError),  # not the result's dtype
+        (np.zeros(3, np.float32), ValueError),  # not [N]
+        (np.zeros((1, 2), np.float32), ValueError),  # not 1-D
+        ([0.0, 0.0], TypeError),  # not an array
+    ],
+    ids=["dtype", "length", "2-D", "list"],
+)
+def test_a_wrong_bias_is_refused_before_anything_is_written(bias, error):
+    a = np.zeros((2, 16), FORMATS[E4M3])
+    scale = np.ones(1, np.float32)
+    out = np.full((2, 2), 5.0, np.float32)
+    with pytest.raises(error, match="bias"):
+        fp8_gemm(a, a.T.copy(), scale, scale, np.float32, out=out, bias=bias)
+    assert (out == 5.0).all()

@@ -186,3 +186,19 @@ def test_out_receives_the_product_and_a_wrong_out_is_refused_untouched(cp, monke
     with pytest.raises(ValueError, match="out"):
         fp8_gemm_nt(*args, ml_dtypes.bfloat16, E4M3, E5M2, out=wrong)
     assert bool((wrong == 7).all())
+
+
+@pytest.mark.parametrize("out_dtype", OUTS)
+def test_the_epilogue_adds_a_bias_to_the_stored_product_as_the_twin(hopper, out_dtype):
+    cp = hopper
+    rng = np.random.default_rng(9)
+    a, b_t = integers(rng, (200, 272), E4M3), integers(rng, (136, 272), E4M3)
+    bias = (rng.standard_normal(136) * 3).astype(np.float32).astype(out_dtype)
+    sa, sb = np.array([0.5], np.float32), np.array([0.375], np.float32)
+    on_device = cp.asarray(bias.view(np.uint8)).view(bias.dtype)
+    out = fp8_gemm_nt(
+        cp.asarray(a.view(np.uint8)), cp.asarray(b_t.view(np.uint8)),
+        cp.asarray(sa), cp.asarray(sb), out_dtype, E4M3, E4M3, bias=on_device,
+    )  # fmt: skip
+    expected = twin_gemm(a, b_t.T, sa, sb, out_dtype, bias=bias)
+    np.testing.assert_array_equal(cp.asnumpy(out).view(np.uint8), expected.view(np.uint8))

@@ -33,7 +33,6 @@ import numpy as np
 from .constants import device_constant
 from .device import get_array_module
 from .dtypes import FP8, FP8_MAX, bfloat16, float8_e4m3fn, float8_e5m2, float16, float32
-from .fp8_kernels import check_gemm_out
 
 __all__ = ["FP8_DTYPE_CODE", "cast_to_fp8", "fp8_matmul", "from_fp8", "to_fp8"]
 
@@ -151,24 +150,31 @@ def cast_to_fp8(x, fp8_dtype, scale, saturate: bool = True):
     return out, amax
 
 
-def fp8_matmul(a, b, scale_inv_a, scale_inv_b, out_dtype=float32, out=None):
+def fp8_matmul(a, b, scale_inv_a, scale_inv_b, out_dtype=float32, out=None, bias=None):
     """``(a @ b) * scale_inv_a * scale_inv_b`` for FP8 ``a`` [M, K] and ``b`` [K, N].
 
     The products are exact in float32 and accumulate in float32, as an FP8 tensor core's
     do; the two dequantization factors (the inverse scales, float32 [1]) are applied once,
     to the float32 result (the GEMM's epilogue), which is then rounded to ``out_dtype``.
     With ``out`` (a C-contiguous ``out_dtype`` [M, N] array of the operands' kind) the
-    result is written there and returned: on a GPU the kernel writes it, no copy.
+    result is written there and returned: on a GPU the kernel writes it, no copy. With
+    ``bias`` (an ``out_dtype`` [N] array) the epilogue adds it to the product as stored
+    (``fp8_kernels.add_bias``: a Linear's matmul and add, the add's bits, one launch).
     """
     xp = get_array_module(a)
     if xp is not np:
         kernels = _fp8_kernels()
         if kernels is not None:
-            return kernels.fp8_gemm(a, b, scale_inv_a, scale_inv_b, np.dtype(out_dtype), out=out)
+            dtype = np.dtype(out_dtype)
+            return kernels.fp8_gemm(a, b, scale_inv_a, scale_inv_b, dtype, out=out, bias=bias)
+    # NOTE: imported here: importing the kernels' module first would reorder the registry
+    from .fp8_kernels import add_bias, check_gemm_bias, check_gemm_out
+
     check_gemm_out(out, a, (a.shape[0], b.shape[1]), out_dtype)  # before anything is written
+    check_gemm_bias(bias, a, b.shape[1], out_dtype)
     acc = from_fp8(a) @ from_fp8(b)  # NOTE: float32 accumulation, as on the tensor core
     acc *= scale_inv_a * scale_inv_b
-    result = acc if np.dtype(out_dtype) == float32 else acc.astype(out_dtype)
+    result = add_bias(acc if np.dtype(out_dtype) == float32 else acc.astype(out_dtype), bias)
     if out is None:
         return result
     out[...] = result

@@ -55,6 +55,7 @@ CAST_KERNELS = kernels.register(
     + tuple(f"cast_transpose_fp8_amax<{t}>" for t in _IN_TYPES.values()),
 )
 _THREADS = 256
+_NULL = np.int64(0)  # a null pointer: RawKernel passes an int64 by value, 8 zero bytes
 _MAX_BLOCKS = 4096
 _TILE = 32
 
@@ -107,15 +108,24 @@ def twin_cast(x, scale, code: int, saturate: bool = True):
     return out, np.array([amax], np.float32)
 
 
-def twin_gemm(a, b, scale_a, scale_b, out_dtype, a_code=None, b_code=None):
+def twin_gemm(a, b, scale_a, scale_b, out_dtype, a_code=None, b_code=None, bias=None):
     """``out_dtype((a @ b) * (scale_a * scale_b))`` on NumPy: the FP8 operands decoded exactly,
-    products and sums in float32, the two inverse scales multiplied in float32 first."""
+    products and sums in float32, the two inverse scales multiplied in float32 first; then
+    :func:`add_bias` when a ``bias`` [N] of ``out_dtype`` is given."""
     a32 = np.asarray(a).view(FORMATS[format_of(a.dtype, a_code)]).astype(np.float32)
     b32 = np.asarray(b).view(FORMATS[format_of(b.dtype, b_code)]).astype(np.float32)
     alpha = np.float32(np.asarray(scale_a).reshape(-1)[0]) * np.float32(
         np.asarray(scale_b).reshape(-1)[0]
     )
-    return ((a32 @ b32) * alpha).astype(out_dtype)
+    return add_bias(((a32 @ b32) * alpha).astype(out_dtype), bias)
+
+
+@np.errstate(over="ignore", invalid="ignore")  # inf and NaN are values here, as on the GPU
+def add_bias(product, bias):
+    """``product + bias`` (``bias`` None: ``product``), the add the kernel's epilogue does:
+    for float16 and bfloat16 NumPy and ml_dtypes widen both to float32 (exactly), add and
+    round once to the product's dtype, as the epilogue does (float32: one float32 add)."""
+    return product if bias is None else product + bias
 
 
 # ---- the cast kernels ----------------------------------------------------------------------
@@ -253,7 +263,7 @@ def _check_gemm_args(a, b_t, scale_a, scale_b, out_dtype, a_code, b_code) -> tup
     return codes
 
 
-def fp8_gemm(a, b, scale_a, scale_b, out_dtype, a_code=None, b_code=None, out=None):
+def fp8_gemm(a, b, scale_a, scale_b, out_dtype, a_code=None, b_code=None, out=None, bias=None):
     """``out_dtype((a @ b) * scale_a * scale_b)``, float32 accumulation (``torch._scaled_mm``).
 
     Args:
@@ -266,6 +276,9 @@ def fp8_gemm(a, b, scale_a, scale_b, out_dtype, a_code=None, b_code=None, out=No
         out: None, or a C-contiguous ``out_dtype`` array [M, N] of the operands' kind to
             write the result into (a parameter's gradient buffer: no copy after the GEMM);
             it is returned.
+        bias: None, or an ``out_dtype`` array [N] of the operands' kind added in the
+            epilogue to the product as stored (:func:`add_bias`): a Linear's matmul and add
+            in one launch.
 
     Raises:
         ValueError, TypeError: operands, scales or ``out`` of the wrong shape, dtype, format
@@ -275,22 +288,26 @@ def fp8_gemm(a, b, scale_a, scale_b, out_dtype, a_code=None, b_code=None, out=No
     capability 9.0, ``K % 16 == 0``, ``MINITORCH_AMP_GEMM_KERNEL`` not ``sm80``), else the
     twin's arithmetic on CuPy (decoded through a 256-entry table, float32 matmul).
     """
-    return fp8_gemm_nt(a, b.T, scale_a, scale_b, out_dtype, a_code, b_code, out)
+    return fp8_gemm_nt(a, b.T, scale_a, scale_b, out_dtype, a_code, b_code, out, bias)
 
 
-def fp8_gemm_nt(a, b_t, scale_a, scale_b, out_dtype, a_code=None, b_code=None, out=None):
+def fp8_gemm_nt(
+    a, b_t, scale_a, scale_b, out_dtype, a_code=None, b_code=None, out=None, bias=None
+):  # fmt: skip
     """:func:`fp8_gemm` with B given K-major, as ``b_t`` [N, K] (what the kernel reads)."""
     codes = _check_gemm_args(a, b_t, scale_a, scale_b, out_dtype, a_code, b_code)
     m, k = a.shape
     n = b_t.shape[0]
     check_gemm_out(out, a, (m, n), out_dtype)
+    check_gemm_bias(bias, a, n, out_dtype)
     if _device.get_array_module(a, b_t) is np:
-        return _into(out, twin_gemm(a, b_t.T, scale_a, scale_b, out_dtype, *codes))
+        return _into(out, twin_gemm(a, b_t.T, scale_a, scale_b, out_dtype, *codes, bias=bias))
     cp = _device.cupy
     a8 = cp.ascontiguousarray(a.view(np.uint8))
     b8 = cp.ascontiguousarray(b_t.view(np.uint8))
     if not _kernel_applies(a8, b8, m, n, k):
-        return _into(out, _gemm_on_cupy(a8, b8, scale_a, scale_b, out_dtype, codes))
+        product = _gemm_on_cupy(a8, b8, scale_a, scale_b, out_dtype, codes)
+        return _into(out, add_bias(product, bias))
     if out is None:
         out = cp.empty((m, n), dtype=out_dtype)
     bn, grid = gemm_plan(m, n, _sm90.sm_count())
@@ -298,7 +315,8 @@ def fp8_gemm_nt(a, b_t, scale_a, scale_b, out_dtype, a_code=None, b_code=None, o
     map_a = _sm90.operand_map(a8.view(np.float16), k_major=True, rows=_sm90.BM)
     map_b = _sm90.operand_map(b8.view(np.float16), k_major=True, rows=bn)
     i32 = np.int32
-    args = (map_a, map_b, out, scale_a, scale_b, i32(m), i32(n), i32(k), i32(n))
+    bias = _NULL if bias is None else cp.ascontiguousarray(bias)
+    args = (map_a, map_b, out, bias, scale_a, scale_b, i32(m), i32(n), i32(k), i32(n))
     name = gemm_kernel_name(out_dtype, *codes, bn)
     kernels.launch(GEMM_FILE, name, (grid, 1, 1), (_sm90.THREADS, 1, 1), args, _sm90.smem_bytes(bn))
     return out
@@ -318,6 +336,22 @@ def check_gemm_out(out, a, shape: tuple, out_dtype) -> None:
             f"fp8 GEMM: out ({out.dtype} {list(out.shape)}, C-contiguous: "
             f"{out.flags.c_contiguous}) must be a C-contiguous {np.dtype(out_dtype)} array of "
             f"the product's shape {list(shape)}"
+        )
+
+
+def check_gemm_bias(bias, a, n: int, out_dtype) -> None:
+    """Raise unless ``bias`` is None or an ``out_dtype`` [N] array of the operand ``a``'s
+    kind (what the epilogue adds)."""
+    if bias is None:
+        return
+    if _device.get_array_module(bias) is not _device.get_array_module(a) or not hasattr(
+        bias, "flags"
+    ):
+        raise TypeError("fp8 GEMM: bias must be an array of the operands' kind (NumPy or CuPy)")
+    if bias.dtype != np.dtype(out_dtype) or bias.shape != (n,):
+        raise ValueError(
+            f"fp8 GEMM: bias ({bias.dtype} {list(bias.shape)}) must be a {np.dtype(out_dtype)} "
+            f"array of shape [{n}]; add another bias to the result instead"
         )
 
 
@@ -378,19 +412,23 @@ def check_cast(to_device, to_host) -> bool:
 
 def check_gemm(to_device, to_host) -> bool:
     """Small integers (exact float32 sums in any order) through every format pair, with tails
-    in M, N and K: the result's bytes are the twin's. On a GPU it needs compute capability
-    9.0 (else the launcher runs the twin's arithmetic on CuPy, which proves nothing here)."""
+    in M, N and K, each output dtype once plain and once with a bias in the epilogue: the
+    result's bytes are the twin's. On a GPU it needs compute capability 9.0 (else the
+    launcher runs the twin's arithmetic on CuPy, which proves nothing here)."""
     rng = np.random.default_rng(0)
     scale_a, scale_b = np.float32([0.5]), np.float32([0.375])
     same = True
     for (a_code, b_code), out_dtype in zip(_FORMAT_PAIRS, _OUT_TYPES):
         a = rng.integers(-4, 5, (136, 272)).astype(np.float32).astype(FORMATS[a_code])
         b_t = rng.integers(-4, 5, (200, 272)).astype(np.float32).astype(FORMATS[b_code])
+        bias = (rng.standard_normal(200) * 3).astype(np.float32).astype(out_dtype)
         a8, b8 = a.view(np.uint8), b_t.view(np.uint8)
         moved = [to_device(v) for v in (a8, b8, scale_a, scale_b)]
-        out = fp8_gemm_nt(*moved, out_dtype, a_code, b_code)
-        expected = twin_gemm(a, b_t.T, scale_a, scale_b, out_dtype)
-        same = same and np.array_equal(
-            np.asarray(to_host(out)).view(np.uint8), expected.view(np.uint8)
-        )
+        for add in (None, bias):
+            on_device = None if add is None else to_device(add.view(np.uint8)).view(out_dtype)
+            out = fp8_gemm_nt(*moved, out_dtype, a_code, b_code, bias=on_device)
+            expected = twin_gemm(a, b_t.T, scale_a, scale_b, out_dtype, bias=add)
+            same = same and np.array_equal(
+                np.asarray(to_host(out)).view(np.uint8), expected.view(np.uint8)
+            )
     return same

@@ -402,4 +402,28 @@ MUTANTS: list[Mutant] = [
         ("tests/test_amp_kernel_emulator.py",),
         "GradScaler.scale's backward multiplies by 1, not by the scale",
     ),
+    Mutant(
+        "fp8-gemm-adds-the-bias-to-the-unrounded-product",
+        "cuda/gemm_fp8_sm90.cu",
+        "    return __fadd_rn(round_to(v, C), load_fp8_bias(bias));  // the product as OutT stores it",
+        "    return __fadd_rn(v, load_fp8_bias(bias));",
+        ("tests/test_fp8_gemm.py::test_emulated_kernel_equals_the_twin_where_the_sums_are_exact",),
+        "FP8 GEMM: the bias is added to the float32 product, not to the one a matmul stores",
+    ),
+    Mutant(
+        "fp8-gemm-bias-column-shifted",
+        "cuda/gemm_fp8_sm90.cu",
+        "                    if (col + 1 < N) v1 = with_bias(v1, C, bias + col + 1);",
+        "                    if (col + 1 < N) v1 = with_bias(v1, C, bias + col);",
+        ("tests/test_fp8_gemm.py::test_emulated_kernel_equals_the_twin_where_the_sums_are_exact",),
+        "FP8 GEMM: the odd columns add their left neighbour's bias",
+    ),
+    Mutant(
+        "fp8-linear-weight-grad-not-written-in-place",
+        "minitorch_amp/amp/fp8/gemm.py",
+        "            gw = fp8_gemm(x_qt, g_qt[0].T, sx, sg, w_dtype, out=w_out)",
+        "            gw = fp8_gemm(x_qt, g_qt[0].T, sx, sg, w_dtype)",
+        ("tests/test_fp8_grad_buffers.py",),
+        "an FP8 Linear's weight gradient goes to a new array, copied into .grad after",
+    ),
 ]

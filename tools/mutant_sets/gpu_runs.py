@@ -152,8 +152,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "fp8-linear-rounds-after-a-float32-product",
         "minitorch_amp/amp/fp8/gemm.py",
-        "        out = fp8_gemm(x_q, w_qt.T, sx, sw, x.dtype)\n",
-        "        out = fp8_gemm(x_q, w_qt.T, sx, sw).astype(x.dtype)\n",
+        "        out = fp8_gemm(x_q, w_qt.T, sx, sw, x.dtype, bias=bias if fold else None)\n",
+        "        out = (lambda p: p + bias if fold else p)(fp8_gemm(x_q, w_qt.T, sx, sw).astype(x.dtype))\n",
         (
             "tests/test_fp8_autocast.py::test_each_fp8_gemm_rounds_to_its_result_dtype_in_the_epilogue",
         ),
@@ -220,8 +220,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "fp8-linear-forward-reads-the-weight-mn-major",
         "minitorch_amp/amp/fp8/gemm.py",
-        "        out = fp8_gemm(x_q, w_qt.T, sx, sw, x.dtype)\n",
-        "        out = fp8_gemm(x_q, w_q, sx, sw, x.dtype)\n",
+        "        out = fp8_gemm(x_q, w_qt.T, sx, sw, x.dtype, bias=bias if fold else None)\n",
+        "        out = fp8_gemm(x_q, w_q, sx, sw, x.dtype, bias=bias if fold else None)\n",
         (
             "tests/test_fp8_cast_transposed.py::test_an_fp8_linear_hands_its_gemms_contiguous_k_major_operands_only",
         ),
@@ -230,8 +230,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "fp8-linear-dw-transposes-the-gradient-by-copy",
         "minitorch_amp/amp/fp8/gemm.py",
-        "            gw = fp8_gemm(x_qt, g_qt[0].T, sx, sg, w_dtype)\n",
-        "            gw = fp8_gemm(x_qt, g_q, sx, sg, w_dtype)\n",
+        "            gw = fp8_gemm(x_qt, g_qt[0].T, sx, sg, w_dtype, out=w_out)\n",
+        "            gw = fp8_gemm(x_qt, g_q, sx, sg, w_dtype, out=w_out)\n",
         (
             "tests/test_fp8_cast_transposed.py::test_an_fp8_linear_hands_its_gemms_contiguous_k_major_operands_only",
         ),

@@ -61,20 +61,25 @@ def quantize(state, x, transpose: bool = False):
 _EPILOGUE_DTYPES = (np.dtype(float32), np.dtype(float16), np.dtype(bfloat16))  # the kernel's
 
 
-def fp8_gemm(a_q, b_q, scale_inv_a, scale_inv_b, out_dtype=float32, out=None):
+def fp8_gemm(a_q, b_q, scale_inv_a, scale_inv_b, out_dtype=float32, out=None, bias=None):
     """``a @ b`` of two FP8 arrays, accumulated in float32, times both inverse scales (the
-    epilogue), rounded once to ``out_dtype``; for 2-D operands written into ``out`` when
-    given (``fp8_matmul``'s: a parameter's stale gradient buffer, no copy after the GEMM).
+    epilogue), rounded once to ``out_dtype``. For 2-D operands, ``fp8_matmul``'s ``out`` (a
+    parameter's stale gradient buffer: no copy after the GEMM) and ``bias`` (an
+    ``out_dtype`` [N] array the epilogue adds: no add after it).
 
     Rounding in the epilogue is the float32 result's ``astype(out_dtype)``, bit for bit; on a
     GPU it saves that cast's launch and a float32 copy of the product (the H200 profile of
     an FP8 step: 11 float32-to-bfloat16 copies, 300 µs of its 1517).
     """
     out_dtype = np.dtype(out_dtype)
+    if (out is not None or bias is not None) and not (
+        a_q.ndim == b_q.ndim == 2 and out_dtype in _EPILOGUE_DTYPES
+    ):
+        raise ValueError("fp8_gemm: out and bias need 2-D operands and a 16- or 32-bit result")
     if out_dtype not in _EPILOGUE_DTYPES:  # float64: the float32 result, widened exactly
         return fp8_gemm(a_q, b_q, scale_inv_a, scale_inv_b).astype(out_dtype)
     if a_q.ndim == 2 and b_q.ndim == 2:
-        return fp8_matmul(a_q, b_q, scale_inv_a, scale_inv_b, out_dtype, out=out)
+        return fp8_matmul(a_q, b_q, scale_inv_a, scale_inv_b, out_dtype, out=out, bias=bias)
     if a_q.ndim == 3 and b_q.ndim == 3 and a_q.shape[0] == b_q.shape[0] == 1:  # one group
         return fp8_matmul(a_q[0], b_q[0], scale_inv_a, scale_inv_b, out_dtype)[None]
     xp = get_array_module(a_q)
@@ -109,8 +114,11 @@ class Fp8Linear(Op, register=False):
         # dW (saved instead of x: the same bytes), W^T here and W for dx (the region's)
         x_q, sx, x_qt = quantize(meta.input, rows, transpose=True)
         w_q, sw, w_qt = weight_fp8
-        out = fp8_gemm(x_q, w_qt.T, sx, sw, x.dtype)
-        if bias is not None:
+        # a bias of the result's dtype is added in the GEMM's epilogue (the add's bits); an
+        # other one (a float32 bias at O1) promotes, as Paddle's add does
+        fold = bias is not None and bias.dtype == x.dtype and x.dtype in _EPILOGUE_DTYPES
+        out = fp8_gemm(x_q, w_qt.T, sx, sw, x.dtype, bias=bias if fold else None)
+        if bias is not None and not fold:
             out = out + bias
         ctx.saved = (x_qt, sx, w_q, sw, x.shape, x.dtype, weight.dtype, bias, meta)
         return out.reshape(*x.shape[:-1], weight.shape[1])
