@@ -29,6 +29,16 @@
 //   with g++ in tests/fp8_cast_emulator.cpp, which checks them against ml_dtypes for every
 //   float16 and bfloat16 value and 10^6 random float32 bit patterns, in both modes.
 //
+// DELAYED SCALING IN THE SAME LAUNCH: with a history (not null), the cast also runs
+//   Transformer Engine's delayed-scaling update (fp8_scale.cu's delayed_scale_update, the same
+//   code) once every block has folded its amax in: each block, after its atomicMax, fences
+//   and counts itself done on *blocks_done; the block that counts last (it sees every other
+//   block's amax) runs the update with all its threads and sets *blocks_done back to 0 for
+//   the next launch. The cast reads scale[0] in every block before it counts, so the update
+//   overwrites nothing a block still reads. The update then copies the inverse scale the cast
+//   used into *used_scale_inv, moves the amax into the history, zeroes *amax and writes the
+//   next scale and inverse: the two launches of a delayed cast become one.
+//
 // LAUNCH (backend/fp8_kernels.py): block (256,), 1-D grid-stride, grid min(ceil(n / 1024),
 //   4096). cast_fp8_amax converts 4 consecutive elements per step (one 16- or 8-byte load,
 //   one 4-byte store; the launcher hands it 16-byte-aligned x and out), then a scalar tail.
@@ -36,10 +46,15 @@
 //   outputs are written along their rows.
 //
 // Dtypes: In = float, __half or __nv_bfloat16 (a CuPy bfloat16 array is ml_dtypes'); scale
-//   float [1], amax unsigned [1] (the float32 amax's bits), out / out_t uint8.
+//   float [1], amax unsigned [1] (the float32 amax's bits), out / out_t uint8. The update's
+//   arguments (all null, or all given): amax_history float [n_history], scale_inv float [1],
+//   used_scale_inv float [1], blocks_done unsigned [1] (0 before the launch, and after it),
+//   n_history int >= 1, numerator float, algo int (fp8_scale.cu's).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include "fp8_scale.cu"
 
 namespace {
 
@@ -125,6 +140,32 @@ __device__ __forceinline__ void block_amax(unsigned mine, unsigned* amax)
     if (threadIdx.x == 0 && partial[0] != 0) atomicMax(amax, partial[0]);
 }
 
+// The delayed-scaling update's arguments; history null: a plain cast with amax.
+struct Update {
+    float* history;
+    float* scale_inv;
+    float* used_scale_inv;
+    unsigned* blocks_done;
+    int n_history;
+    float numerator;
+    int algo;
+};
+
+// After the block's atomicMax: the last block to finish runs the update (see the header).
+__device__ __forceinline__ void update_if_last(const Update& u, float* scale, unsigned* amax)
+{
+    if (u.history == nullptr) return;
+    __shared__ bool last;
+    __threadfence();  // this block's amax is visible before its count is
+    if (threadIdx.x == 0) last = atomicAdd(u.blocks_done, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();  // every other block's amax is visible from here
+    delayed_scale_update(u.history, scale, u.scale_inv, u.used_scale_inv,
+                         reinterpret_cast<float*>(amax), u.n_history, u.numerator, u.algo);
+    if (threadIdx.x == 0) *u.blocks_done = 0u;  // for the next launch (a graph replays it)
+}
+
 // 4 elements of In as one load (16 bytes of float, 8 of half or bfloat16).
 template <typename In>
 struct alignas(4 * sizeof(In)) Four {
@@ -135,9 +176,10 @@ struct alignas(4 * sizeof(In)) Four {
 
 template <typename In>
 __global__ void __launch_bounds__(kThreads)
-    cast_fp8_amax(const In* __restrict__ x, const float* __restrict__ scale,
-                  unsigned char* __restrict__ out, unsigned* amax, long long n, int format,
-                  int saturate)
+    cast_fp8_amax(const In* __restrict__ x, float* scale, unsigned char* __restrict__ out,
+                  unsigned* amax, long long n, int format, int saturate, float* history,
+                  float* scale_inv, float* used_scale_inv, unsigned* blocks_done, int n_history,
+                  float numerator, int algo)
 {
     const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
     const long long tid = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -155,13 +197,18 @@ __global__ void __launch_bounds__(kThreads)
     for (long long i = 4 * groups + tid; i < n; i += stride)
         out[i] = convert(x[i], s, format, saturate, mine);
     block_amax(mine, amax);
+    const Update update{history, scale_inv, used_scale_inv, blocks_done, n_history, numerator,
+                        algo};
+    update_if_last(update, scale, amax);
 }
 
 template <typename In>
 __global__ void __launch_bounds__(kThreads)
-    cast_transpose_fp8_amax(const In* __restrict__ x, const float* __restrict__ scale,
+    cast_transpose_fp8_amax(const In* __restrict__ x, float* scale,
                             unsigned char* __restrict__ out, unsigned char* __restrict__ out_t,
-                            unsigned* amax, int rows, int cols, int format, int saturate)
+                            unsigned* amax, int rows, int cols, int format, int saturate,
+                            float* history, float* scale_inv, float* used_scale_inv,
+                            unsigned* blocks_done, int n_history, float numerator, int algo)
 {
     __shared__ unsigned char tile[kTile][kTile + 4];  // +4: the column reads miss fewer banks
     const float s = scale[0];
@@ -192,26 +239,23 @@ __global__ void __launch_bounds__(kThreads)
         __syncthreads();
     }
     block_amax(mine, amax);
+    const Update update{history, scale_inv, used_scale_inv, blocks_done, n_history, numerator,
+                        algo};
+    update_if_last(update, scale, amax);
 }
 
 // Explicit instantiations for `nvcc -c` (CI's build); NVRTC instantiates the name expressions
 // backend/fp8_kernels.py registers.
 #ifndef __CUDACC_RTC__
-template __global__ void cast_fp8_amax<float>(const float*, const float*, unsigned char*,
-                                              unsigned*, long long, int, int);
-template __global__ void cast_fp8_amax<__half>(const __half*, const float*, unsigned char*,
-                                               unsigned*, long long, int, int);
-template __global__ void cast_fp8_amax<__nv_bfloat16>(const __nv_bfloat16*, const float*,
-                                                      unsigned char*, unsigned*, long long,
-                                                      int, int);
-template __global__ void cast_transpose_fp8_amax<float>(const float*, const float*,
-                                                        unsigned char*, unsigned char*,
-                                                        unsigned*, int, int, int, int);
-template __global__ void cast_transpose_fp8_amax<__half>(const __half*, const float*,
-                                                         unsigned char*, unsigned char*,
-                                                         unsigned*, int, int, int, int);
-template __global__ void cast_transpose_fp8_amax<__nv_bfloat16>(const __nv_bfloat16*,
-                                                                const float*, unsigned char*,
-                                                                unsigned char*, unsigned*, int,
-                                                                int, int, int);
+#define CAST_FP8_INSTANTIATE(IN)                                                              \
+    template __global__ void cast_fp8_amax<IN>(const IN*, float*, unsigned char*, unsigned*,  \
+                                               long long, int, int, float*, float*, float*,   \
+                                               unsigned*, int, float, int);                   \
+    template __global__ void cast_transpose_fp8_amax<IN>(                                     \
+        const IN*, float*, unsigned char*, unsigned char*, unsigned*, int, int, int, int,      \
+        float*, float*, float*, unsigned*, int, float, int);
+CAST_FP8_INSTANTIATE(float)
+CAST_FP8_INSTANTIATE(__half)
+CAST_FP8_INSTANTIATE(__nv_bfloat16)
+#undef CAST_FP8_INSTANTIATE
 #endif

@@ -32,11 +32,16 @@
 // may hold an amax there, which the twin overwrites and a fold would keep.
 //
 // The rotation reads before it writes: entry 0 is kept in a register, then the block moves
-// entries i + 1 -> i in strides of kThreads (each stride read in full, a barrier, then
+// entries i + 1 -> i in strides of kScaleThreads (each stride read in full, a barrier, then
 // written: a later stride reads only entries no earlier one writes), then thread 0 writes
 // entry n - 1 and zeroes entry 0. Any history length works (TE's default is 1024).
 //
-// LAUNCH (backend/fp8_scale.py): grid (1,), block (kThreads = 256,). Args: amax_history
+// The update is also the tail of fp8_cast.cu's casts (which include this file): the cast's
+// last block to finish runs delayed_scale_update() on the amax all its blocks folded in, so a
+// delayed cast and its update are one launch; this kernel remains for the casts that cannot
+// take it (an empty tensor, an amax reduced over ranks in between).
+//
+// LAUNCH (backend/fp8_scale.py): grid (1,), block (kScaleThreads = 256,). Args: amax_history
 //   float [n], scale float [1], scale_inv float [1] (all updated in place), used_scale_inv
 //   float [1] (written), amax float [1] or null (read, then zeroed), n int32 >= 1,
 //   numerator float, algo int32 (0 'max', 1 'most_recent').
@@ -47,7 +52,7 @@
 
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kScaleThreads = 256;  // the block delayed_scale_update() runs in
 
 // x's exact value, subnormals included: a float is k * 2**-149 when its exponent field is 0.
 __device__ __forceinline__ double exact_double(float x)
@@ -105,29 +110,32 @@ __device__ __forceinline__ unsigned int inverse_bits(unsigned int scale)
     return __float_as_uint(nearest_float(1.0 / exact_double(__uint_as_float(scale))));
 }
 
-}  // namespace
-
-extern "C" __global__ void __launch_bounds__(kThreads)
-    fp8_delayed_scale_update(float* __restrict__ amax_history, float* __restrict__ scale,
-                             float* __restrict__ scale_inv, float* __restrict__ used_scale_inv,
-                             float* __restrict__ amax, int n, float numerator, int algo)
+// The whole update, run by one block of kScaleThreads threads (every thread calls it).
+// NOTE: the slot is read through a volatile pointer: in a cast's last block it holds what
+// the other blocks' atomicMax wrote, which a cached load could miss.
+__device__ __forceinline__ void delayed_scale_update(float* __restrict__ amax_history,
+                                                     float* scale, float* __restrict__ scale_inv,
+                                                     float* __restrict__ used_scale_inv,
+                                                     float* amax, int n, float numerator,
+                                                     int algo)
 {
-    __shared__ unsigned int keys[kThreads];
+    __shared__ unsigned int keys[kScaleThreads];
     unsigned int* history = reinterpret_cast<unsigned int*>(amax_history);
     unsigned int* slot = reinterpret_cast<unsigned int*>(amax);
     const int t = static_cast<int>(threadIdx.x);
     // this step's amax, read before any write: entry 0 of the history the update sees
-    const unsigned int first = slot != nullptr ? slot[0] : history[0];
+    const unsigned int first =
+        slot != nullptr ? *reinterpret_cast<volatile unsigned int*>(slot) : history[0];
 
     // 1. The amax: every thread's maximum key over its strided entries, then a tree.
     unsigned int mine = 0u;  // below every float's key
-    for (int i = t; i < n; i += kThreads) {
+    for (int i = t; i < n; i += kScaleThreads) {
         const unsigned int key = order_key(i == 0 ? first : history[i]);
         mine = key > mine ? key : mine;
     }
     keys[t] = mine;
     __syncthreads();
-    for (int half = kThreads / 2; half > 0; half /= 2) {
+    for (int half = kScaleThreads / 2; half > 0; half /= 2) {
         if (t < half && keys[t + half] > keys[t]) keys[t] = keys[t + half];
         __syncthreads();
     }
@@ -144,7 +152,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     __syncthreads();
 
     // 3. Rotate by -1: entries 1 .. n-1 move down one, stride by stride, reading first.
-    for (int base = 0; base < n - 1; base += kThreads) {
+    for (int base = 0; base < n - 1; base += kScaleThreads) {
         const int i = base + t;
         const unsigned int moved = i < n - 1 ? history[i + 1] : 0u;
         __syncthreads();
@@ -156,4 +164,15 @@ extern "C" __global__ void __launch_bounds__(kThreads)
         history[0] = 0u;  // (n = 1: the only entry)
         if (slot != nullptr) slot[0] = 0u;  // the slot the next cast folds its amax into
     }
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(kScaleThreads)
+    fp8_delayed_scale_update(float* __restrict__ amax_history, float* __restrict__ scale,
+                             float* __restrict__ scale_inv, float* __restrict__ used_scale_inv,
+                             float* __restrict__ amax, int n, float numerator, int algo)
+{
+    delayed_scale_update(amax_history, scale, scale_inv, used_scale_inv, amax, n, numerator,
+                         algo);
 }

@@ -22,24 +22,10 @@
 //        args[i] pointing at the i-th kernel argument, as cuLaunchKernel takes them.
 
 #include "cuda_emulator.h"
+#include "double_rn.h"
 
-
-// (__float_as_uint and __double_as_longlong: cuda_emulator.h)
-inline float __uint_as_float(unsigned int u)
-{
-    float x;
-    std::memcpy(&x, &u, sizeof x);
-    return x;
-}
-inline int __double2hiint(double x)  // the high 32 bits: sign, exponent, top of the mantissa
-{
-    return static_cast<int>(static_cast<unsigned long long>(__double_as_longlong(x)) >> 32);
-}
-// double -> unsigned int, rounded to nearest even (the default rounding mode) or toward zero.
-inline unsigned int __double2uint_rn(double x)
-{
-    return static_cast<unsigned int>(std::nearbyint(x));
-}
+// (__uint_as_float, __double2hiint, __double2uint_rn: double_rn.h) double -> unsigned int,
+// rounded toward zero:
 inline unsigned int __double2uint_rz(double x) { return static_cast<unsigned int>(x); }
 inline bool __isGlobal(const void*) { return true; }  // every pointer here is "global"
 #define __builtin_assume(condition) static_cast<void>(0)

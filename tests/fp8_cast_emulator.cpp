@@ -17,9 +17,10 @@
 #include <cuda_bf16.h>
 
 #include "cuda_emulator.h"
+#include "double_rn.h"  // for the delayed-scaling update (fp8_scale.cu, which fp8_cast.cu includes)
 
-// (__float_as_uint: cuda_emulator.h.) Atomics are plain read-modify-writes: blocks run one
-// after another.
+// (__float_as_uint, atomicAdd, __threadfence: cuda_emulator.h.) Atomics are plain
+// read-modify-writes: blocks run one after another, so the last to count is the last block.
 unsigned int atomicMax(unsigned int* address, unsigned int value)
 {
     const unsigned int old = *address;
@@ -33,9 +34,11 @@ template <typename In>
 std::function<void()> cast(void** a)
 {
     return [=] {
-        cast_fp8_amax<In>(arg<const In*>(a, 0), arg<const float*>(a, 1),
-                          arg<unsigned char*>(a, 2), arg<unsigned*>(a, 3), arg<long long>(a, 4),
-                          arg<int>(a, 5), arg<int>(a, 6));
+        cast_fp8_amax<In>(arg<const In*>(a, 0), arg<float*>(a, 1), arg<unsigned char*>(a, 2),
+                          arg<unsigned*>(a, 3), arg<long long>(a, 4), arg<int>(a, 5),
+                          arg<int>(a, 6), arg<float*>(a, 7), arg<float*>(a, 8),
+                          arg<float*>(a, 9), arg<unsigned*>(a, 10), arg<int>(a, 11),
+                          arg<float>(a, 12), arg<int>(a, 13));
     };
 }
 
@@ -43,10 +46,13 @@ template <typename In>
 std::function<void()> cast_transpose(void** a)
 {
     return [=] {
-        cast_transpose_fp8_amax<In>(arg<const In*>(a, 0), arg<const float*>(a, 1),
+        cast_transpose_fp8_amax<In>(arg<const In*>(a, 0), arg<float*>(a, 1),
                                     arg<unsigned char*>(a, 2), arg<unsigned char*>(a, 3),
                                     arg<unsigned*>(a, 4), arg<int>(a, 5), arg<int>(a, 6),
-                                    arg<int>(a, 7), arg<int>(a, 8));
+                                    arg<int>(a, 7), arg<int>(a, 8), arg<float*>(a, 9),
+                                    arg<float*>(a, 10), arg<float*>(a, 11),
+                                    arg<unsigned*>(a, 12), arg<int>(a, 13), arg<float>(a, 14),
+                                    arg<int>(a, 15));
     };
 }
 

@@ -17,25 +17,9 @@
 //        args[i] pointing at the i-th kernel argument, as cuLaunchKernel takes them.
 
 #include "cuda_emulator.h"
+#include "double_rn.h"  // the device intrinsics fp8_scale.cu uses, as amp.cu's emulator's
 
 #include <map>
-
-// (__float_as_uint: cuda_emulator.h.) The device intrinsics fp8_scale.cu uses, as amp.cu's
-// emulator models them.
-inline float __uint_as_float(unsigned int u)
-{
-    float x;
-    std::memcpy(&x, &u, sizeof x);
-    return x;
-}
-inline int __double2hiint(double x)  // the high 32 bits: sign, exponent, top of the mantissa
-{
-    return static_cast<int>(static_cast<unsigned long long>(__double_as_longlong(x)) >> 32);
-}
-inline unsigned int __double2uint_rn(double x)  // to nearest even (the default rounding mode)
-{
-    return static_cast<unsigned int>(std::nearbyint(x));
-}
 
 #include "fp8_scale.cu"
 

@@ -141,7 +141,7 @@ class _RecordingKernels:
     def __init__(self):
         self.calls = []
 
-    def cast_fp8_with_amax(self, x, scale, out_dtype_code, saturate=True, amax=None):
+    def cast_fp8_with_amax(self, x, scale, out_dtype_code, saturate=True, amax=None, update=None):
         self.calls.append(("cast", out_dtype_code, saturate))
         dtype = [float8_e4m3fn, float8_e5m2][out_dtype_code]
         scaled = x * scale

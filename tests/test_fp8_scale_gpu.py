@@ -106,3 +106,30 @@ def test_scaling_state_cast_on_the_gpu_is_the_numpy_path(cp, recipe, dtype):
         for field in ("scale", "scale_inv", "amax_history"):
             # a NaN amax keeps the cast kernel's payload: NaN-ness only (test_fp8_scale_kernel)
             assert_same_bits(getattr(gpu, field), getattr(cpu, field), f"{where}: {field}")
+
+
+@pytest.mark.parametrize("transpose", [False, True], ids=["cast", "cast and transpose"])
+def test_a_cast_of_thousands_of_blocks_runs_its_update_once_after_all_of_them(cp, transpose):
+    # the update runs in the cast's last block to finish (cuda/fp8_cast.cu): on a GPU the
+    # blocks run at once, so a block that ran it too early would miss others' amaxes; the
+    # spike moves between steps, the counter is back at 0 after each launch
+    recipe = DelayedScaling(amax_history_len=6)
+    gpu = ScalingState(recipe, recipe.dtype(False), cp)
+    cpu = ScalingState(recipe, recipe.dtype(False), np)
+    rng = np.random.default_rng(12)
+    for step in range(6):
+        x = rng.standard_normal((2048, 3000)).astype(np.float32)  # 4096 blocks; 12,000 tiles
+        x.reshape(-1)[rng.integers(x.size)] = 300.0 * (step + 1)
+        if transpose:
+            out, scale_inv, out_t = gpu.cast_transposed(cp.asarray(x))
+            got_t = device.asnumpy(out_t.view(np.uint8))
+            np.testing.assert_array_equal(got_t, device.asnumpy(out.view(np.uint8)).T)
+        else:
+            out, scale_inv = gpu.cast(cp.asarray(x))
+        want_out, want_scale_inv = cpu.cast(x)
+        got = device.asnumpy(out.view(np.uint8))
+        np.testing.assert_array_equal(got, want_out.view(np.uint8), err_msg=f"step {step}")
+        assert_bits(scale_inv, want_scale_inv, f"step {step}")
+        for field in ("scale", "scale_inv", "amax_history"):
+            assert_bits(getattr(gpu, field), getattr(cpu, field), f"step {step}: {field}")
+        assert device.asnumpy(gpu._blocks_done).tolist() == [0]

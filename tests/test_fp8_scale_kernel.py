@@ -240,7 +240,10 @@ def test_the_kernel_check_passes_on_the_emulator(on_emulator):
 
 def test_the_launcher_and_the_kernel_agree_on_the_block_size():
     source = kernels.REGISTRY[fp8_scale.FILE].source()
-    assert f"constexpr int kThreads = {fp8_scale._THREADS};" in source
+    assert f"constexpr int kScaleThreads = {fp8_scale._THREADS};" in source
+    # the casts run the same update in their last block: their blocks are as wide
+    cast_source = kernels.REGISTRY["fp8_cast.cu"].source()
+    assert f"constexpr int kThreads = {fp8_scale._THREADS};" in cast_source
     assert kernels.REGISTRY[fp8_scale.FILE].names == (fp8_scale.NAME,)
 
 

@@ -1,9 +1,10 @@
-"""``ScalingState.cast`` on an emulated GPU: a delayed cast is two launches (the cast, which
-folds its amax into a slot of the state's own, and ``cuda/fp8_scale.cu``'s update, which moves
-it into the history and zeroes the slot) and gives the NumPy path's bytes, scales and
-histories over several steps, a loaded state and a world of ranks too; with raw kernels off
-the twin runs on the device. The emulators and helpers are ``test_fp8_scale_kernel.py``'s;
-``test_fp8_scale_gpu.py`` holds a GPU to the same.
+"""``ScalingState.cast`` on an emulated GPU: a delayed cast is one launch (the cast folds its
+amax into a slot of the state's own, and its last block runs ``cuda/fp8_scale.cu``'s update,
+which moves it into the history and zeroes the slot; two launches where the amax is reduced
+over ranks first, or the tensor is empty) and gives the NumPy path's bytes, scales and
+histories over several steps, tensors of many blocks, a loaded state and a world of ranks
+too; with raw kernels off the twin runs on the device. The emulators and helpers are
+``test_fp8_scale_kernel.py``'s; ``test_fp8_scale_gpu.py`` holds a GPU to the same.
 """
 
 from __future__ import annotations
@@ -66,10 +67,52 @@ def test_scaling_state_cast_on_the_gpu_is_the_numpy_path_bit_for_bit(recipe, dty
             # NOTE: a NaN amax keeps the payload the cast kernel gave it (fp8_cast.cu: a
             # float16 NaN widens to 0x7fffffff there, to 0x7fc00000 in NumPy): NaN-ness only
             assert_same_bits(getattr(gpu, field), getattr(cpu, field), f"{where}: {field}")
-        assert on_emulator == [
-            ("fp8_cast.cu", f"cast_fp8_amax<{fp8_kernels_in_type(dtype)}>"),
-            ("fp8_scale.cu", fp8_scale.NAME),
-        ]
+        assert on_emulator == [("fp8_cast.cu", f"cast_fp8_amax<{fp8_kernels_in_type(dtype)}>")]
+
+
+@pytest.mark.parametrize("transpose", [False, True], ids=["cast", "cast and transpose"])
+@pytest.mark.parametrize("algo", ["max", "most_recent"])
+def test_a_cast_of_many_blocks_updates_once_after_the_last_block(transpose, algo, on_emulator):
+    # 20,000 elements: 20 blocks (or 28 tiles); the spike sits in an early block, so an
+    # update run before the last block had folded its amax would miss nothing here, but one
+    # run by a block that is not the last would run too early or twice (the history rotates
+    # once per cast, the counter is 0 again after each)
+    recipe = DelayedScaling(amax_history_len=5, amax_compute_algo=algo)
+    gpu = ScalingState(recipe, recipe.dtype(False), device.cupy)
+    cpu = ScalingState(recipe, recipe.dtype(False), np)
+    rng = np.random.default_rng(11)
+    for step in range(4):
+        x = (rng.standard_normal((200, 100)) * 2.0**step).astype(np.float32)
+        x[-1, -1] = 3.0 * 2.0**step * (7 if step == 2 else 1)  # in the last block
+        on_emulator.clear()
+        if transpose:
+            out, scale_inv, out_t = gpu.cast_transposed(on_device(x))
+            np.testing.assert_array_equal(host(out_t), host(out).T)
+        else:
+            out, scale_inv = gpu.cast(on_device(x))
+        want_out, want_scale_inv = cpu.cast(x)
+        np.testing.assert_array_equal(host(out).view(np.uint8), want_out.view(np.uint8))
+        assert_bits(scale_inv, want_scale_inv, f"step {step}")
+        for field in ("scale", "scale_inv", "amax_history"):
+            assert_bits(getattr(gpu, field), getattr(cpu, field), f"step {step}: {field}")
+        ((file, name),) = on_emulator
+        assert file == "fp8_cast.cu" and ("transpose" in name) == transpose
+        assert host(gpu._blocks_done).tolist() == [0] and host(gpu._amax_slot).tolist() == [0.0]
+
+
+def test_an_empty_tensor_launches_the_update_alone(on_emulator):
+    # no block of a cast runs for an empty tensor: the update is its own launch, as before
+    recipe = DelayedScaling(amax_history_len=3)
+    gpu = ScalingState(recipe, recipe.dtype(False), device.cupy)
+    cpu = ScalingState(recipe, recipe.dtype(False), np)
+    for x in (np.float32([[2.0, -8.0]]), np.zeros((0, 4), np.float32), np.float32([[1.0]])):
+        on_emulator.clear()
+        gpu.cast(on_device(x))
+        cpu.cast(x)
+        for field in ("scale", "scale_inv", "amax_history"):
+            assert_bits(getattr(gpu, field), getattr(cpu, field), field)
+        if x.size == 0:
+            assert on_emulator == [("fp8_scale.cu", fp8_scale.NAME)]
 
 
 def test_a_state_loaded_with_an_amax_in_its_first_entry_casts_as_on_numpy(on_emulator):
@@ -172,9 +215,9 @@ def launches_of_one_delayed_cast(on_emulator) -> tuple[list, list]:
     return list(on_emulator), list(OPS)
 
 
-def test_a_delayed_cast_on_the_gpu_is_two_launches_and_no_array_operation(on_emulator):
+def test_a_delayed_cast_on_the_gpu_is_one_launch_and_no_array_operation(on_emulator):
     kernels_launched, ops = launches_of_one_delayed_cast(on_emulator)
-    assert [file for file, _ in kernels_launched] == ["fp8_cast.cu", "fp8_scale.cu"]
+    assert [file for file, _ in kernels_launched] == ["fp8_cast.cu"]  # the update in it
     assert ops == []
 
 
@@ -210,7 +253,10 @@ def test_in_a_world_of_ranks_the_amax_in_the_history_is_all_reduced_before_the_u
     monkeypatch.setattr(comm, "get_world", lambda: world)
     recipe = DelayedScaling(amax_history_len=4)
     state = ScalingState(recipe, recipe.dtype(False), device.cupy)
+    on_emulator.clear()
     state.cast(on_device(np.float32([[7.0, -2.0]])))
+    # the reduction comes between the cast and the update: two launches
+    assert [file for file, _ in on_emulator] == ["fp8_cast.cu", "fp8_scale.cu"]
     ((seen, op, caller),) = world.calls
     assert seen.tolist() == [7.0] and op == comm.ReduceOp.MAX and caller == "fp8 amax"
     assert host(state.scale).tolist() == [4.0]

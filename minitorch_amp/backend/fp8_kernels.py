@@ -56,6 +56,8 @@ CAST_KERNELS = kernels.register(
 )
 _THREADS = 256
 _NULL = np.int64(0)  # a null pointer: RawKernel passes an int64 by value, 8 zero bytes
+# the casts' last seven arguments when they run no delayed-scaling update (a null history)
+_NO_UPDATE = (_NULL, _NULL, _NULL, _NULL, np.int32(0), np.float32(0), np.int32(0))
 _MAX_BLOCKS = 4096
 _TILE = 32
 
@@ -140,6 +142,19 @@ def _twin_cast_into(x, scale, code: int, saturate: bool, amax):
     return out, amax
 
 
+def _check_update(update, x, amax) -> None:
+    """Raise unless ``update`` is None or what a cast of ``x`` can run in its last block."""
+    if update is None:
+        return
+    if _device.get_array_module(x) is np:
+        raise TypeError("update runs in the CUDA cast kernel: NumPy arrays take the twin's update")
+    if amax is None or x.size == 0 or len(update) != len(_NO_UPDATE):
+        raise ValueError(
+            "update needs amax (the slot it reads), a non-empty x (no block runs for an empty "
+            "one: launch backend.fp8_scale.update instead) and update_in_cast's arguments"
+        )
+
+
 def _aligned_input(x):
     """``x`` as the kernels read it: C-contiguous and 16-byte aligned (copied if not)."""
     if not x.flags.c_contiguous or x.data.ptr % 16 != 0:
@@ -147,7 +162,9 @@ def _aligned_input(x):
     return x
 
 
-def cast_fp8_with_amax(x, scale, out_dtype_code: int, saturate: bool = True, amax=None):
+def cast_fp8_with_amax(
+    x, scale, out_dtype_code: int, saturate: bool = True, amax=None, update=None
+):  # fmt: skip
     """``(out, amax)``: ``x * scale`` cast to FP8 in one pass over ``x``, with its amax.
 
     Args:
@@ -159,11 +176,15 @@ def cast_fp8_with_amax(x, scale, out_dtype_code: int, saturate: bool = True, ama
             False: E4M3 overflows to NaN and E5M2 to inf, as ``astype`` does.
         amax: optional float32 [1] to fold ``max |x|`` into (``max(amax, ...)``); by default
             a fresh one starting at 0.
+        update: None, or ``backend.fp8_scale.update_in_cast``'s arguments (CuPy only, a
+            non-empty ``x``, ``amax`` given): the kernel's last block then runs the delayed
+            scaling update on ``amax``, in the same launch.
 
     Returns:
         ``out``: uint8 array of ``x``'s shape (the FP8 bits), ``amax``: float32 [1].
     """
     _check_cast_args(x, scale, out_dtype_code, amax)
+    _check_update(update, x, amax)
     if _device.get_array_module(x) is np:  # NumPy: the twin
         return _twin_cast_into(x, scale, out_dtype_code, saturate, amax)
     cp = _device.cupy
@@ -176,14 +197,17 @@ def cast_fp8_with_amax(x, scale, out_dtype_code: int, saturate: bool = True, ama
         grid = (min(math.ceil(n / (4 * _THREADS)), _MAX_BLOCKS),)
         name = f"cast_fp8_amax<{_IN_TYPES[np.dtype(x.dtype)]}>"
         args = (x, scale, out, amax, np.int64(n), np.int32(out_dtype_code), np.int32(saturate))
-        kernels.launch(CAST_FILE, name, grid, (_THREADS,), args)
+        kernels.launch(CAST_FILE, name, grid, (_THREADS,), args + (update or _NO_UPDATE))
     return out, amax
 
 
-def cast_transpose_fp8(x, scale, out_dtype_code: int, saturate: bool = True, amax=None):
+def cast_transpose_fp8(
+    x, scale, out_dtype_code: int, saturate: bool = True, amax=None, update=None
+):  # fmt: skip
     """``(out, out_t, amax)``: :func:`cast_fp8_with_amax` of a 2-D ``x`` [R, C], plus
-    ``out_t`` [C, R] = ``out.T`` made contiguous, in the same pass."""
+    ``out_t`` [C, R] = ``out.T`` made contiguous, in the same pass (and ``update`` too)."""
     _check_cast_args(x, scale, out_dtype_code, amax)
+    _check_update(update, x, amax)
     if x.ndim != 2:
         raise ValueError(f"cast_transpose_fp8 takes a 2-D array, got shape {x.shape}")
     if x.shape[0] >= 2**31 or x.shape[1] >= 2**31:
@@ -202,7 +226,7 @@ def cast_transpose_fp8(x, scale, out_dtype_code: int, saturate: bool = True, ama
     if tiles:
         name = f"cast_transpose_fp8_amax<{_IN_TYPES[np.dtype(x.dtype)]}>"
         args = (x, scale, out, out_t, amax, np.int32(rows), np.int32(cols))
-        args += (np.int32(out_dtype_code), np.int32(saturate))
+        args += (np.int32(out_dtype_code), np.int32(saturate), *(update or _NO_UPDATE))
         grid = (min(tiles, _MAX_BLOCKS),)
         kernels.launch(CAST_FILE, name, grid, (_THREADS,), args)
     return out, out_t, amax

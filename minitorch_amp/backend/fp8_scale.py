@@ -31,13 +31,13 @@ from . import kernels
 from .device import get_array_module
 from .dtypes import float32
 
-__all__ = ["ALGOS", "numerator", "update"]
+__all__ = ["ALGOS", "numerator", "update", "update_in_cast"]
 
 FILE = "fp8_scale.cu"
 NAME = "fp8_delayed_scale_update"
 SCALE = kernels.register(FILE, names=(NAME,))
 ALGOS = {"max": 0, "most_recent": 1}  # the kernel's algo codes
-_THREADS = 256  # kThreads in cuda/fp8_scale.cu
+_THREADS = 256  # kScaleThreads in cuda/fp8_scale.cu (and kThreads in fp8_cast.cu)
 _NULL = np.int64(0)  # a null pointer: RawKernel passes an int64 by value, 8 zero bytes
 
 
@@ -81,6 +81,41 @@ def update(amax_history, scale, scale_inv, fp8_max: float, margin: float, algo: 
         args += (numerator(fp8_max, margin), np.int32(ALGOS[algo]))
         kernels.launch(FILE, NAME, (1,), (_THREADS,), args)
     return used
+
+
+def update_in_cast(
+    amax_history, scale, scale_inv, fp8_max: float, margin: float, algo: str, amax, blocks_done
+):  # fmt: skip
+    """``(args, used)``: :func:`update` as the tail of a cast (``cuda/fp8_cast.cu``: its last
+    block runs the same code once every block has folded its amax into ``amax``), so a
+    delayed cast and its update are one launch. ``args`` are the seven arguments the cast
+    kernels take after their own (pass them as ``fp8_kernels``' ``update=``), ``used`` the new
+    float32 [1] that receives the inverse scale the cast used (what :func:`update` returns).
+
+    Args:
+        amax_history, scale, scale_inv, fp8_max, margin, algo, amax: as :func:`update`
+            takes them (``amax`` required: the slot every block of the cast folds into).
+        blocks_done: uint32 [1] on the same device, 0 (the kernel counts its blocks there and
+            sets it back to 0).
+
+    Raises:
+        TypeError, ValueError: as :func:`update`, or a wrong ``amax`` or ``blocks_done``;
+            nothing is written or allocated then.
+    """
+    _check(amax_history, scale, scale_inv, fp8_max, margin, algo, amax)
+    if amax is None:
+        raise ValueError("update_in_cast: pass amax, the slot every block of the cast folds into")
+    xp = get_array_module(amax_history)
+    if (
+        get_array_module(blocks_done) is not xp
+        or blocks_done.dtype != np.uint32
+        or blocks_done.shape != (1,)
+    ):
+        raise ValueError("blocks_done must be a uint32 array of shape [1] on amax_history's device")
+    with amax_history.device:
+        used = _device.cupy.empty(1, float32)
+    args = (amax_history, scale_inv, used, blocks_done, np.int32(amax_history.size))
+    return (*args, numerator(fp8_max, margin), np.int32(ALGOS[algo])), used
 
 
 def _check(amax_history, scale, scale_inv, fp8_max, margin, algo, amax) -> None:

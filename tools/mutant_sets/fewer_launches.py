@@ -426,4 +426,24 @@ MUTANTS: list[Mutant] = [
         ("tests/test_fp8_grad_buffers.py",),
         "an FP8 Linear's weight gradient goes to a new array, copied into .grad after",
     ),
+    Mutant(
+        "fp8-cast-updates-in-its-first-block",
+        "cuda/fp8_cast.cu",
+        "    if (threadIdx.x == 0) last = atomicAdd(u.blocks_done, 1u) == gridDim.x - 1;",
+        "    if (threadIdx.x == 0) last = atomicAdd(u.blocks_done, 1u) == 0u;",
+        (
+            "tests/test_fp8_scale_state.py::test_a_cast_of_many_blocks_updates_once_after_the_last_block",
+        ),
+        "a delayed FP8 cast's update runs before the other blocks have folded their amax in",
+    ),
+    Mutant(
+        "fp8-cast-leaves-its-block-count",
+        "cuda/fp8_cast.cu",
+        "    if (threadIdx.x == 0) *u.blocks_done = 0u;  // for the next launch (a graph replays it)",
+        "",
+        (
+            "tests/test_fp8_scale_state.py::test_a_cast_of_many_blocks_updates_once_after_the_last_block",
+        ),
+        "the block count is not reset: the next delayed cast never updates its scale",
+    ),
 ]

@@ -145,8 +145,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "reduce-amax-false-still-reduces-on-the-gpu",
         "minitorch_amp/amp/fp8/scaling.py",
-        "        if self.recipe.reduce_amax:\n",
-        "        if True:\n",
+        "        reduces = self.recipe.reduce_amax and _several_ranks()\n",
+        "        reduces = _several_ranks()\n",
         (
             "tests/test_fp8_scale_state.py::"
             "test_a_recipe_without_amax_reduction_keeps_this_ranks_scales",

@@ -77,9 +77,8 @@ def reduce_amax(amax):
     NOTE: every rank must cast the same tensors in the same order, as it runs the same
     model; a rank that casts one more is a collective mismatch, raised on every rank.
     """
-    world = _comm.get_world()
-    if world is not None and world.size > 1:
-        world.all_reduce(amax, _comm.ReduceOp.MAX, caller="fp8 amax")
+    if _several_ranks():
+        _comm.get_world().all_reduce(amax, _comm.ReduceOp.MAX, caller="fp8 amax")
     return amax
 
 
@@ -125,6 +124,7 @@ class ScalingState:
         self.scale = xp.ones(1, dtype=float32)
         self.scale_inv = xp.ones(1, dtype=float32)
         self._amax_slot = None  # the GPU cast's amax, zero between casts (_cast_fused)
+        self._blocks_done = None  # and the count of its finished blocks, zero between casts
 
     @classmethod
     def restored(cls, scale, scale_inv, amax_history) -> ScalingState:
@@ -133,7 +133,7 @@ class ScalingState:
         state = cls.__new__(cls)
         state.recipe, state.dtype = None, None
         state.scale, state.scale_inv, state.amax_history = scale, scale_inv, amax_history
-        state._amax_slot = None
+        state._amax_slot = state._blocks_done = None
         return state
 
     def cast(self, x, saturate: bool = True):
@@ -141,9 +141,10 @@ class ScalingState:
 
         Delayed scaling casts with the current ``scale`` (the previous steps'), writes this
         tensor's amax into ``amax_history[0]`` and runs
-        :func:`update_amax_history_and_scale`. On a GPU with raw kernels that is two
-        launches: the cast folds its amax into a zeroed slot of the state's own and
-        ``cuda/fp8_scale.cu`` does the rest (about 20 launches as array operations).
+        :func:`update_amax_history_and_scale`. On a GPU with raw kernels that is one launch:
+        the cast folds its amax into a zeroed slot of the state's own, and its last block
+        runs ``cuda/fp8_scale.cu``'s update (about 20 launches as array operations; two
+        where the amax is reduced over ranks in between, or the tensor is empty).
         Current scaling computes the amax first and casts with the scale it gives.
         """
         out, scale_inv, _ = self._cast(x, saturate, transpose=False)
@@ -194,29 +195,46 @@ class ScalingState:
         return _xp(x) is not np and _xp(self.amax_history) is not np and _kernels.enabled()
 
     def _cast_fused(self, x, saturate: bool, fp8_max: float, transpose: bool = False):
-        """The delayed cast in two launches, the twin's bits: the cast folds ``max |x|`` into
-        a zeroed slot of the state's own (max(0, a) is a, NaN too), then one update kernel
-        moves it into the history, zeroes the slot, returns the inverse scale the cast used
-        and updates the rest.
+        """The delayed cast in one launch, the twin's bits: the cast folds ``max |x|`` into a
+        zeroed slot of the state's own (max(0, a) is a, NaN too), and its last block runs the
+        update: it moves the amax into the history, zeroes the slot, copies out the inverse
+        scale the cast used and updates the rest. Where the amax must first be reduced over
+        ranks, or no block runs (an empty ``x``), the update is a launch of its own.
 
         NOTE: not ``amax_history[:1]``: that entry is 0 after every update, but a loaded
         state (a current-scaling checkpoint resumed with a history of 1) may hold an amax
         there, which the NumPy path overwrites and a fold would keep.
         """
-        amax = self._amax_slot
-        if amax is None:  # the first fused cast: the slot, zeroed once
+        if self._amax_slot is None:  # the first fused cast: the slot and the count, zeroed
+            xp = _xp(self.amax_history)
             with self.amax_history.device:
-                amax = self._amax_slot = _xp(self.amax_history).zeros(1, dtype=float32)
+                self._amax_slot = xp.zeros(1, dtype=float32)
+                self._blocks_done = xp.zeros(1, dtype=np.uint32)
+        amax = self._amax_slot
+        reduces = self.recipe.reduce_amax and _several_ranks()
+        update = scale_inv = None
+        if x.size and not reduces:  # the update in the cast's last block
+            args = (*self._update_args(fp8_max), amax, self._blocks_done)
+            update, scale_inv = _fp8_scale.update_in_cast(*args)
         code, out_t = FP8_DTYPE_CODE[self.dtype], None
         if transpose:  # the transposed bytes in the same pass (a 2-D x)
-            out, out_t, _ = _fp8_kernels.cast_transpose_fp8(x, self.scale, code, saturate, amax)
+            cast = _fp8_kernels.cast_transpose_fp8
+            out, out_t, _ = cast(x, self.scale, code, saturate, amax, update)
             out_t = out_t.view(self.dtype)
         else:
-            out, _ = _fp8_kernels.cast_fp8_with_amax(x, self.scale, code, saturate, amax=amax)
-        if self.recipe.reduce_amax:
-            reduce_amax(amax)  # the ranks' maximum, in place (nothing in a world of one)
-        scale_inv = _fp8_scale.update(*self._update_args(fp8_max), amax=amax)
+            cast = _fp8_kernels.cast_fp8_with_amax
+            out, _ = cast(x, self.scale, code, saturate, amax=amax, update=update)
+        if update is None:
+            if reduces:
+                reduce_amax(amax)  # the ranks' maximum, in place
+            scale_inv = _fp8_scale.update(*self._update_args(fp8_max), amax=amax)
         return out.view(self.dtype), scale_inv, out_t
+
+
+def _several_ranks() -> bool:
+    """Whether a world of more than one rank is set up (then amaxes are reduced over it)."""
+    world = _comm.get_world()
+    return world is not None and world.size > 1
 
 
 def _transposed(out, wanted: bool):
