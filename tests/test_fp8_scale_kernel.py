@@ -238,6 +238,15 @@ def test_the_kernel_check_passes_on_the_emulator(on_emulator):
     assert ("fp8_scale.cu", fp8_scale.NAME) in on_emulator
 
 
+def test_the_casts_kernel_check_runs_delayed_casts_with_their_update_on_the_emulator(
+    on_emulator,
+):
+    assert kernel_check.CHECKS["fp8_cast.cu"](on_device, host)
+    names = [name for _, name in on_emulator]
+    assert "cast_transpose_fp8_amax<float>" in names and "cast_fp8_amax<float>" in names
+    assert ("fp8_scale.cu", fp8_scale.NAME) not in on_emulator  # the update ran in the casts
+
+
 def test_the_launcher_and_the_kernel_agree_on_the_block_size():
     source = kernels.REGISTRY[fp8_scale.FILE].source()
     assert f"constexpr int kScaleThreads = {fp8_scale._THREADS};" in source

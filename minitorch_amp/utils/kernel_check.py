@@ -329,6 +329,40 @@ def _fp8_scale_matches(to_device: Move, to_host: Move) -> bool:
     return same
 
 
+def _fp8_cast_matches(to_device: Move, to_host: Move) -> bool:
+    """``fp8_kernels.check_cast`` (every float16 value, both formats and overflow modes),
+    then five delayed casts of a [300, 70] tensor (21 blocks; 30 tiles when transposed)
+    through a scaling state on the device and one on NumPy: the bytes, and the history,
+    scale and inverse that the cast's last block updated, are NumPy's."""
+    from ..amp.fp8.recipe import DelayedScaling
+    from ..amp.fp8.scaling import ScalingState
+
+    if not _fp8.check_cast(to_device, to_host):
+        return False
+    recipe = DelayedScaling(amax_history_len=4)
+    start = (np.float32([1.0]), np.float32([1.0]), np.zeros(4, np.float32))
+    on_device = ScalingState.restored(*(to_device(a.copy()) for a in start))
+    on_host = ScalingState.restored(*(a.copy() for a in start))
+    for state in (on_device, on_host):  # as fp8_autocast takes a loaded state up
+        state.recipe, state.dtype = recipe, np.dtype(recipe.dtype(False))
+    rng = np.random.default_rng(1)
+    same = True
+    for step in range(5):
+        x = (rng.standard_normal((300, 70)) * 4.0**step).astype(np.float32)
+        want, _ = on_host.cast(x)
+        if step % 2:  # the transposing cast on odd steps
+            out, _, out_t = on_device.cast_transposed(to_device(x))
+            got_t = np.asarray(to_host(out_t.view(np.uint8)))
+            same = same and np.array_equal(got_t, want.view(np.uint8).T)
+        else:
+            out, _ = on_device.cast(to_device(x))
+        same = same and np.array_equal(np.asarray(to_host(out.view(np.uint8))), want.view(np.uint8))
+        for field in ("scale", "scale_inv", "amax_history"):
+            got = to_host(getattr(on_device, field))
+            same = same and np.array_equal(bits(got), bits(getattr(on_host, field)))
+    return same
+
+
 CHECKS: dict[str, Callable[[Move, Move], bool]] = {
     "cast.cu": _cast_matches,
     "amp.cu": _amp_matches,
@@ -339,7 +373,7 @@ CHECKS: dict[str, Callable[[Move, Move], bool]] = {
     "elementwise.cu": _elementwise_matches,
     "reduction.cu": _reduction_matches,
     "probe.cu": _probe_matches,
-    "fp8_cast.cu": _fp8.check_cast,  # every float16 value, both formats and overflow modes
+    "fp8_cast.cu": _fp8_cast_matches,  # every float16 value; delayed casts with their update
     "gemm_fp8_sm90.cu": _fp8_gemm_matches,
     "fp8_scale.cu": _fp8_scale_matches,
     "layer_norm.cu": _ops.layer_norm_matches,
