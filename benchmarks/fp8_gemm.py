@@ -6,7 +6,7 @@
 Each row: ``C = (A @ B) * scale_a * scale_b`` with A [M, K] E4M3 row-major, B given K-major
 (B^T [N, K] row-major: what our kernel reads, and the column-major B ``torch._scaled_mm``
 wants), float32 accumulation and a bfloat16 result, at 4096^3 and 8192^3. Kernel time, not
-host time: ours (``backend.fp8_kernels.fp8_gemm_nt``, ``cuda/gemm_fp8_sm90.cu``) as a CUDA
+host time: ours (``backend.fp8_gemm.fp8_gemm_nt``, ``cuda/gemm_fp8_sm90.cu``) as a CUDA
 graph of 20 launches captured with CuPy, cuBLASLt as the same graph of ``torch._scaled_mm``
 captured with PyTorch, each after at least 1 s of sustained replays (``timing.warm_up``).
 The operands are random normals cast to E4M3 by ``fp8_cast.cu`` (scale 1), and both results
@@ -31,6 +31,7 @@ from gemm_rows import REPLAYED, graph_timed
 from timing import GPU_WARMUP_S, warm_up
 
 from minitorch_amp.backend import device, fp8_kernels, gemm_sm90
+from minitorch_amp.backend.fp8_gemm import fp8_gemm_nt
 
 SIZES = [(4096, 4096, 4096), (8192, 8192, 8192)]
 TARGET = 0.8
@@ -101,7 +102,7 @@ E4M3 = 0  # the operands' format code: CuPy has no float8 dtype, they are uint8 
 
 def ours_gemm(a, b_t, scale_a, scale_b):
     """Our FP8 GEMM on E4M3 bytes (uint8 storage: the format code says what they hold)."""
-    return fp8_kernels.fp8_gemm_nt(a, b_t, scale_a, scale_b, "bfloat16", E4M3, E4M3)
+    return fp8_gemm_nt(a, b_t, scale_a, scale_b, "bfloat16", E4M3, E4M3)
 
 
 def check_agreement(torch, a, b_t, scale_a, scale_b) -> float:

@@ -1,7 +1,7 @@
 // gemm_fp8_sm90.cu: the Hopper FP8 GEMM: E4M3 / E5M2 operands, float32 accumulation, the
 // inverse scales applied in the epilogue (what torch._scaled_mm computes with cuBLASLt).
 //
-// WHAT IT COMPUTES (the NumPy twin is backend/fp8_kernels.py, twin_gemm)
+// WHAT IT COMPUTES (the NumPy twin is backend/fp8_gemm.py, twin_gemm)
 //
 //     C[m][n] = OutT( (sum_k A[m][k] * Bt[n][k]) * (scale_a[0] * scale_b[0]) )
 //     with a bias (not null, OutT [N]):
@@ -40,7 +40,7 @@
 //     wgmma.mma_async.sync.aligned.m64n128k32.f32.<a>.<b>   (<a>, <b> in e4m3, e5m2)
 //   with the same 64 x 128 float32 accumulator fragment as the 16-bit instruction.
 //
-// LAUNCH (backend/fp8_kernels.py, fp8_gemm): grid = (min(tiles, SMs), 1, 1), block = (384,),
+// LAUNCH (backend/fp8_gemm.py, fp8_gemm): grid = (min(tiles, SMs), 1, 1), block = (384,),
 //   dynamic shared memory = smem_bytes(BN) (gemm_sm90.cu's; opt-in above 48 KB). Needs
 //   sm_90a and K % 16 == 0 (TMA: rows 16 bytes apart); M, N >= 1. Args: map_a, map_b (the
 //   operands' tensor maps, in two-byte words), C OutT [M, ldc], bias OutT [N] or null,
@@ -246,7 +246,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 }
 
 // Explicit instantiations, so `nvcc -c` builds (and CI spill-checks) what
-// backend/fp8_kernels.py registers. NVRTC instantiates only the name expressions.
+// backend/fp8_gemm.py registers. NVRTC instantiates only the name expressions.
 #ifndef __CUDACC_RTC__
 #define GEMM_FP8_INSTANTIATE(OUT, AF, BF, BN_)                                               \
     template __global__ void gemm_fp8_sm90<OUT, AF, BF, BN_>(                                \

@@ -160,18 +160,20 @@ class _RecordingKernels:
 def test_on_a_gpu_the_casts_and_the_gemm_go_to_the_fp8_kernels(monkeypatch):
     import inspect
 
-    from minitorch_amp.backend import fp8_kernels
+    from minitorch_amp.backend import fp8_gemm, fp8_kernels
 
     fake = _RecordingKernels()
-    for name in ("cast_fp8_with_amax", "fp8_gemm"):  # the calls fit the real launchers
+    launchers = ((fp8_kernels, "cast_fp8_with_amax"), (fp8_gemm, "fp8_gemm"))
+    for module, name in launchers:  # the calls fit the real launchers
         real, ours = (
-            inspect.signature(getattr(fp8_kernels, name)),
+            inspect.signature(getattr(module, name)),
             inspect.signature(getattr(fake, name)),
         )
         assert list(real.parameters) == list(ours.parameters)
     not_numpy = type("FakeCuPy", (), {"ones": staticmethod(np.ones)})
     monkeypatch.setattr(fp8, "get_array_module", lambda array: not_numpy)
     monkeypatch.setattr(fp8, "_fp8_kernels", lambda: fake)
+    monkeypatch.setattr(fp8, "_fp8_gemm", lambda: fake)
     x = np.array([1.0, 500.0], np.float32)
     out, amax = fp8.cast_to_fp8(x, float8_e5m2, np.ones(1, np.float32), saturate=False)
     assert out.dtype == float8_e5m2 and amax.tolist() == [500.0]

@@ -24,10 +24,12 @@ import numpy as np
 import pytest
 from test_gemm_emulator import build_emulator
 
-from minitorch_amp.backend import fp8_kernels, gemm_sm90, kernels, nvrtc, tensor_maps
-from minitorch_amp.backend.fp8_kernels import E4M3, E5M2, FORMATS, fp8_gemm, twin_gemm
+from minitorch_amp.backend import fp8_gemm as fp8_gemm_module
+from minitorch_amp.backend import gemm_sm90, kernels, nvrtc, tensor_maps
+from minitorch_amp.backend.fp8_gemm import fp8_gemm, twin_gemm
+from minitorch_amp.backend.fp8_kernels import E4M3, E5M2, FORMATS
 
-EMULATOR = fp8_kernels.GEMM_KERNELS.path.parents[1] / "tests" / "fp8_gemm_emulator.cpp"
+EMULATOR = fp8_gemm_module.GEMM_KERNELS.path.parents[1] / "tests" / "fp8_gemm_emulator.cpp"
 PAIRS = [(E4M3, E4M3), (E4M3, E5M2), (E5M2, E4M3)]
 OUTS = [np.dtype("float32"), np.dtype("float16"), np.dtype(ml_dtypes.bfloat16)]
 
@@ -35,16 +37,16 @@ OUTS = [np.dtype("float32"), np.dtype("float16"), np.dtype(ml_dtypes.bfloat16)]
 
 
 def test_registered_for_sm90a_with_every_format_pair_output_and_width():
-    entry = kernels.REGISTRY[fp8_kernels.GEMM_FILE]
-    assert entry is fp8_kernels.GEMM_KERNELS and entry.arch == "sm_90a"
-    assert len(entry.names) == len(PAIRS) * len(OUTS) * len(fp8_kernels.TILE_WIDTHS)
+    entry = kernels.REGISTRY[fp8_gemm_module.GEMM_FILE]
+    assert entry is fp8_gemm_module.GEMM_KERNELS and entry.arch == "sm_90a"
+    assert len(entry.names) == len(PAIRS) * len(OUTS) * len(fp8_gemm_module.TILE_WIDTHS)
     assert "gemm_fp8_sm90<__nv_bfloat16,0,1,256>" in entry.names
 
 
 def test_nvrtc_builds_the_fp8_wgmma_for_every_format_pair(nvrtc_available):
     # (test_kernel_sources.py compiles every registered name; three suffice for the PTX)
-    entry = fp8_kernels.GEMM_KERNELS
-    names = [fp8_kernels.gemm_kernel_name("float32", a, b, 128) for a, b in PAIRS]
+    entry = fp8_gemm_module.GEMM_KERNELS
+    names = [fp8_gemm_module.gemm_kernel_name("float32", a, b, 128) for a, b in PAIRS]
     result = nvrtc.compile_source(
         entry.source(), entry.file, entry.all_options(), names, arch=entry.arch
     )
@@ -57,9 +59,9 @@ def test_nvrtc_builds_the_fp8_wgmma_for_every_format_pair(nvrtc_available):
 @pytest.mark.parametrize("m, n", [(4096, 4096), (8192, 8192), (128, 128), (1, 1), (300, 7000)])
 @pytest.mark.parametrize("sms", [132, 1])
 def test_the_plan_never_leaves_a_cta_without_a_tile(m, n, sms):
-    bn, grid = fp8_kernels.gemm_plan(m, n, sms)
+    bn, grid = fp8_gemm_module.gemm_plan(m, n, sms)
     tiles = -(-m // gemm_sm90.BM) * -(-n // bn)
-    assert bn in fp8_kernels.TILE_WIDTHS and 1 <= grid <= min(tiles, sms)
+    assert bn in fp8_gemm_module.TILE_WIDTHS and 1 <= grid <= min(tiles, sms)
 
 
 # --- 2. the twin --------------------------------------------------------------------------
@@ -112,7 +114,7 @@ def test_bad_operands_are_refused_with_what_to_pass(a, b, kwargs, error):
 @pytest.fixture(scope="module")
 def emulator(tmp_path_factory):
     directory = tmp_path_factory.mktemp("fp8_gemm")
-    return build_emulator(directory, fp8_kernels.GEMM_KERNELS.path.parent, EMULATOR)
+    return build_emulator(directory, fp8_gemm_module.GEMM_KERNELS.path.parent, EMULATOR)
 
 
 def emulate(
@@ -202,7 +204,7 @@ def fake_gpu(monkeypatch):
 
     launches = []
     emulated_gpu.install(None, monkeypatch, "fp8_cast.cu", block=256)
-    fake = fp8_kernels._device.cupy
+    fake = fp8_gemm_module._device.cupy
     fake.empty = lambda shape, dtype: np.zeros(shape, dtype).view(emulated_gpu.HostArray)
     fake.ascontiguousarray = lambda a: np.ascontiguousarray(a).view(emulated_gpu.HostArray)
     fake.matmul = np.matmul
@@ -223,7 +225,7 @@ def test_the_launcher_feeds_the_kernel_k_major_words_and_device_scales(fake_gpu)
     out = fp8_gemm(a, w.T, scale, scale, ml_dtypes.bfloat16, E4M3, E5M2)
     assert out.shape == (300, 1000) and out.dtype == ml_dtypes.bfloat16
     ((file, name, grid, block, args, shared),) = launches
-    assert (file, name) == (fp8_kernels.GEMM_FILE, "gemm_fp8_sm90<__nv_bfloat16,0,1,128>")
+    assert (file, name) == (fp8_gemm_module.GEMM_FILE, "gemm_fp8_sm90<__nv_bfloat16,0,1,128>")
     assert grid == (3 * 8, 1, 1) and block == (gemm_sm90.THREADS, 1, 1)
     assert shared == gemm_sm90.smem_bytes(128)
     map_a, map_b, c, bias, sa, sb, m, n, k, ldc = args

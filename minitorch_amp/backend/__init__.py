@@ -8,6 +8,7 @@ from . import device, host_memory
 from . import (
     cast,
     dtypes,
+    fp8_gemm,
     fp8_kernels,
     fused_optim,
     gemm,

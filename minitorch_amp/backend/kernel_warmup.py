@@ -44,6 +44,7 @@ LAUNCHERS = (
     "cast",
     "cross_entropy",
     "device",
+    "fp8_gemm",
     "fp8_kernels",
     "fp8_scale",
     "fused_optim",

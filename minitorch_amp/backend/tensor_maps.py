@@ -3,7 +3,7 @@
 ``cp.async.bulk.tensor`` copies a box of a matrix from global to shared memory, described by
 a ``CUtensorMap``: the matrix's address, sizes and row stride, the box, the swizzle. The
 Hopper GEMMs (``gemm_sm90.py``, ``gemm_bf16_sm90.py`` and the FP8 GEMM of
-``fp8_kernels.py``) each take two, built here:
+``fp8_gemm.py``) each take two, built here:
 
 * :func:`tma_addressable`: TMA's rules for an operand (else the caller keeps another kernel);
 * :func:`map_spec`: what the driver is told, in elements, innermost first;

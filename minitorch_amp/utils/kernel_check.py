@@ -30,6 +30,7 @@ import numpy as np
 from ..backend import bias_grad as _bias_grad
 from ..backend import cast as _cast
 from ..backend import device as _device
+from ..backend import fp8_gemm as _fp8_gemm
 from ..backend import fp8_kernels as _fp8
 from ..backend import gemm as _gemm
 from ..backend import gemm_sm90 as _gemm_sm90
@@ -298,11 +299,11 @@ def _probe_matches(to_device: Move, to_host: Move) -> bool:
 
 
 def _fp8_gemm_matches(to_device: Move, to_host: Move) -> bool:
-    # small integers through every FP8 format pair (fp8_kernels.check_gemm); sm_90a only
+    # small integers through every FP8 format pair (fp8_gemm.check_gemm); sm_90a only
     on_gpu = _device.get_array_module(to_device(np.zeros(1, np.float16))) is not np
     if on_gpu and not _gemm_sm90.device_is_hopper():
         raise NotApplicableError("needs compute capability 9.0 (FP8 wgmma, TMA)")
-    return _fp8.check_gemm(to_device, to_host)
+    return _fp8_gemm.check_gemm(to_device, to_host)
 
 
 def _fp8_scale_matches(to_device: Move, to_host: Move) -> bool:

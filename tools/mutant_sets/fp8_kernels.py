@@ -110,7 +110,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "fp8-gemm-map-in-bytes",
-        "minitorch_amp/backend/fp8_kernels.py",
+        "minitorch_amp/backend/fp8_gemm.py",
         "map_a = _sm90.operand_map(a8.view(np.float16), k_major=True, rows=_sm90.BM)",
         "map_a = _sm90.operand_map(a8, k_major=True, rows=_sm90.BM)",
         (f"{GEMM}::test_the_launcher_feeds_the_kernel_k_major_words_and_device_scales",),
@@ -118,7 +118,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "fp8-gemm-dispatch-any-k",
-        "minitorch_amp/backend/fp8_kernels.py",
+        "minitorch_amp/backend/fp8_gemm.py",
         "    if k < K_MULTIPLE or k % K_MULTIPLE or min(m, n) < 1:\n        return False",
         "    if min(m, n) < 1:\n        return False",
         (f"{GEMM}::test_the_launcher_falls_back_to_the_twin_arithmetic_where_tma_cannot_go",),

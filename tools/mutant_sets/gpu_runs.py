@@ -162,8 +162,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "fp8-benchmark-drops-the-format-code",
         "benchmarks/fp8_gemm.py",
-        '    return fp8_kernels.fp8_gemm_nt(a, b_t, scale_a, scale_b, "bfloat16", E4M3, E4M3)\n',
-        '    return fp8_kernels.fp8_gemm_nt(a, b_t, scale_a, scale_b, "bfloat16")\n',
+        '    return fp8_gemm_nt(a, b_t, scale_a, scale_b, "bfloat16", E4M3, E4M3)\n',
+        '    return fp8_gemm_nt(a, b_t, scale_a, scale_b, "bfloat16")\n',
         (
             "tests/test_benchmark_fp8_gemm.py::test_it_hands_our_gemm_uint8_storage_with_its_format_code",
         ),

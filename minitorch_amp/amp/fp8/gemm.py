@@ -29,6 +29,7 @@ from ...backend.bias_grad import bias_grad
 from ...backend.device import get_array_module
 from ...backend.dtypes import bfloat16, float16, float32
 from ...backend.fp8 import fp8_matmul, from_fp8, to_fp8
+from ...backend.fp8_gemm import EPILOGUE_DTYPES as _EPILOGUE_DTYPES
 from ...backend.primitives import relu_backward
 
 __all__ = ["CastToFp8", "Fp8Linear", "Fp8Matmul", "fp8_gemm", "quantize"]
@@ -56,9 +57,6 @@ def quantize(state, x, transpose: bool = False):
         for observe in hooks.observers:
             observe(CastToFp8, plain)
     return (out, scale_inv, out_t) if transpose else (out, scale_inv)
-
-
-_EPILOGUE_DTYPES = (np.dtype(float32), np.dtype(float16), np.dtype(bfloat16))  # the kernel's
 
 
 def fp8_gemm(a_q, b_q, scale_inv_a, scale_inv_b, out_dtype=float32, out=None, bias=None):
