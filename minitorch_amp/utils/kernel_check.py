@@ -7,7 +7,9 @@ ReLU gradient, the start-up probe, the Hopper GEMM, and the sum of squares, the 
 gradient and mse_loss's squared error on integer data, whose float32 sums are exact in any
 order), within two float16 ulps for ``gemm_fp16.cu`` (it adds in another order), and within
 float32 rounding for the kernels of LayerNorm, softmax, cross-entropy and exact GELU, whose
-twins sum or evaluate in their own ways (:mod:`minitorch_amp.utils.kernel_check_ops`). Each GEMM
+twins sum or evaluate in their own ways (:mod:`minitorch_amp.utils.kernel_check_ops`); the FP8
+casts and the delayed-scaling update run through scaling states
+(:mod:`minitorch_amp.utils.kernel_check_fp8`). Each GEMM
 check chooses its kernel with ``MINITORCH_AMP_GEMM_KERNEL``; ``gemm_sm90.cu`` runs only on
 compute capability 9.0 and is reported "not run" elsewhere.
 Without a GPU, each file is compiled with NVRTC for its target when the library is here
@@ -31,7 +33,6 @@ from ..backend import bias_grad as _bias_grad
 from ..backend import cast as _cast
 from ..backend import device as _device
 from ..backend import fp8_gemm as _fp8_gemm
-from ..backend import fp8_kernels as _fp8
 from ..backend import gemm as _gemm
 from ..backend import gemm_sm90 as _gemm_sm90
 from ..backend import kernels as _kernels
@@ -40,6 +41,7 @@ from ..backend import primitives as _primitives
 from ..backend import squared_error as _squared_error
 from ..backend.dtypes import bfloat16
 from . import kernel_cache as _kernel_cache
+from . import kernel_check_fp8 as _fp8_checks
 from . import kernel_check_ops as _ops
 from .kernel_cache import KernelCache
 
@@ -306,64 +308,6 @@ def _fp8_gemm_matches(to_device: Move, to_host: Move) -> bool:
     return _fp8_gemm.check_gemm(to_device, to_host)
 
 
-def _fp8_scale_matches(to_device: Move, to_host: Move) -> bool:
-    """Histories of 1, 16 and 1030 entries (past one block's stride) holding a NaN, inf, 0,
-    a subnormal or an ordinary largest amax, both algorithms, margins 0 and 10, updated by
-    ``update_amax_history_and_scale`` (the kernel on a GPU): the history, the scale and its
-    inverse are the bits it gives on NumPy."""
-    from ..amp.fp8.scaling import update_amax_history_and_scale as update
-
-    rng = np.random.default_rng(0)
-    same = True
-    for n in (1, 16, 1030):
-        for special in np.float32([np.nan, np.inf, 0.0, 1e-40, 1e30]):
-            history = (rng.random(n) * 100).astype(np.float32)
-            history[rng.integers(n)] = special
-            for algo, margin in (("max", 0), ("max", 10), ("most_recent", 0)):
-                want = [history.copy(), np.float32([0.75]), np.float32([4 / 3])]
-                got = [to_device(a) for a in want]
-                update(*got, 448.0, margin, algo)
-                update(*want, 448.0, margin, algo)
-                same = same and all(
-                    np.array_equal(bits(to_host(a)), bits(b)) for a, b in zip(got, want)
-                )
-    return same
-
-
-def _fp8_cast_matches(to_device: Move, to_host: Move) -> bool:
-    """``fp8_kernels.check_cast`` (every float16 value, both formats and overflow modes),
-    then five delayed casts of a [300, 70] tensor (21 blocks; 30 tiles when transposed)
-    through a scaling state on the device and one on NumPy: the bytes, and the history,
-    scale and inverse that the cast's last block updated, are NumPy's."""
-    from ..amp.fp8.recipe import DelayedScaling
-    from ..amp.fp8.scaling import ScalingState
-
-    if not _fp8.check_cast(to_device, to_host):
-        return False
-    recipe = DelayedScaling(amax_history_len=4)
-    start = (np.float32([1.0]), np.float32([1.0]), np.zeros(4, np.float32))
-    on_device = ScalingState.restored(*(to_device(a.copy()) for a in start))
-    on_host = ScalingState.restored(*(a.copy() for a in start))
-    for state in (on_device, on_host):  # as fp8_autocast takes a loaded state up
-        state.recipe, state.dtype = recipe, np.dtype(recipe.dtype(False))
-    rng = np.random.default_rng(1)
-    same = True
-    for step in range(5):
-        x = (rng.standard_normal((300, 70)) * 4.0**step).astype(np.float32)
-        want, _ = on_host.cast(x)
-        if step % 2:  # the transposing cast on odd steps
-            out, _, out_t = on_device.cast_transposed(to_device(x))
-            got_t = np.asarray(to_host(out_t.view(np.uint8)))
-            same = same and np.array_equal(got_t, want.view(np.uint8).T)
-        else:
-            out, _ = on_device.cast(to_device(x))
-        same = same and np.array_equal(np.asarray(to_host(out.view(np.uint8))), want.view(np.uint8))
-        for field in ("scale", "scale_inv", "amax_history"):
-            got = to_host(getattr(on_device, field))
-            same = same and np.array_equal(bits(got), bits(getattr(on_host, field)))
-    return same
-
-
 CHECKS: dict[str, Callable[[Move, Move], bool]] = {
     "cast.cu": _cast_matches,
     "amp.cu": _amp_matches,
@@ -374,9 +318,9 @@ CHECKS: dict[str, Callable[[Move, Move], bool]] = {
     "elementwise.cu": _elementwise_matches,
     "reduction.cu": _reduction_matches,
     "probe.cu": _probe_matches,
-    "fp8_cast.cu": _fp8_cast_matches,  # every float16 value; delayed casts with their update
+    "fp8_cast.cu": _fp8_checks.cast_matches,  # every float16 value; delayed casts, updated
     "gemm_fp8_sm90.cu": _fp8_gemm_matches,
-    "fp8_scale.cu": _fp8_scale_matches,
+    "fp8_scale.cu": _fp8_checks.scale_update_matches,
     "layer_norm.cu": _ops.layer_norm_matches,
     "softmax.cu": _ops.softmax_matches,
     "cross_entropy.cu": _ops.cross_entropy_matches,
