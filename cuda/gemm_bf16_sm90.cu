@@ -55,7 +55,7 @@ struct Pair<__nv_bfloat16> {  // two neighbours of a row as one 4-byte store, ea
 #define GEMM_BF16_SM90_INSTANTIATE(TA, TB, OUT, BN_, PP)                                    \
     template __global__ void gemm_sm90<TA, TB, OUT, __nv_bfloat16, BN_, PP>(                \
         const __grid_constant__ TensorMap, const __grid_constant__ TensorMap, OUT*,         \
-        const OUT*, float*, int, int, int, int, float, float, int, int);
+        const OUT*, float*, unsigned*, int, int, int, int, float, float, int, int);
 #define GEMM_BF16_SM90_LAYOUTS(OUT, BN_, PP)                   \
     GEMM_BF16_SM90_INSTANTIATE(false, false, OUT, BN_, PP)     \
     GEMM_BF16_SM90_INSTANTIATE(false, true, OUT, BN_, PP)      \
@@ -67,9 +67,6 @@ GEMM_BF16_SM90_LAYOUTS(float, 256, false)
 GEMM_BF16_SM90_LAYOUTS(float, 128, true)
 #undef GEMM_BF16_SM90_LAYOUTS
 #undef GEMM_BF16_SM90_INSTANTIATE
-template __global__ void gemm_sm90_reduce<__nv_bfloat16>(const float* __restrict__, int,
-                                                         __nv_bfloat16*, const __nv_bfloat16*,
-                                                         int, int, int, float, float, int);
 #endif  // __CUDACC_RTC__
 
 #endif  // MINITORCH_GEMM_HOST_EMULATION

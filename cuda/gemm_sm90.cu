@@ -82,10 +82,16 @@
 // WORK: units = tiles x splits. Unit u is split u % splits of tile u / splits; tiles are
 //   numbered in groups of GROUP_M tile rows (L2 reuse, as in gemm_fp16.cu). With splits > 1
 //   a unit covers a range of K blocks and stores its raw float32 sums into `partial`
-//   ([splits][M][N]); gemm_sm90_reduce then adds the splits in order and applies the
-//   epilogue, so the one rounding stays one rounding.
+//   ([splits][M][N]); then each warp counts its split done on `counts` (one entry per tile,
+//   piece and warp: the rows and columns of its fragment), and the warp whose split counts
+//   last, which sees every other split's sums, adds the splits in order (0, 1, ...) and
+//   applies the epilogue: the one rounding stays one rounding, the sums' order is fixed
+//   (the same bits on every run), and no second launch reduces them. It sets its count back
+//   to 0, as the launcher hands it (a kept, zeroed array).
 //
 // LAUNCH (backend/gemm_sm90.py): grid = (min(units, SMs), 1, 1), block = (384, 1, 1),
+//   args map_a, map_b, C, bias, partial, counts (unsigned, tiles x 2 x 4 zeros; with
+//   splits > 1), M, N, K, ldc, alpha, beta, flags, splits;
 //   dynamic shared memory = smem_bytes(BN) (opt-in above 48 KB). Needs sm_90a.
 //   The tensor maps are made on the host by cuTensorMapEncodeTiled (driver API) and passed
 //   by value as __grid_constant__ parameters.
@@ -340,6 +346,23 @@ __device__ __forceinline__ float round_to(float v, const __nv_bfloat16*) {
     return __bfloat162float(__float2bfloat16_rn(v));
 }
 
+// Split-K: after its lanes have stored their partial sums, whether this warp's split is the
+// last of its tile piece to be stored (then every other split's sums are visible to it, and
+// its count is 0 again). A fence, a warp barrier and one atomic per warp: the pattern of
+// CUDA's threadFenceReduction sample, per warp.
+__device__ __forceinline__ bool last_split(unsigned* count, int splits) {
+    __threadfence();  // this lane's partial sums are visible device-wide before the count
+    __syncwarp();
+    unsigned last = 0;
+    if (threadIdx.x % 32 == 0) {
+        last = atomicAdd(count, 1u) == static_cast<unsigned>(splits - 1);
+        if (last) *count = 0u;  // every split has counted: nothing else touches it now
+    }
+    last = __shfl_sync(0xffffffffu, last, 0);
+    if (last) __threadfence();  // the other splits' sums are read after their counts
+    return last != 0;
+}
+
 // gemm_fp16.cu's epilogue, step by step: no FMA contraction, NaN kept by the ReLU.
 template <typename OutT>
 __device__ __forceinline__ float epilogue(float acc, float c_in, float alpha, float beta,
@@ -393,8 +416,8 @@ struct Pair<float> {
 template <bool TRANS_A, bool TRANS_B, typename OutT, typename In, int BN, bool PINGPONG>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
-              OutT* C, const OutT* bias, float* partial, int M, int N, int K, int ldc,
-              float alpha, float beta, int flags, int splits) {
+              OutT* C, const OutT* bias, float* partial, unsigned* counts, int M, int N,
+              int K, int ldc, float alpha, float beta, int flags, int splits) {
     constexpr int STAGES = stages_for(BN);
     constexpr int STAGE_BYTES = stage_bytes(BN);
     constexpr int A_BYTES = BM * BK * 2;
@@ -561,6 +584,30 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
             continue;
         }
+        // Split-K: the piece's partial sums, then the last split's warp adds them up.
+        const long long mn = static_cast<long long>(M) * N;
+        bool last = false;
+        if (splits > 1) {
+#pragma unroll
+            for (int r = 0; r < ROW_BLOCKS; ++r) {
+#pragma unroll
+                for (int h = 0; h < HALVES; ++h) {
+#pragma unroll
+                    for (int i = 0; i < 64; ++i) {
+                        const int row = row0 + 64 * (PINGPONG ? r : c) + 8 * ((i / 2) % 2);
+                        const int col = w.n0 + WG_N * h + 8 * (i / 4) + 2 * t + i % 2;
+                        if (row < M && col < N)
+                            partial[w.split * mn + static_cast<long long>(row) * N + col] =
+                                acc[r][h][i];
+                    }
+                }
+            }
+            // the piece: a ping-pong consumer takes the whole tile, a cooperative one its half
+            const int tile = (w.m0 / BM) * tiles_n + w.n0 / BN;
+            const int piece = (tile * CONSUMERS + (PINGPONG ? 0 : c)) * 4 + warp;
+            last = last_split(counts + piece, splits);
+            if (!last) continue;
+        }
 #pragma unroll
         for (int r = 0; r < ROW_BLOCKS; ++r) {
 #pragma unroll
@@ -570,30 +617,17 @@ __global__ void __launch_bounds__(THREADS, 1)
                     const int row = row0 + 64 * (PINGPONG ? r : c) + 8 * ((i / 2) % 2);
                     const int col = w.n0 + WG_N * h + 8 * (i / 4) + 2 * t + i % 2;
                     if (row >= M || col >= N) continue;
-                    if (splits > 1) {
-                        partial[(static_cast<long long>(w.split) * M + row) * N + col] =
-                            acc[r][h][i];
-                    } else {
-                        finish(C, bias, row, col, ldc, acc[r][h][i], alpha, beta, flags);
+                    float sum = acc[r][h][i];
+                    if (last) {  // the splits' sums in order (L2 reads: other SMs wrote them)
+                        const float* at = partial + static_cast<long long>(row) * N + col;
+                        sum = __ldcg(at);
+                        for (int s = 1; s < splits; ++s) sum = __fadd_rn(sum, __ldcg(at + s * mn));
                     }
+                    finish(C, bias, row, col, ldc, sum, alpha, beta, flags);
                 }
             }
         }
     }
-}
-
-// Split-K: add the splits' float32 sums in order, then the epilogue and the one rounding.
-template <typename OutT>
-__global__ void gemm_sm90_reduce(const float* __restrict__ partial, int splits, OutT* C,
-                                 const OutT* bias, int M, int N, int ldc, float alpha,
-                                 float beta, int flags) {
-    const long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-    const long long total = static_cast<long long>(M) * N;
-    if (i >= total) return;
-    float acc = partial[i];
-    for (int s = 1; s < splits; ++s) acc = __fadd_rn(acc, partial[s * total + i]);
-    finish(C, bias, static_cast<int>(i / N), static_cast<int>(i % N), ldc, acc, alpha, beta,
-           flags);
 }
 
 // Explicit instantiations, so `nvcc -c` builds what backend/gemm_sm90.py registers and
@@ -602,7 +636,7 @@ __global__ void gemm_sm90_reduce(const float* __restrict__ partial, int splits, 
 #define GEMM_SM90_INSTANTIATE(TA, TB, OUT, IN, BN_, PP)                                     \
     template __global__ void gemm_sm90<TA, TB, OUT, IN, BN_, PP>(                           \
         const __grid_constant__ TensorMap, const __grid_constant__ TensorMap, OUT*,         \
-        const OUT*, float*, int, int, int, int, float, float, int, int);
+        const OUT*, float*, unsigned*, int, int, int, int, float, float, int, int);
 #define GEMM_SM90_LAYOUTS(OUT, IN, BN_, PP)            \
     GEMM_SM90_INSTANTIATE(false, false, OUT, IN, BN_, PP) \
     GEMM_SM90_INSTANTIATE(false, true, OUT, IN, BN_, PP)  \
@@ -617,10 +651,4 @@ GEMM_SM90_LAYOUTS(__half, __nv_bfloat16, 128, false)
 GEMM_SM90_LAYOUTS(float, __nv_bfloat16, 128, false)
 #undef GEMM_SM90_LAYOUTS
 #undef GEMM_SM90_INSTANTIATE
-template __global__ void gemm_sm90_reduce<__half>(const float* __restrict__, int, __half*,
-                                                  const __half*, int, int, int, float, float,
-                                                  int);
-template __global__ void gemm_sm90_reduce<float>(const float* __restrict__, int, float*,
-                                                 const float*, int, int, int, float, float,
-                                                 int);
 #endif  // __CUDACC_RTC__

@@ -147,27 +147,20 @@ static void launch(char** argv) {
     const TensorMap map_a = make_map(a, argv + 14), map_b = make_map(b, argv + 19);
     auto* C = reinterpret_cast<OutT*>(c.data());
     const OutT* bias = bias_data.empty() ? C : reinterpret_cast<const OutT*>(bias_data.data());
-    std::vector<float> partial(splits > 1 ? static_cast<size_t>(splits) * M * N : 1,
-                               std::nanf(""));
+    std::vector<float> partial(splits > 1 ? static_cast<size_t>(splits) * M * N : 1);
+    for (float& x : partial) std::memcpy(&x, &kUnwritten, sizeof x);  // (see __ldcg)
+    // the split counts, zero as the launcher hands them (a tile piece per warp of a consumer)
+    const int tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
+    std::vector<unsigned> counts(static_cast<size_t>(tiles) * CONSUMERS * 4, 0u);
     gridDim = {static_cast<unsigned>(grid), 1, 1};
     blockDim = {kThreads, 1, 1};
     kernel_body = [&] {
-        gemm_sm90<TA, TB, OutT, __half, BN, PP>(map_a, map_b, C, bias, partial.data(), M, N, K,
-                                                N, alpha, beta, flags, splits);
+        gemm_sm90<TA, TB, OutT, __half, BN, PP>(map_a, map_b, C, bias, partial.data(),
+                                                counts.data(), M, N, K, N, alpha, beta, flags,
+                                                splits);
     };
     for (int cta = 0; cta < grid; ++cta) run_cta(cta, BN);
-    if (splits > 1) {  // the reduce kernel: no barriers, so plain loops will do
-        blockDim = {256, 1, 1};
-        const long long blocks = (static_cast<long long>(M) * N + 255) / 256;
-        for (long long blk = 0; blk < blocks; ++blk) {
-            for (unsigned t = 0; t < 256; ++t) {
-                blockIdx = {static_cast<unsigned>(blk), 0, 0};
-                threadIdx = {t, 0, 0};
-                gemm_sm90_reduce<OutT>(partial.data(), splits, C, bias, M, N, N, alpha, beta,
-                                       flags);
-            }
-        }
-    }
+    for (unsigned count : counts) check(count == 0u, "split-K: a count was not set back to 0");
     FILE* out = std::fopen(argv[28], "wb");
     check(out != nullptr && std::fwrite(c.data(), 1, c.size(), out) == c.size(),
           "cannot write output");

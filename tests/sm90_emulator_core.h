@@ -15,6 +15,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
@@ -104,6 +105,37 @@ static Barrier block_barrier;
 static Barrier warpgroup_barrier[kThreads / 128];
 
 void __syncthreads() { block_barrier.arrive_and_wait(kThreads); }
+
+// ---- warps, atomics, fences (the split-K epilogue's count) -------------------------------
+// Blocks run one after another and fibers one at a time: an atomic is a plain
+// read-modify-write, a fence does nothing, and an L2 load (__ldcg) is a load.
+static Barrier warp_barrier[kThreads / 32];
+static unsigned warp_slot[kThreads / 32];
+void __syncwarp() { warp_barrier[current / 32].arrive_and_wait(32); }
+unsigned __shfl_sync(unsigned, unsigned value, int source_lane) {  // every lane: the source's
+    const int warp = current / 32;
+    if (current % 32 == source_lane) warp_slot[warp] = value;
+    warp_barrier[warp].arrive_and_wait(32);
+    const unsigned result = warp_slot[warp];
+    warp_barrier[warp].arrive_and_wait(32);
+    return result;
+}
+void __threadfence() {}
+unsigned atomicAdd(unsigned* address, unsigned value) {
+    const unsigned old = *address;
+    *address = old + value;
+    return old;
+}
+// The split-K workspace starts filled with this NaN: reading it back means adding up a
+// split's sums before that split stored them (the emulator runs CTAs in order, so a wrong
+// count could otherwise still end with the right result, written by the last split).
+static constexpr unsigned kUnwritten = 0x7fc0deadu;
+float __ldcg(const float* address) {
+    unsigned bits;
+    std::memcpy(&bits, address, sizeof bits);
+    check(bits != kUnwritten, "split-K: a partial sum read before its split stored it");
+    return *address;
+}
 
 // ---- shared memory, mbarriers, TMA --------------------------------------------------------
 

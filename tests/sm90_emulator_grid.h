@@ -57,6 +57,7 @@ static void run_cta(int cta, int bn) {
     barriers.clear();
     block_barrier = Barrier{};
     for (Barrier& b : warpgroup_barrier) b = Barrier{};
+    for (Barrier& b : warp_barrier) b = Barrier{};
     for (int t = 0; t < kThreads; ++t) {
         Fiber& f = fibers[t];
         f.done = false;

@@ -80,6 +80,22 @@ def test_every_schedule_and_split_meets_the_specification(hopper, schedule, spli
     assert_within_bound(out, a, b, bias=bias, relu=True)
 
 
+@pytest.mark.parametrize("schedule", list(gemm_sm90.SCHEDULES))
+def test_split_k_adds_its_splits_in_one_order_on_every_run_and_leaves_zero_counts(hopper, schedule):
+    # the last split of each tile piece adds the partial sums in split order (one launch):
+    # the same bits on every run, whichever CTA finishes last; the counts are 0 afterwards
+    cp = hopper
+    bn, pingpong = schedule
+    rng = np.random.default_rng(21)
+    a, b = stored(rng, 520, 4096, False), stored(rng, 4096, 392, False)
+    with gemm_sm90.forced_plan(bn, 8, pingpong):
+        runs = [cp.asnumpy(run_gemm(cp.asarray(a), cp.asarray(b))) for _ in range(5)]
+    for other in runs[1:]:
+        np.testing.assert_array_equal(other.view(np.uint16), runs[0].view(np.uint16))
+    assert_within_bound(runs[0], a, b)
+    assert not cp.asnumpy(gemm_sm90.split_counts(1)).any()
+
+
 def test_operands_tma_cannot_address_fall_back_to_the_mma_sync_kernel(hopper):
     cp = hopper
     rng = np.random.default_rng(3)

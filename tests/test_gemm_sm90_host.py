@@ -125,11 +125,18 @@ def launches(driver, monkeypatch):
     recorded = []
 
     def record(file, name, grid, block, args, shared_mem=0):
-        assert block == (gemm_sm90.THREADS, 1, 1) or name.startswith("gemm_sm90_reduce")
+        assert block == (gemm_sm90.THREADS, 1, 1)
         recorded.append((file, name, grid, args, shared_mem))
 
     empty = lambda shape, dtype: np.empty(shape, dtype).view(HostArray)  # noqa: E731
-    monkeypatch.setattr(gemm_sm90._device, "cupy", SimpleNamespace(empty=empty))
+    zeros = lambda shape, dtype: np.zeros(shape, dtype).view(HostArray)  # noqa: E731
+    cuda = SimpleNamespace(
+        runtime=SimpleNamespace(getDevice=lambda: 0),
+        get_current_stream=lambda: SimpleNamespace(ptr=0),
+    )
+    fake = SimpleNamespace(empty=empty, zeros=zeros, cuda=cuda)
+    monkeypatch.setattr(gemm_sm90._device, "cupy", fake)
+    monkeypatch.setattr(gemm_sm90, "_SPLIT_COUNTS", {})
     monkeypatch.setattr(gemm_sm90, "sm_count", lambda: 132)
     monkeypatch.setattr(gemm_sm90.kernels, "launch", record)
     gemm_sm90._kept_recipe.cache_clear()
@@ -159,26 +166,27 @@ def test_a_shape_launched_again_finds_its_recipe(launches):
     assert launches[0][4] == gemm_sm90.smem_bytes(gemm_sm90.plan(512, 4096, 256, 132).bn)
 
 
-def test_the_arguments_follow_the_kernels_signatures_split_or_not(launches):
-    """``gemm_sm90(map_a, map_b, C, bias, partial, M, N, K, ldc, alpha, beta, flags, splits)``
-    and ``gemm_sm90_reduce(partial, splits, C, bias, M, N, ldc, alpha, beta, flags)``."""
+def test_the_arguments_follow_the_kernels_signature_split_or_not(launches):
+    """``gemm_sm90(map_a, map_b, C, bias, partial, counts, M, N, K, ldc, alpha, beta, flags,
+    splits)``: split-K is one launch, its splits added up by the last one of each tile."""
     out = launch(128, 64, 8192, float32)  # a quarter of a tile, K long: split
     p = gemm_sm90.plan(128, 64, 8192, 132)
-    assert p.splits > 1 and len(launches) == 2
-    (file, name, grid, args, _), (_, reduce, reduce_grid, reduce_args, _) = launches
+    assert p.splits > 1 and len(launches) == 1
+    ((file, name, grid, args, _),) = launches
     assert file == gemm_sm90.FILE and name == gemm_sm90.kernel_name(False, False, float32, p.bn)
-    assert grid == (p.grid, 1, 1) and reduce == gemm_sm90.reduce_name(float32)
-    partial = args[4]
+    assert grid == (p.grid, 1, 1)
+    partial, counts = args[4], args[5]
     assert partial.shape == (p.splits, 128, 64) and partial.dtype == np.float32
+    # the counts: zeros, at least one per warp of each consumer of each tile, kept for the
+    # next launch on this device and stream
+    assert counts.dtype == np.uint32 and counts.size >= 1 * gemm_sm90.SPLIT_COUNTS_PER_TILE
+    assert not counts.any() and gemm_sm90.split_counts(8) is counts
     assert args[2] is out and args[3] is out  # no bias: the output stands in, never read
-    assert [type(x) for x in args[5:]] == [np.int32] * 4 + [np.float32] * 2 + [np.int32] * 2
-    assert [x.item() for x in args[5:]] == [128, 64, 8192, 64, 0.5, 0.0, 2, p.splits]
-    assert reduce_args[0] is partial and reduce_args[2] is out and reduce_args[3] is out
-    types = [type(x) for x in reduce_args[1:2] + reduce_args[4:]]
-    assert types == [np.int32] * 4 + [np.float32] * 2 + [np.int32]
-    values = [x.item() for x in reduce_args[1:2] + reduce_args[4:]]
-    assert values == [p.splits, 128, 64, 64, 0.5, 0.0, 2]
-    assert reduce_grid == (-(-128 * 64 // 256), 1, 1)
+    assert [type(x) for x in args[6:]] == [np.int32] * 4 + [np.float32] * 2 + [np.int32] * 2
+    assert [x.item() for x in args[6:]] == [128, 64, 8192, 64, 0.5, 0.0, 2, p.splits]
+    launch(256, 256, 256)  # not split: no partials, a null counts pointer
+    args = launches[1][3]
+    assert args[4] is args[2] and type(args[5]) is np.int64 and args[5] == 0
 
 
 def test_each_variant_launches_its_own_kernels_and_keeps_its_own_recipe(launches):
@@ -197,10 +205,10 @@ def test_a_forced_plan_is_used_and_never_kept(launches):
     with gemm_sm90.forced_plan(256, 2, pingpong=False):
         launch(2048, 2048, 256)
     assert gemm_sm90._kept_recipe.cache_info().currsize == 0
-    (_, name, _, args, _), (_, reduce, *_) = launches
+    ((_, name, _, args, _),) = launches
     assert name == gemm_sm90.kernel_name(False, False, float16, 256) and args[-1] == 2
-    assert reduce == gemm_sm90.reduce_name(float16)
+    assert args[5].size >= 16 * 8 * gemm_sm90.SPLIT_COUNTS_PER_TILE  # 16 x 8 tiles of 128 x 256
     launch(2048, 2048, 256)  # the rule's own plan afterwards: ping-pong, K not split
     assert gemm_sm90.plan(2048, 2048, 256, 132) == gemm_sm90.Plan(128, 1, 132, pingpong=True)
-    assert len(launches) == 3
-    assert launches[2][1] == gemm_sm90.kernel_name(False, False, float16, 128, pingpong=True)
+    assert len(launches) == 2
+    assert launches[1][1] == gemm_sm90.kernel_name(False, False, float16, 128, pingpong=True)

@@ -40,19 +40,15 @@ def kernel_name(
     return f"gemm_sm90<{flags},{out},__nv_bfloat16,{bn},{str(pingpong).lower()}>"
 
 
-def reduce_name(out_dtype) -> str:
-    return f"gemm_sm90_reduce<{_OUT_TYPES[np.dtype(out_dtype)]}>"
-
-
 _LAYOUTS = ((False, False), (False, True), (True, False))
 NAMES = tuple(
     kernel_name(ta, tb, out, bn, pingpong)
     for out in _OUT_TYPES
     for ta, tb in _LAYOUTS
     for bn, pingpong in _sm90.SCHEDULES
-) + tuple(reduce_name(out) for out in _OUT_TYPES)
+)
 KERNELS = register(FILE, names=NAMES, arch=_sm90.ARCH)
-BFLOAT16 = _sm90.Variant(FILE, kernel_name, reduce_name)
+BFLOAT16 = _sm90.Variant(FILE, kernel_name)
 
 
 def launch(a, b, transpose_a, transpose_b, epilogue, out, flags: int) -> None:

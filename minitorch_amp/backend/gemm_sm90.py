@@ -72,10 +72,6 @@ def kernel_name(
     return f"gemm_sm90<{flags},{out},__half,{bn},{str(pingpong).lower()}>"
 
 
-def reduce_name(out_dtype) -> str:
-    return f"gemm_sm90_reduce<{_OUT_TYPES[np.dtype(out_dtype)]}>"
-
-
 # The schedules: (tile width, ping-pong). Cooperative tiles are 128 x 128 or 128 x 256, both
 # consumer warpgroups on one tile; ping-pong tiles are 128 x 128, one consumer each, so one
 # consumer's epilogue runs while the other's wgmma keep the tensor cores busy.
@@ -85,7 +81,7 @@ NAMES = tuple(
     for out in _OUT_TYPES
     for ta, tb in _LAYOUTS
     for bn, pp in SCHEDULES
-) + tuple(reduce_name(out) for out in _OUT_TYPES)
+)
 KERNELS = register(FILE, names=NAMES, arch=ARCH)
 
 
@@ -108,8 +104,9 @@ class Plan(NamedTuple):
 #   (0.81x, 0.80x, 0.70x against 0.78x, 0.72x, 0.67x cooperative);
 # * more tiles and a long K (4096^3, 8192^3): cooperative 128 x 256 (0.86x, 0.95x);
 # * split-K lost everywhere it was timed (0.15x-0.70x: the float32 partials and the reduce
-#   cost more than idle SMs), so it is kept for what the sweep did not cover: a problem
-#   that fills under half the SMs with a K long enough to share out.
+#   cost more than idle SMs; timed with a separate reduce launch, since folded into the
+#   GEMM's last split), so it is kept for what the sweep did not cover: a problem that fills
+#   under half the SMs with a K long enough to share out.
 PINGPONG_MAX_K_BLOCKS = 32  # ping-pong when K is at most this many blocks of 64 ...
 SPLIT_BELOW_FILL = 0.5  # split K when the tiles fill less than this fraction of the SMs ...
 SPLIT_MIN_BLOCKS = 8  # ... and every split keeps at least this many K blocks of 64
@@ -238,10 +235,9 @@ class Variant(NamedTuple):
 
     file: str
     kernel_name: Callable[..., str]  # (transpose_a, transpose_b, out_dtype, bn, pingpong)
-    reduce_name: Callable[[object], str]  # (out_dtype)
 
 
-FLOAT16 = Variant(FILE, kernel_name, reduce_name)
+FLOAT16 = Variant(FILE, kernel_name)
 
 
 class Recipe(NamedTuple):
@@ -249,7 +245,6 @@ class Recipe(NamedTuple):
 
     plan: Plan
     name: str  # the GEMM kernel
-    reduce: str  # the split-K reduce kernel (launched when plan.splits > 1)
     shared_mem: int  # dynamic shared memory of one CTA
     sizes: tuple  # (M, N, K, ldc) as the kernel's int32 arguments
 
@@ -273,7 +268,6 @@ def _recipe(m, n, k, transpose_a, transpose_b, out_dtype, variant, sms) -> Recip
     return Recipe(
         p,
         variant.kernel_name(transpose_a, transpose_b, out_dtype, p.bn, p.pingpong),
-        variant.reduce_name(out_dtype),
         smem_bytes(p.bn),
         tuple(np.int32(x) for x in (m, n, k, n)),  # ldc = N: the output is C-contiguous
     )
@@ -294,15 +288,28 @@ def launch(a, b, transpose_a, transpose_b, epilogue, out, flags: int, variant=FL
     map_a = operand_map(a, k_major=not transpose_a, rows=BM)
     map_b = operand_map(b, k_major=transpose_b, rows=p.bn)
     bias = epilogue.bias if epilogue.bias is not None else out
-    partial = _device.cupy.empty((p.splits, m, n), dtype=float32) if p.splits > 1 else out
-    splits = np.int32(p.splits)
-    args = (map_a, map_b, out, bias, partial, *r.sizes, epilogue.alpha, epilogue.beta)
-    args += (np.int32(flags), splits)
+    partial, counts = out, _NULL
+    if p.splits > 1:  # the splits' sums, and where each tile piece counts its splits done
+        partial = _device.cupy.empty((p.splits, m, n), dtype=float32)
+        counts = split_counts(math.ceil(m / BM) * math.ceil(n / p.bn) * SPLIT_COUNTS_PER_TILE)
+    args = (map_a, map_b, out, bias, partial, counts, *r.sizes, epilogue.alpha, epilogue.beta)
+    args += (np.int32(flags), np.int32(p.splits))
     kernels.launch(variant.file, r.name, (p.grid, 1, 1), (THREADS, 1, 1), args, r.shared_mem)
-    if p.splits > 1:  # add the splits' float32 sums in order, then the epilogue
-        threads = 256
-        size_m, size_n, _, ldc = r.sizes
-        args = (partial, splits, out, bias, size_m, size_n, ldc)
-        args += (epilogue.alpha, epilogue.beta, np.int32(flags))
-        grid = (math.ceil(m * n / threads), 1, 1)
-        kernels.launch(variant.file, r.reduce, grid, (threads, 1, 1), args)
+
+
+_NULL = np.int64(0)  # a null pointer: RawKernel passes an int64 by value, 8 zero bytes
+SPLIT_COUNTS_PER_TILE = 2 * 4  # a count per consumer warpgroup's warp (cuda/gemm_sm90.cu)
+_SPLIT_COUNTS: dict = {}  # (device, stream) -> the zeroed uint32 array split launches count in
+
+
+def split_counts(n: int):
+    """A zeroed uint32 array of at least ``n`` entries on the current device, kept for the
+    current stream: a split-K launch counts each tile piece's finished splits there, and its
+    last split sets the count back to 0, so the array is zero again for the next launch (and
+    a replayed CUDA graph). Kept per stream: launches on two streams could overlap."""
+    cp = _device.cupy
+    key = (cp.cuda.runtime.getDevice(), cp.cuda.get_current_stream().ptr)
+    counts = _SPLIT_COUNTS.get(key)
+    if counts is None or counts.size < n:
+        counts = _SPLIT_COUNTS[key] = cp.zeros(n, dtype=np.uint32)  # (grown as needed)
+    return counts

@@ -446,4 +446,28 @@ MUTANTS: list[Mutant] = [
         ),
         "the block count is not reset: the next delayed cast never updates its scale",
     ),
+    Mutant(
+        "sm90-split-k-first-split-adds-up",
+        "cuda/gemm_sm90.cu",
+        "        last = atomicAdd(count, 1u) == static_cast<unsigned>(splits - 1);",
+        "        last = atomicAdd(count, 1u) == 0u;",
+        ("tests/test_gemm_sm90.py::test_emulated_kernel_matches_the_specification",),
+        "Hopper split-K: the first split to finish adds up the partial sums before the others wrote theirs",
+    ),
+    Mutant(
+        "sm90-split-k-count-not-reset",
+        "cuda/gemm_sm90.cu",
+        "        if (last) *count = 0u;  // every split has counted: nothing else touches it now",
+        "",
+        ("tests/test_gemm_sm90.py::test_emulated_kernel_matches_the_specification",),
+        "Hopper split-K: the counts are left at splits, so the next launch never adds up its splits",
+    ),
+    Mutant(
+        "sm90-split-k-last-adds-only-its-own",
+        "cuda/gemm_sm90.cu",
+        "                        sum = __ldcg(at);",
+        "                        sum = acc[r][h][i];",
+        ("tests/test_gemm_sm90.py::test_emulated_kernel_matches_the_specification",),
+        "Hopper split-K: the last split starts from its own sum and adds every split: its own twice",
+    ),
 ]

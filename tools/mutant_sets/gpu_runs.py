@@ -121,14 +121,12 @@ MUTANTS: list[Mutant] = [
         "a bfloat16 GEMM finds the float16 kernel's name in the recipe of its shape",
     ),
     Mutant(
-        "reduce-takes-k-for-ldc",
+        "split-launch-counts-in-too-few",
         "minitorch_amp/backend/gemm_sm90.py",
-        "        size_m, size_n, _, ldc = r.sizes\n",
-        "        size_m, size_n, ldc, _ = r.sizes\n",
-        (
-            "tests/test_gemm_sm90_host.py::test_the_arguments_follow_the_kernels_signatures_split_or_not",
-        ),
-        "split-K's reduce reads its output with K as the row stride",
+        "        counts = split_counts(math.ceil(m / BM) * math.ceil(n / p.bn) * SPLIT_COUNTS_PER_TILE)\n",
+        "        counts = split_counts(math.ceil(m / BM) * math.ceil(n / p.bn))\n",
+        ("tests/test_gemm_sm90_host.py::test_a_forced_plan_is_used_and_never_kept",),
+        "split-K counts one entry per tile where the kernel counts per warp of each consumer: the last tiles' warps count past the array",
     ),
     Mutant(
         "mma-sync-strides-passed-as-int32",
