@@ -26,6 +26,7 @@
 // LOADING: NVRTC compiles a string, so the loader inlines the quoted include below into this
 //   file's text (backend/kernels.py, KernelFile.source); nvcc follows the include itself.
 
+#define GEMM_SM90_INCLUDED  // its pipeline, not its instantiations (compiled with it)
 #include "gemm_sm90.cu"
 
 #ifndef MINITORCH_GEMM_HOST_EMULATION

@@ -50,6 +50,7 @@
 //   FP8 wgmma reading shared memory through the descriptors) and runs the 384 threads as
 //   fibers (tests/test_fp8_gemm.py).
 
+#define GEMM_SM90_INCLUDED  // its pipeline, not its instantiations (compiled with it)
 #include "gemm_sm90.cu"
 
 constexpr int FP8_K_BLOCK = 128;  // FP8 values per stage row (128 bytes, as 64 halves)

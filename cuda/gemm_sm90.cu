@@ -585,9 +585,8 @@ __global__ void __launch_bounds__(THREADS, 1)
             continue;
         }
         // Split-K: the piece's partial sums, then the last split's warp adds them up.
-        const long long mn = static_cast<long long>(M) * N;
-        bool last = false;
         if (splits > 1) {
+            const long long mn = static_cast<long long>(M) * N;
 #pragma unroll
             for (int r = 0; r < ROW_BLOCKS; ++r) {
 #pragma unroll
@@ -605,8 +604,21 @@ __global__ void __launch_bounds__(THREADS, 1)
             // the piece: a ping-pong consumer takes the whole tile, a cooperative one its half
             const int tile = (w.m0 / BM) * tiles_n + w.n0 / BN;
             const int piece = (tile * CONSUMERS + (PINGPONG ? 0 : c)) * 4 + warp;
-            last = last_split(counts + piece, splits);
-            if (!last) continue;
+            if (!last_split(counts + piece, splits)) continue;
+            // Every split's sums, this one's too, from the workspace (L2 reads: other SMs
+            // wrote them), in split order: a plain loop, no accumulator register is read.
+#pragma unroll 1
+            for (int j = 0; j < ROW_BLOCKS * HALVES * 64; ++j) {
+                const int r = j / (HALVES * 64), h = j / 64 % HALVES, i = j % 64;
+                const int row = row0 + 64 * (PINGPONG ? r : c) + 8 * ((i / 2) % 2);
+                const int col = w.n0 + WG_N * h + 8 * (i / 4) + 2 * t + i % 2;
+                if (row >= M || col >= N) continue;
+                const float* at = partial + static_cast<long long>(row) * N + col;
+                float sum = __ldcg(at);
+                for (int s = 1; s < splits; ++s) sum = __fadd_rn(sum, __ldcg(at + s * mn));
+                finish(C, bias, row, col, ldc, sum, alpha, beta, flags);
+            }
+            continue;
         }
 #pragma unroll
         for (int r = 0; r < ROW_BLOCKS; ++r) {
@@ -617,13 +629,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                     const int row = row0 + 64 * (PINGPONG ? r : c) + 8 * ((i / 2) % 2);
                     const int col = w.n0 + WG_N * h + 8 * (i / 4) + 2 * t + i % 2;
                     if (row >= M || col >= N) continue;
-                    float sum = acc[r][h][i];
-                    if (last) {  // the splits' sums in order (L2 reads: other SMs wrote them)
-                        const float* at = partial + static_cast<long long>(row) * N + col;
-                        sum = __ldcg(at);
-                        for (int s = 1; s < splits; ++s) sum = __fadd_rn(sum, __ldcg(at + s * mn));
-                    }
-                    finish(C, bias, row, col, ldc, sum, alpha, beta, flags);
+                    finish(C, bias, row, col, ldc, acc[r][h][i], alpha, beta, flags);
                 }
             }
         }
@@ -632,7 +638,9 @@ __global__ void __launch_bounds__(THREADS, 1)
 
 // Explicit instantiations, so `nvcc -c` builds what backend/gemm_sm90.py registers and
 // compile-checks the bf16 instruction too. NVRTC instantiates only the name expressions.
-#ifndef __CUDACC_RTC__
+// (A file that includes this one for its pipeline defines GEMM_SM90_INCLUDED first: these
+// are then compiled once, here, not again with each file that builds on them.)
+#if !defined(__CUDACC_RTC__) && !defined(GEMM_SM90_INCLUDED)
 #define GEMM_SM90_INSTANTIATE(TA, TB, OUT, IN, BN_, PP)                                     \
     template __global__ void gemm_sm90<TA, TB, OUT, IN, BN_, PP>(                           \
         const __grid_constant__ TensorMap, const __grid_constant__ TensorMap, OUT*,         \

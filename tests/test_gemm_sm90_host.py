@@ -212,3 +212,19 @@ def test_a_forced_plan_is_used_and_never_kept(launches):
     assert gemm_sm90.plan(2048, 2048, 256, 132) == gemm_sm90.Plan(128, 1, 132, pingpong=True)
     assert len(launches) == 2
     assert launches[1][1] == gemm_sm90.kernel_name(False, False, float16, 128, pingpong=True)
+
+
+def test_a_bigger_split_problem_grows_the_counts_and_keeps_the_outgrown_array(
+    launches, monkeypatch
+):
+    # a CUDA graph captured with the smaller array replays its launches into it: kept alive
+    monkeypatch.setattr(gemm_sm90, "_OUTGROWN", [])
+    launch(128, 64, 8192)  # one tile, K split
+    small = launches[0][3][5]
+    with gemm_sm90.forced_plan(128, 2):
+        launch(1024, 1024, 1024)  # 64 tiles, K split in two
+    big = launches[1][3][5]
+    assert big.size >= 64 * gemm_sm90.SPLIT_COUNTS_PER_TILE > small.size
+    assert len(gemm_sm90._OUTGROWN) == 1 and gemm_sm90._OUTGROWN[0] is small
+    launch(128, 64, 8192)  # the small problem again: the big array serves it
+    assert launches[2][3][5] is big

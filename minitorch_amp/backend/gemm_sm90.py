@@ -300,16 +300,21 @@ def launch(a, b, transpose_a, transpose_b, epilogue, out, flags: int, variant=FL
 _NULL = np.int64(0)  # a null pointer: RawKernel passes an int64 by value, 8 zero bytes
 SPLIT_COUNTS_PER_TILE = 2 * 4  # a count per consumer warpgroup's warp (cuda/gemm_sm90.cu)
 _SPLIT_COUNTS: dict = {}  # (device, stream) -> the zeroed uint32 array split launches count in
+_OUTGROWN: list = []  # the arrays a bigger one replaced: a captured graph may still use them
 
 
 def split_counts(n: int):
     """A zeroed uint32 array of at least ``n`` entries on the current device, kept for the
     current stream: a split-K launch counts each tile piece's finished splits there, and its
     last split sets the count back to 0, so the array is zero again for the next launch (and
-    a replayed CUDA graph). Kept per stream: launches on two streams could overlap."""
+    a replayed CUDA graph). Kept per stream: launches on two streams could overlap. An
+    array outgrown by a bigger problem is kept alive too (a graph captured with it replays
+    its launches into it)."""
     cp = _device.cupy
     key = (cp.cuda.runtime.getDevice(), cp.cuda.get_current_stream().ptr)
     counts = _SPLIT_COUNTS.get(key)
     if counts is None or counts.size < n:
-        counts = _SPLIT_COUNTS[key] = cp.zeros(n, dtype=np.uint32)  # (grown as needed)
+        if counts is not None:
+            _OUTGROWN.append(counts)
+        counts = _SPLIT_COUNTS[key] = cp.zeros(n, dtype=np.uint32)
     return counts
