@@ -14,6 +14,8 @@
 //         with EPILOGUE_PRODUCT_F16 (or _BF16) as well, v is rounded to float16 (bfloat16)
 //         there instead: a 16-bit matmul whose stored result an add widens to a float32
 //         bias (AMP's O1 Linear, OutT float), one launch instead of matmul, cast and add;
+//       with EPILOGUE_PRODUCT_F16 (_BF16) and no bias, v is rounded to float16 (bfloat16)
+//         all the same: a 16-bit matmul and a cast to float32 (OutT float) in one launch;
 //       v = v < 0 ? 0 : v (flag EPILOGUE_RELU; NaN stays);
 //   then a rounding to OutT (float16, bfloat16 or float32) on the store. C is M x N with ldc, updated
 //   in place; bias has N entries of type OutT. Any M, N, K >= 0 works, and any lda/ldb/ldc.
@@ -146,8 +148,8 @@ constexpr int CHUNKS_PER_THREAD = CHUNKS_PER_TILE / THREADS;  // ... 2 per threa
 
 constexpr int EPILOGUE_BIAS = 1;  // flags bit: add bias[n]
 constexpr int EPILOGUE_RELU = 2;  // flags bit: v < 0 ? 0 : v
-constexpr int EPILOGUE_PRODUCT_F16 = 4;   // flags bit: with a bias, the product is rounded to
-constexpr int EPILOGUE_PRODUCT_BF16 = 8;  // float16 (or bfloat16), not OutT, before the add
+constexpr int EPILOGUE_PRODUCT_F16 = 4;   // flags bit: the product is rounded to float16
+constexpr int EPILOGUE_PRODUCT_BF16 = 8;  // (bfloat16) first, before any add (OutT float)
 
 static_assert(BM == BN, "one loader serves both operands: their tiles have the same shape");
 static_assert(WARPS_M * WARPS_N * 32 == THREADS, "8 warps");
@@ -343,16 +345,16 @@ __device__ __forceinline__ float epilogue(float acc, float c_in, float alpha, fl
                                           float bias, int flags) {
     float v = __fmul_rn(alpha, acc);
     if (beta != 0.0f) v = __fadd_rn(v, __fmul_rn(beta, c_in));
-    if (flags & EPILOGUE_BIAS) {  // the product as stored: in OutT, or in the 16-bit type
-        if (flags & EPILOGUE_PRODUCT_F16) {  // that a matmul stored before a float32 add
-            v = round_to(v, static_cast<const __half*>(nullptr));
-        } else if (flags & EPILOGUE_PRODUCT_BF16) {
-            v = round_to(v, static_cast<const __nv_bfloat16*>(nullptr));
-        } else {
-            v = round_to(v, static_cast<const OutT*>(nullptr));
-        }
-        v = __fadd_rn(v, bias);
+    // the product as stored: in the 16-bit type a matmul stored before a float32 add or
+    // cast (EPILOGUE_PRODUCT_*, with or without a bias), else in OutT before a bias's add
+    if (flags & EPILOGUE_PRODUCT_F16) {
+        v = round_to(v, static_cast<const __half*>(nullptr));
+    } else if (flags & EPILOGUE_PRODUCT_BF16) {
+        v = round_to(v, static_cast<const __nv_bfloat16*>(nullptr));
+    } else if (flags & EPILOGUE_BIAS) {
+        v = round_to(v, static_cast<const OutT*>(nullptr));
     }
+    if (flags & EPILOGUE_BIAS) v = __fadd_rn(v, bias);
     // NOTE: not fmaxf(v, 0): that turns NaN into 0 and would hide an overflow from the scaler.
     if (flags & EPILOGUE_RELU) v = v < 0.0f ? 0.0f : v;
     return v;

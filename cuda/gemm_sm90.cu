@@ -6,8 +6,8 @@
 //     epilogue(v) = relu?( OutT(v + beta * C_in) + bias[n] ),  float32, then rounded to OutT
 //   (with a bias the product is rounded to OutT first, as a matmul then an add would give:
 //   Paddle's F.linear is those two ops; without one, a single rounding; the flags
-//   EPILOGUE_PRODUCT_F16 / _BF16 round it to the 16-bit type instead, for a float32 bias
-//   and result: a 16-bit matmul, then an add that widens it)
+//   EPILOGUE_PRODUCT_F16 / _BF16 round it to the 16-bit type instead, with or without a
+//   bias, for a float32 result: a 16-bit matmul, then an add or a cast that widens it)
 //
 //   A and B are 16-bit floats (In = __half; __nv_bfloat16 is the same code with another
 //   instruction), row-major with leading dimensions lda / ldb; layouts NN, NT and TN.
@@ -369,16 +369,16 @@ __device__ __forceinline__ float epilogue(float acc, float c_in, float alpha, fl
                                           float bias, int flags) {
     float v = __fmul_rn(alpha, acc);
     if (beta != 0.0f) v = __fadd_rn(v, __fmul_rn(beta, c_in));
-    if (flags & EPILOGUE_BIAS) {  // the product as stored: in OutT, or in the 16-bit type
-        if (flags & EPILOGUE_PRODUCT_F16) {  // that a matmul stored before a float32 add
-            v = round_to(v, static_cast<const __half*>(nullptr));
-        } else if (flags & EPILOGUE_PRODUCT_BF16) {
-            v = round_to(v, static_cast<const __nv_bfloat16*>(nullptr));
-        } else {
-            v = round_to(v, static_cast<const OutT*>(nullptr));
-        }
-        v = __fadd_rn(v, bias);
+    // the product as stored: in the 16-bit type a matmul stored before a float32 add or
+    // cast (EPILOGUE_PRODUCT_*, with or without a bias), else in OutT before a bias's add
+    if (flags & EPILOGUE_PRODUCT_F16) {
+        v = round_to(v, static_cast<const __half*>(nullptr));
+    } else if (flags & EPILOGUE_PRODUCT_BF16) {
+        v = round_to(v, static_cast<const __nv_bfloat16*>(nullptr));
+    } else if (flags & EPILOGUE_BIAS) {
+        v = round_to(v, static_cast<const OutT*>(nullptr));
     }
+    if (flags & EPILOGUE_BIAS) v = __fadd_rn(v, bias);
     if (flags & EPILOGUE_RELU) v = v < 0.0f ? 0.0f : v;
     return v;
 }

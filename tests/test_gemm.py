@@ -58,8 +58,9 @@ def error_bound(
 
     K float32 additions, each off by at most one float32 ulp (a tensor core may truncate
     rather than round), and four float32 epilogue steps, all relative to the magnitudes
-    summed; then half an ulp of ``out_dtype`` for the final rounding (and, with a bias, one
-    of ``product_dtype``, by default ``out_dtype``, for the product's).
+    summed; then half an ulp of ``out_dtype`` for the final rounding (and, with a bias or a
+    ``product_dtype``, one of ``product_dtype``, by default ``out_dtype``, for the
+    product's).
     """
     a64 = np.abs(np.asarray(a, dtype=np.float64))
     b64 = np.abs(np.asarray(b, dtype=np.float64))
@@ -74,7 +75,7 @@ def error_bound(
     accumulated = (k + 4) * 2.0**-23 * scale
     half_ulp, tiny = _half_ulp(out_dtype)
     bound = accumulated + half_ulp * (np.abs(value) + accumulated) + tiny
-    if bias is not None:  # the product is rounded to product_dtype before the bias is added
+    if bias is not None or product_dtype is not None:  # the product rounded before the add
         half_ulp, tiny = _half_ulp(out_dtype if product_dtype is None else product_dtype)
         bound = bound + half_ulp * (scale + accumulated) + tiny
     return bound
@@ -151,13 +152,38 @@ def test_a_float32_bias_is_added_to_the_product_stored_in_16_bits_as_paddle_o1(d
     assert negative[0, 0] == 0.0
 
 
+@pytest.mark.parametrize("dtype", [float16, bfloat16])
+def test_without_a_bias_product_dtype_widens_the_16_bit_product_as_a_matmul_then_a_cast(dtype):
+    # An AMP cast's backward folded into the GEMM before it (autograd.widen_fold): the 16-bit
+    # matmul stores 1 + tie as 1.0, the cast widens that exactly; a float32 result without
+    # product_dtype keeps 1 + tie. beta's c is added before the rounding, as in the kernel.
+    tie = 2.0**-11 if dtype == float16 else 2.0**-8
+    a = np.array([[1.0, tie], [3.0, -1.0]], dtype=dtype)
+    b = np.array([[1.0, 0.5], [1.0, 2.0]], dtype=dtype)
+    out = run_gemm(a, b, out_dtype=float32, product_dtype=dtype)
+    assert out.dtype == float32 and out[0, 0] == np.float32(1.0)
+    assert run_gemm(a, b, out_dtype=float32)[0, 0] == np.float32(1 + tie)
+    np.testing.assert_array_equal(out, run_gemm(a, b).astype(float32))  # matmul, cast
+    np.testing.assert_array_equal(
+        run_gemm(a, b, True, True, out_dtype=float32, product_dtype=dtype),
+        run_gemm(a, b, True, True).astype(float32),
+    )
+    c = np.full((2, 2), tie, dtype=float32)
+    summed = run_gemm(a, b, c=c.copy(), beta=1.0, product_dtype=dtype)
+    np.testing.assert_array_equal(
+        summed, (a.astype(float32) @ b.astype(float32) + c).astype(dtype).astype(float32)
+    )
+    negative = run_gemm(a, -b, relu=True, out_dtype=float32, product_dtype=dtype)
+    np.testing.assert_array_equal(negative, np.maximum(run_gemm(a, -b).astype(float32), 0))
+
+
 def test_product_dtype_is_checked_before_anything_runs():
     a = np.ones((2, 3), dtype=float16)
     b = np.ones((3, 2), dtype=float16)
     bias = np.zeros(2, dtype=float32)
     c = np.full((2, 2), 7.0, dtype=float32)
-    with pytest.raises(ValueError, match="pass a bias"):
-        run_gemm(a, b, out_dtype=float32, product_dtype=float16)
+    with pytest.raises(TypeError, match="product_dtype must be out_dtype"):
+        run_gemm(a, b, out_dtype=float32, product_dtype=bfloat16)
     with pytest.raises(TypeError, match="product_dtype must be out_dtype"):
         run_gemm(a, b, bias=bias, c=c, beta=1.0, product_dtype=bfloat16)
     np.testing.assert_array_equal(c, 7.0)  # untouched by the refused call
@@ -490,7 +516,7 @@ def test_kernel_simple_net_layer_shape():
 def test_a_linear_with_a_float32_bias_on_a_16_bit_product_is_one_gemm_launch(monkeypatch):
     """O1's Linear (float16 x and weight, float32 bias) runs the GEMM alone: no separate
     matmul, cast and add; its result is within the GEMM's bound."""
-    from minitorch_amp.backend import primitives
+    from minitorch_amp.backend import primitives, products
 
     cp = device.cupy
     rng = np.random.default_rng(15)
@@ -498,7 +524,7 @@ def test_a_linear_with_a_float32_bias_on_a_16_bit_product_is_one_gemm_launch(mon
     bias = rng.standard_normal(255).astype(float32)
     launches, launch = [], kernels.launch
     monkeypatch.setattr(kernels, "launch", lambda *a, **k: launches.append(a[1]) or launch(*a, **k))
-    monkeypatch.setattr(primitives, "matmul", None)  # the three-op path would call it
+    monkeypatch.setattr(products, "matmul", None)  # the three-op path would call it
     out = primitives.linear(cp.asarray(x), cp.asarray(w), cp.asarray(bias))
     assert out.dtype == float32 and launches and all(n.startswith("gemm") for n in launches)
     assert_within_bound(cp.asnumpy(out), x, w, bias=bias, product_dtype=float16)

@@ -124,6 +124,7 @@ EMULATOR_EPILOGUES = [
     dict(bias=True, relu=True),
     dict(alpha=0.5, beta=2.0, bias=True),
     dict(bias=True, relu=True, product=True),
+    dict(product=True),  # a float16 product widened: a cast's backward folded in
 ]
 
 
@@ -139,8 +140,8 @@ def test_emulated_kernel_matches_the_specification(emulator, tmp_path, ta, tb, c
     for index, mode in enumerate(["early", "late"]):
         out_dtype = [float16, float32][(case + index) % 2]
         options = dict(EMULATOR_EPILOGUES[(case + index) % len(EMULATOR_EPILOGUES)])
-        if options.pop("product", False):  # a float32 bias on a float16 product (O1)
-            options["product_dtype"] = float16
+        if options.pop("product", False):  # a float16 product in a float32 result (O1)
+            options["product_dtype"], out_dtype = float16, float32
         if options.pop("bias", False):
             options["bias"] = rng.standard_normal(n).astype(out_dtype)
         if options.get("beta"):
@@ -299,18 +300,22 @@ def test_emulated_bf16_kernel_matches_the_twin(emulator, tmp_path, ta, tb, case)
             np.testing.assert_allclose(out, twin, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("with_bias", [True, False])
 @pytest.mark.parametrize("dtype", [float16, bfloat16])
-def test_emulated_float32_bias_is_added_to_the_product_stored_in_16_bits(emulator, tmp_path, dtype):
+def test_emulated_float32_bias_is_added_to_the_product_stored_in_16_bits(
+    emulator, tmp_path, dtype, with_bias
+):
     """O1's Linear in one launch: the product 1 + tie is stored in 16 bits as 1.0 (a tie, to
     even) and the float32 bias is added to that, exactly: 1 + tie, where a float32 product
-    would give 1 + 2 tie."""
+    would give 1 + 2 tie. Without a bias, the stored product widened: 1.0 (a matmul, then a
+    cast to float32)."""
     tie = 2.0**-11 if dtype == float16 else 2.0**-8
     a = np.array([[1.0, tie]], dtype=dtype)
     b = np.array([[1.0], [1.0]], dtype=dtype)
-    bias = np.array([tie], dtype=float32)
-    out, _ = emulate(
-        emulator, tmp_path, a, b, False, False, float32, bias=bias, product_dtype=dtype
-    )
-    assert out[0, 0] == np.float32(1 + tie)
-    twin = gemm.twin(a, b, bias=bias, out_dtype=float32, product_dtype=dtype)
+    options = dict(product_dtype=dtype)
+    if with_bias:
+        options["bias"] = np.array([tie], dtype=float32)
+    out, _ = emulate(emulator, tmp_path, a, b, False, False, float32, **options)
+    assert out[0, 0] == np.float32(1 + tie if with_bias else 1.0)
+    twin = gemm.twin(a, b, out_dtype=float32, **options)
     np.testing.assert_array_equal(out, twin)

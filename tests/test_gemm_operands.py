@@ -48,7 +48,7 @@ def twin_gemm(launch_count, monkeypatch):
         plain(c)[...] = out
         return c
 
-    monkeypatch.setattr(primitives._gemm, "gemm", gemm)
+    monkeypatch.setattr(_gemm, "gemm", gemm)
     monkeypatch.setattr(softmax, "usable", lambda *arrays, axis=-1: False)  # NumPy's maths
 
 

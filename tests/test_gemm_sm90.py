@@ -254,6 +254,7 @@ EPILOGUES = [
     dict(bias=True, relu=True),
     dict(alpha=0.5, beta=2.0, bias=True),
     dict(bias=True, relu=True, product=True),  # a float32 bias on a float16 product (O1)
+    dict(product=True),  # a float16 product widened (a cast's backward folded in)
 ]
 
 
@@ -267,8 +268,8 @@ def test_emulated_kernel_matches_the_specification(emulator, tmp_path, ta, tb, c
     for index, mode in enumerate(["early", "late"]):
         out_dtype = [float16, float32][(case + index) % 2]
         options = dict(EPILOGUES[(case + index) % len(EPILOGUES)])
-        if options.pop("product", False):  # a float32 bias on a float16 product (O1)
-            options["product_dtype"] = float16
+        if options.pop("product", False):  # a float16 product in a float32 result (O1)
+            options["product_dtype"], out_dtype = float16, float32
         if options.pop("bias", False):
             options["bias"] = rng.standard_normal(n).astype(out_dtype)
         if options.get("beta"):
@@ -314,22 +315,26 @@ def test_emulator_catches_a_stage_freed_before_its_wgmma_finish(tmp_path):
     assert not np.all(np.abs(out - value) <= error_bound(a, b, False, False, float32, value))
 
 
+@pytest.mark.parametrize("with_bias", [True, False])
 @pytest.mark.parametrize("splits", [1, 2])
 def test_emulated_float32_bias_is_added_to_the_product_stored_in_16_bits(
-    emulator, tmp_path, splits
+    emulator, tmp_path, splits, with_bias
 ):
-    """O1's Linear in one launch (with split-K, in the reduce kernel's epilogue): the product
+    """O1's Linear in one launch (with split-K, in the last split's epilogue): the product
     1 + 2**-11 is stored in float16 as 1.0 (a tie, to even), then the float32 bias is added:
     1 + 2**-11 exactly, where a float32 product would give 1 + 2**-10; 1 + 2**-9 is stored
-    as it is (bfloat16 would make it 1.0)."""
+    as it is (bfloat16 would make it 1.0). Without a bias the float32 result is the stored
+    product widened (a matmul, then a cast): 1.0 and 1 + 2**-9."""
     tie = 2.0**-11
     a = np.zeros((8, 128), dtype=float16)
     a[:, 0], a[:4, 1], a[4:, 1] = 1.0, tie, 2.0**-9
     b = np.zeros((128, 8), dtype=float16)
     b[:2] = 1.0
-    bias = np.full(8, tie, dtype=float32)
-    options = dict(bias=bias, product_dtype=float16)
+    added = tie if with_bias else 0.0
+    options = dict(product_dtype=float16)
+    if with_bias:
+        options["bias"] = np.full(8, tie, dtype=float32)
     out = emulate(emulator, tmp_path, a, b, False, False, float32, 128, splits, **options)
-    np.testing.assert_array_equal(out[:4], np.float32(1 + tie))
-    np.testing.assert_array_equal(out[4:], np.float32(1 + 2.0**-9 + tie))
+    np.testing.assert_array_equal(out[:4], np.float32(1 + added))
+    np.testing.assert_array_equal(out[4:], np.float32(1 + 2.0**-9 + added))
     np.testing.assert_array_equal(out, gemm.twin(a, b, out_dtype=float32, **options))

@@ -19,7 +19,7 @@ from ..backend import dtypes as _dtypes
 from ..backend import sync
 from ..backend.cast import copy_into
 from ..backend.primitives import unbroadcast
-from . import cast_fold, relu_fold, versions
+from . import cast_fold, relu_fold, versions, widen_fold
 from .dispatch import hooks
 from .leaf_writes import LeafWrites
 from .ops.cast import Cast, report_cast
@@ -231,8 +231,8 @@ def _run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocke
     def arrive(t: Tensor, g, owned: bool) -> None:  # ``g`` (conformed) reaches tensor ``t``
         if t._node is not None:
             previous = grads.get(t._node)
-            if previous is not None:  # a second consumer: a deferred ReLU mask is applied now
-                g = relu_fold.plain(previous) + relu_fold.plain(g)
+            if previous is not None:  # a second consumer: a deferred mask or cast is done now
+                g = _plain(previous) + _plain(g)
             grads[t._node] = g
             if t._version:
                 written[t._node] = t
@@ -255,7 +255,7 @@ def _run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocke
                 if grad is None:
                     continue
                 if node.hooks:
-                    grad = relu_fold.plain(grad)  # a hook sees the gradient as it is
+                    grad = _plain(grad)  # a hook sees the gradient as it is
                     grad = run_hooks(node.hooks, grad, *_meta(grad), create_graph)
                 if node in at_node:
                     found[id(at_node[node])] = grad
@@ -300,7 +300,14 @@ def _propagate(node, grad, create_graph: bool, capture: bool, blocked, arrive) -
     else:
         node.ctx.grad_out = None if capture else _destinations(node.inputs)
         deferred = relu_fold.defer(node, grad, capture)  # a ReLU's mask, left to its producer
-        in_grads = (deferred,) if deferred is not None else _backward(node, grad)
+        if deferred is not None:
+            in_grads = (deferred,)
+        elif type(grad) is widen_fold.WideGrad:  # a cast whose backward the GEMM before did
+            in_grads = (widen_fold.cast_done(grad),)
+        elif widen_fold.wanted(node, capture):  # the GEMM does the cast's backward after it
+            in_grads = widen_fold.backward(node, lambda: _backward(node, grad))
+        else:
+            in_grads = _backward(node, grad)
     if not isinstance(in_grads, tuple):
         in_grads = (in_grads,)
     if hooks.grad_observers:  # the NaN/Inf checker, when on: the gradients that flow
@@ -308,10 +315,15 @@ def _propagate(node, grad, create_graph: bool, capture: bool, blocked, arrive) -
     for t, g in zip(node.inputs, in_grads):
         if t is None or g is None or id(t) in blocked:
             continue
-        if not isinstance(g, (SlotGrads, relu_fold.MaskedGrad)):  # (a mask: checked to fit)
+        if not isinstance(g, (SlotGrads, relu_fold.MaskedGrad, widen_fold.WideGrad)):  # (fit)
             g = higher_order.conform(g, t) if create_graph else _conform(g, t)
         # a fresh array may be adopted as a leaf's .grad; the incoming one or a view may not
         arrive(t, g, owned=not create_graph and g is not grad and getattr(g, "base", 0) is None)
+
+
+def _plain(g):
+    """``g`` with a deferred ReLU mask applied or a folded cast undone: as unfused ops made it."""
+    return widen_fold.plain(relu_fold.plain(g))
 
 
 def _backward(node, grad) -> tuple:

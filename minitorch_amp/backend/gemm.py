@@ -11,8 +11,9 @@ with one definition of the numerics on both backends (the kernel's semantics):
 2. the epilogue runs in float32, each step rounded to nearest, in this order:
    ``v = alpha * acc``; ``v = v + beta * c`` (only when ``beta != 0``: ``c`` is not read
    otherwise, so NaN in an output buffer does not leak in); with a bias, ``v`` is rounded
-   to ``out_dtype`` (the product as a GEMM would store it; to ``product_dtype`` when given)
-   and ``v = v + bias``;
+   to ``out_dtype`` (the product as a GEMM would store it) and ``v = v + bias``; with a
+   ``product_dtype`` (16 bits in a float32 result), ``v`` is rounded to it instead, with
+   or without a bias (a 16-bit matmul that an add or a cast widens);
    ``v = v < 0 ? 0 : v`` (NaN stays NaN);
 3. ``v`` is rounded to ``out_dtype`` (the input dtype or float32), round-to-nearest-even;
    values beyond float16's range become inf, which is what the loss scaler looks for.
@@ -79,8 +80,8 @@ THREADS = 256
 SHARED_MEM_BYTES = STAGES * (BLOCK_M + BLOCK_N) * BLOCK_K * 2  # 64 KiB of 16-bit tiles
 EPILOGUE_BIAS = 1
 EPILOGUE_RELU = 2
-EPILOGUE_PRODUCT_F16 = 4  # with a bias: the product rounded to float16, not out_dtype, ...
-EPILOGUE_PRODUCT_BF16 = 8  # ... or to bfloat16 (a 16-bit matmul, then a float32 add)
+EPILOGUE_PRODUCT_F16 = 4  # the product rounded to float16 in a float32 result, ...
+EPILOGUE_PRODUCT_BF16 = 8  # ... or to bfloat16 (a 16-bit matmul, then a float32 add or cast)
 
 FILE = "gemm_fp16.cu"
 _LAYOUTS = {(False, False): "false,false", (False, True): "false,true", (True, False): "true,false"}
@@ -131,11 +132,13 @@ def gemm(
         c: ``(..., M, N)`` array in ``out_dtype``; the result is written into it.
         out_dtype: the input dtype or float32; defaults to ``c``'s dtype, else the input
             dtype.
-        product_dtype: with a bias, the dtype the product is rounded to before the bias is
-            added: ``out_dtype`` (the default), or the input dtype when ``out_dtype`` is
-            float32. The latter is a 16-bit matmul followed by an add that widens it to a
-            float32 bias (Paddle's O1 ``F.linear`` with a float32 bias), in one launch
-            instead of three (matmul, cast, add).
+        product_dtype: the dtype the product is stored in before the epilogue widens it:
+            ``out_dtype`` (the default: with a bias, the product is rounded to it before
+            the add), or the input dtype when ``out_dtype`` is float32. The latter is a
+            16-bit matmul followed by an add that widens it to a float32 bias (Paddle's O1
+            ``F.linear`` with a float32 bias: one launch instead of three, matmul, cast and
+            add) or, without a bias, by a cast to float32 (an AMP cast's backward: one
+            launch instead of two).
 
     Returns:
         The result (``c`` itself when given).
@@ -144,8 +147,8 @@ def gemm(
         TypeError: the inputs are not both float16 or both bfloat16, ``bias``/``c`` are not
             in ``out_dtype``, ``product_dtype`` is neither ``out_dtype`` nor the input dtype,
             or the arrays are on different devices.
-        ValueError: shapes do not fit, an array is not C-contiguous, ``beta`` without ``c``,
-            or a ``product_dtype`` other than ``out_dtype`` without a bias.
+        ValueError: shapes do not fit, an array is not C-contiguous, or ``beta`` without
+            ``c``.
     """
     xp = get_array_module(a)
     for x in (b, bias, c):
@@ -153,7 +156,7 @@ def gemm(
             raise TypeError("gemm's arrays are on different devices; move them to one first")
     out_dtype = _output_dtype(out_dtype, c, a.dtype if a.dtype == bfloat16 else float16)
     batch, m, n, _ = _check(a, b, transpose_a, transpose_b, bias, c, beta, out_dtype)
-    product_dtype = _product_dtype(product_dtype, out_dtype, a.dtype, bias)
+    product_dtype = _product_dtype(product_dtype, out_dtype, a.dtype)
     epilogue = _Epilogue(bias, relu, np.float32(alpha), np.float32(beta), product_dtype)
     if xp is np:
         return twin(a, b, transpose_a, transpose_b, *epilogue[:4], c, out_dtype, product_dtype)
@@ -168,15 +171,15 @@ class _Epilogue(NamedTuple):
     relu: bool
     alpha: np.float32
     beta: np.float32
-    product_dtype: object = None  # the product's dtype before the bias is added (out_dtype)
+    product_dtype: object = None  # a 16-bit product's dtype in a float32 result, else None
 
     def flags(self) -> int:
         """The kernels' ``flags`` argument for this epilogue."""
-        if self.bias is None:
-            return EPILOGUE_RELU if self.relu else 0
-        flags = EPILOGUE_BIAS | (EPILOGUE_RELU if self.relu else 0)
-        if self.product_dtype is not None and self.product_dtype != self.bias.dtype:
-            narrow = self.product_dtype == bfloat16  # a 16-bit product, a float32 bias
+        flags = (EPILOGUE_BIAS if self.bias is not None else 0) | (
+            EPILOGUE_RELU if self.relu else 0
+        )
+        if self.product_dtype is not None:  # rounded to 16 bits, then widened
+            narrow = self.product_dtype == bfloat16
             flags |= EPILOGUE_PRODUCT_BF16 if narrow else EPILOGUE_PRODUCT_F16
         return flags
 
@@ -190,19 +193,15 @@ def _output_dtype(out_dtype, c, in_dtype):
     return out_dtype
 
 
-def _product_dtype(product_dtype, out_dtype, in_dtype, bias):
+def _product_dtype(product_dtype, out_dtype, in_dtype):
+    """None when the product is stored in ``out_dtype``, else the 16-bit ``in_dtype``."""
     if product_dtype is None or np.dtype(product_dtype) == out_dtype:
-        return out_dtype
+        return None
     product_dtype = np.dtype(product_dtype)
     if product_dtype != in_dtype:
         raise TypeError(
             f"product_dtype must be out_dtype ({out_dtype}) or the inputs' dtype "
             f"({in_dtype}), got {product_dtype}"
-        )
-    if bias is None:
-        raise ValueError(
-            "product_dtype rounds the product before the bias is added: pass a bias, or "
-            "leave product_dtype out (without a bias the product is rounded once, to out_dtype)"
         )
     return product_dtype
 
@@ -264,9 +263,10 @@ def twin(
 
     The arguments are :func:`gemm`'s. The CPU backend's float16 ``matmul`` and ``linear``
     (``backend.primitives``) are this function too, so they round exactly as the kernel does:
-    a bias is added in float32 to the product rounded to ``out_dtype`` (``product_dtype``
-    when given), then rounded again (a matmul, then an add). It takes any strides, and 1-D
-    operands as ``numpy.matmul`` does.
+    a bias is added in float32 to the product rounded to ``out_dtype``, then rounded again
+    (a matmul, then an add); a ``product_dtype`` rounds the product to 16 bits instead,
+    with or without a bias, and the float32 result holds it widened. It takes any strides,
+    and 1-D operands as ``numpy.matmul`` does.
 
     Example:
         >>> a = np.array([[1.0, 2.0]], np.float16)
@@ -286,9 +286,11 @@ def twin(
         v = alpha * v
     if beta != 0:
         v = v + beta * c.astype(float32)
-    if bias is not None:  # the product as stored, then the add
-        stored = out_dtype if product_dtype is None else product_dtype
-        v = _wide(convert(v, stored)) + _wide(bias)
+    stored = product_dtype if product_dtype is not None or bias is None else out_dtype
+    if stored is not None and stored != float32:  # the product as stored, then widened
+        v = _wide(convert(v, stored))
+    if bias is not None:  # (the add)
+        v = v + _wide(bias)
     if relu:
         v = np.where(v < 0, np.float32(0), v)
     result = v if v.dtype == out_dtype else convert(v, out_dtype)  # (v is new: no copy)

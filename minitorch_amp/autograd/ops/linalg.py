@@ -7,7 +7,8 @@ import math
 import numpy as np
 
 from ...backend.bias_grad import bias_grad
-from ...backend.primitives import gemm_ready, linear, matmul
+from ...backend.dtypes import bfloat16, float16
+from ...backend.primitives import gemm_ready, linear, matmul, matmul_widened
 from ..op import GRAY, WHITE, Op
 
 
@@ -32,7 +33,8 @@ class Matmul(Op):
     """``op(x) @ op(y)`` with NumPy's batching; 1-D operands are vectors as in NumPy.
 
     d/dx = g @ op(y)^T and d/dy = op(x)^T @ g (transposed back when ``op`` transposed);
-    batch dimensions that were broadcast are summed away by the engine.
+    batch dimensions that were broadcast are summed away by the engine. d/dx may come back
+    widened to float32, as Linear's (``autograd.widen_fold``).
     """
 
     name = "matmul"
@@ -71,6 +73,19 @@ class Matmul(Op):
         return out
 
     @staticmethod
+    def widens_grad(ctx) -> bool:
+        """d/dx may come back in float32 (``widen_fold``): a 16-bit product whose batch was
+        not broadcast over ``x`` (the engine would have to sum it away in 16 bits)."""
+        x, y, _, _, out_shape, x_shape, _ = ctx.saved
+        return (
+            ctx.needs_grad[0]
+            and x.dtype == y.dtype
+            and x.dtype in (float16, bfloat16)
+            and len(x_shape) >= 2
+            and tuple(out_shape[:-2]) == tuple(x_shape[:-2])
+        )
+
+    @staticmethod
     def backward(ctx, grad):
         x, y, tx, ty, out_shape, x_shape, y_shape = ctx.saved
         needs_x, needs_y = ctx.needs_grad
@@ -79,8 +94,9 @@ class Matmul(Op):
             (g,) = gemm_ready(g)  # one copy of a transposed view for both products
         # a = op(x), b = op(y); da = g @ b^T, db = a^T @ g.
         gx = gy = None
-        if needs_x:
-            gx = matmul(y, g, ty, True) if tx else matmul(g, y, False, not ty)
+        if needs_x:  # widened when its AMP cast's backward is left to this GEMM (widen_fold)
+            product_of = matmul_widened if getattr(ctx, "widen_grad", False) else matmul
+            gx = product_of(y, g, ty, True) if tx else product_of(g, y, False, not ty)
         if needs_y:
             gy = matmul(g, x, True, tx) if ty else matmul(x, g, not tx, False)
         # NOTE: explicit sizes, not -1: a -1 cannot be inferred when another dim is 0.
@@ -131,7 +147,9 @@ class Linear(Op):
     gradient is grad cast to the product's dtype, then d/dx = g @ W^T and d/dW = x^T @ g.
     The first two come from one ``backend.bias_grad`` call (one kernel on the GPU), which
     also applies the mask of a ReLU after this layer when the engine leaves it here
-    (``autograd.relu_fold``: one launch less per Linear + ReLU pair).
+    (``autograd.relu_fold``: one launch less per Linear + ReLU pair). When ``x`` is AMP's
+    float16 cast of a float32 activation, d/dx comes back widened to float32 from its GEMM
+    (``autograd.widen_fold``: the cast's backward in the epilogue, one launch less).
     """
 
     name = "linear"
@@ -162,6 +180,13 @@ class Linear(Op):
         return ctx.has_bias and (*ctx.needs_grad, False, False)[2]
 
     @staticmethod
+    def widens_grad(ctx) -> bool:
+        """d/dx may come back in float32 (``widen_fold``): a 16-bit product's GEMM rounds it
+        to 16 bits and stores it widened (``ctx.widen_grad`` asks for it)."""
+        x = ctx.x
+        return ctx.needs_grad[0] and x.dtype == ctx.weight.dtype and x.dtype in (float16, bfloat16)
+
+    @staticmethod
     def backward(ctx, grad):
         x, w = ctx.x, ctx.weight
         needs_x, needs_w, needs_b = (*ctx.needs_grad, False)[:3]
@@ -180,7 +205,10 @@ class Linear(Op):
         elif cast is not None:
             with np.errstate(over="ignore"):
                 g2 = g2.astype(cast)
-        gx = matmul(g2, w, False, True).reshape(x.shape) if needs_x else None  # data needs none
+        gx = None  # (the data needs none)
+        if needs_x:  # widened when its AMP cast's backward is left to this GEMM (widen_fold)
+            product_of = matmul_widened if getattr(ctx, "widen_grad", False) else matmul
+            gx = product_of(g2, w, False, True).reshape(x.shape)
         gw = None
         if needs_w:  # written straight into the weight's gradient buffer when it has one
             gw = matmul(x.reshape(rows, x.shape[-1]), g2, True, False, out=_same(w_out, w))
