@@ -24,6 +24,13 @@ from minitorch_amp.autograd import cast_fold, engine, widen_fold
 from minitorch_amp.autograd.ops.cast import Cast
 
 
+@pytest.fixture(autouse=True)
+def without_widen_fold(monkeypatch):
+    """The GEMMs' own fold (``widen_fold``, tests/test_widen_fold.py) off: it takes the
+    weights' casts before this one would, writing the buffers from the GEMM."""
+    monkeypatch.setattr(widen_fold, "wanted", lambda node, capture: ())
+
+
 @pytest.fixture
 def cast_backwards(monkeypatch):
     """The dtypes each run of the cast's backward widened from, in order."""
@@ -109,9 +116,7 @@ def _no_fold_case(case, net, x):
 @pytest.mark.parametrize(
     "case", ["hook", "accumulation", "paddle.grad", "create_graph", "nan checker"]
 )
-def test_no_fold_where_the_cast_gradient_is_seen_or_added(cast_backwards, case, monkeypatch):
-    # the activations' casts are widen_fold's (tests/test_widen_fold.py): counted here unfolded
-    monkeypatch.setattr(widen_fold, "wanted", lambda node, capture: False)
+def test_no_fold_where_the_cast_gradient_is_seen_or_added(cast_backwards, case):
     net = mlp(2)
     x = mt.randn([4, 12])
     first = step(net, x)  # buffers made; for the accumulation case, the first gradients

@@ -33,14 +33,21 @@ from .ops.cast import Cast
 def target(node, grad):
     """The float32 leaf whose stale ``.grad`` buffer can take ``grad`` (the gradient of the
     ``Cast`` ``node``'s result) as it is, or None: run the cast's backward."""
-    if node.op is not Cast or hooks.grad_observers or node.ctx.source != float32:
-        return None
     if getattr(grad, "dtype", None) not in (float16, bfloat16):  # (a ReLU mask: no dtype)
+        return None
+    leaf = free_buffer(node)
+    return leaf if leaf is not None and leaf._grad_value._data.shape == grad.shape else None
+
+
+def free_buffer(node):
+    """The leaf behind the float32 ``Cast`` ``node`` when its ``.grad`` is a stale float32
+    buffer that nothing else sees (no hook, no gradient observer), else None. The buffer
+    may take the cast's gradient widened: here by a copy, or straight from the GEMM that
+    computes it (``widen_fold``)."""
+    if node.op is not Cast or hooks.grad_observers or node.ctx.source != float32:
         return None
     leaf = node.inputs[0]
     if leaf is None or leaf._node is not None or leaf._hooks or not leaf._grad_stale:
         return None
     store = leaf._grad_value._data
-    if store.dtype != float32 or store.shape != grad.shape:
-        return None
-    return leaf
+    return leaf if store.dtype == float32 and store.shape == leaf._data.shape else None

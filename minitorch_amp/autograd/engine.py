@@ -267,7 +267,7 @@ def _run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocke
                     if leaf is not None:  # its buffer's copy widens the gradient: no backward
                         arrive(leaf, grad, owned=False)
                     else:
-                        _propagate(node, grad, create_graph, capture, blocked, arrive)
+                        _propagate(node, grad, create_graph, capture, blocked, arrive, grads)
             # every leaf's hooks first, then the gradients: a raising hook leaves no .grad
             final = [
                 (t, run_hooks(t._hooks, g, t._data.shape, t._data.dtype, create_graph))
@@ -292,8 +292,9 @@ def _run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocke
     return found
 
 
-def _propagate(node, grad, create_graph: bool, capture: bool, blocked, arrive) -> None:
-    """Run ``node``'s backward on ``grad`` and hand each input its gradient."""
+def _propagate(node, grad, create_graph: bool, capture: bool, blocked, arrive, pending=()) -> None:
+    """Run ``node``'s backward on ``grad`` and hand each input its gradient (``pending``:
+    the gradients that reached nodes not yet run)."""
     if create_graph:
         node.ctx.grad_out = None
         in_grads = higher_order.backward_graph(node, grad)
@@ -304,8 +305,8 @@ def _propagate(node, grad, create_graph: bool, capture: bool, blocked, arrive) -
             in_grads = (deferred,)
         elif type(grad) is widen_fold.WideGrad:  # a cast whose backward the GEMM before did
             in_grads = (widen_fold.cast_done(grad),)
-        elif widen_fold.wanted(node, capture):  # the GEMM does the cast's backward after it
-            in_grads = widen_fold.backward(node, lambda: _backward(node, grad))
+        elif positions := widen_fold.wanted(node, capture):  # the GEMM does the cast's too
+            in_grads = widen_fold.backward(node, positions, lambda: _backward(node, grad), pending)
         else:
             in_grads = _backward(node, grad)
     if not isinstance(in_grads, tuple):

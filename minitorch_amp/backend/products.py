@@ -99,24 +99,32 @@ def matmul_float32(a, b, transpose_a: bool = False, transpose_b: bool = False):
     return matmul(a.astype(float32), b.astype(float32), transpose_a, transpose_b)
 
 
-def matmul_widened(a, b, transpose_a: bool = False, transpose_b: bool = False):
+def matmul_widened(a, b, transpose_a: bool = False, transpose_b: bool = False, out=None):
     """:func:`matmul`'s 16-bit result, widened to float32: a 16-bit matmul, then a cast.
 
     For a product whose only reader casts it to float32: an AMP cast's backward (the
-    gradient of an activation that ``auto_cast`` cast to float16 for a Linear,
+    gradient of an activation or a weight that ``auto_cast`` cast to 16 bits,
     ``autograd.widen_fold``). On the GPU one launch, not two: the GEMM's epilogue rounds
     to 16 bits and stores the value in float32 (``product_dtype``); the CPU runs its twin.
-    Other dtypes: :func:`matmul` (nothing to widen).
+    ``out``, a C-contiguous float32 array of the result's shape (a weight's ``.grad``
+    buffer), receives it. Other dtypes: :func:`matmul` (nothing to widen).
     """
     if not _same_16bit(a, b):
-        return matmul(a, b, transpose_a, transpose_b)
+        return matmul(a, b, transpose_a, transpose_b, out=out)
+    if out is not None and (out.dtype != float32 or not out.flags.c_contiguous):
+        raise TypeError(f"matmul_widened: out must be C-contiguous float32, got {out.dtype}")
     xp = get_array_module(a, b)
+    wide = {"out_dtype": float32, "product_dtype": a.dtype, "c": out}
     if xp is np:
-        return _gemm.twin(a, b, transpose_a, transpose_b, out_dtype=float32, product_dtype=a.dtype)
+        return _gemm.twin(a, b, transpose_a, transpose_b, **wide)
     if kernels.enabled() and a.ndim >= 2 and b.ndim >= 2:
         a, b = xp.ascontiguousarray(a), xp.ascontiguousarray(b)
-        return _gemm.gemm(a, b, transpose_a, transpose_b, out_dtype=float32, product_dtype=a.dtype)
-    return matmul(a, b, transpose_a, transpose_b).astype(float32)
+        return _gemm.gemm(a, b, transpose_a, transpose_b, **wide)
+    result = matmul(a, b, transpose_a, transpose_b).astype(float32)
+    if out is None:
+        return result
+    out[...] = result
+    return out
 
 
 def linear(x, weight, bias=None):

@@ -1,6 +1,6 @@
 """Issue 24 part 3, fewer launches: a float32 bias on a 16-bit product in the GEMM epilogue,
 a Linear layer's bias gradient with its cast in one deterministic kernel, a ReLU's mask left
-to that kernel, an O1 weight cast folded into its gradient's copy, a batch of products
+to that kernel, an O1 weight cast folded into its gradient's copy, an AMP cast's backward folded into the GEMM before it, a batch of products
 (attention's heads) in one GEMM launch, LayerNorm in three kernels, and exact GELU and softmax in one
 each way."""
 
@@ -14,6 +14,7 @@ GEMM_TESTS = "tests/test_gemm.py"
 BIAS_GRAD_TESTS = "tests/test_bias_grad.py::"
 RELU_FOLD_TESTS = "tests/test_relu_fold.py"
 CAST_FOLD_TESTS = "tests/test_cast_fold.py"
+WIDEN_FOLD_TESTS = "tests/test_widen_fold.py"
 BATCH_EMULATOR = "tests/test_gemm_emulator.py::test_emulated_batches_are_each_entrys_own_product"
 BATCH_TESTS = "tests/test_gemm_batched.py"
 LAYER_NORM_TESTS = "tests/test_layer_norm_kernel.py"
@@ -25,8 +26,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "fp16-gemm-ignores-the-product-flag",
         "cuda/gemm_fp16.cu",
-        "        if (flags & EPILOGUE_PRODUCT_F16) {  // that a matmul stored before a float32 add",
-        "        if (false) {",
+        "    if (flags & EPILOGUE_PRODUCT_F16) {",
+        "    if (false) {",
         (
             "tests/test_gemm_emulator.py::test_emulated_float32_bias_is_added_to_the_product_stored_in_16_bits",
         ),
@@ -35,8 +36,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "sm90-gemm-rounds-the-product-to-bfloat16",
         "cuda/gemm_sm90.cu",
-        "            v = round_to(v, static_cast<const __half*>(nullptr));",
-        "            v = round_to(v, static_cast<const __nv_bfloat16*>(nullptr));",
+        "        v = round_to(v, static_cast<const __half*>(nullptr));",
+        "        v = round_to(v, static_cast<const __nv_bfloat16*>(nullptr));",
         (
             "tests/test_gemm_sm90.py::test_emulated_float32_bias_is_added_to_the_product_stored_in_16_bits",
         ),
@@ -45,8 +46,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "twin-ignores-product-dtype",
         "minitorch_amp/backend/gemm.py",
-        "        stored = out_dtype if product_dtype is None else product_dtype",
-        "        stored = out_dtype",
+        "    stored = product_dtype if product_dtype is not None or bias is None else out_dtype",
+        "    stored = out_dtype if bias is not None else None",
         (GEMM_TESTS,),
         "the NumPy twin (the CPU's O1 Linear) keeps the float32 product before a float32 bias",
     ),
@@ -61,12 +62,14 @@ MUTANTS: list[Mutant] = [
         "the launcher asks a float16 GEMM to round its product to bfloat16 and the reverse",
     ),
     Mutant(
-        "product-dtype-without-bias-accepted",
-        "minitorch_amp/backend/gemm.py",
-        '    if bias is None:\n        raise ValueError(\n            "product_dtype rounds',
-        '    if False:\n        raise ValueError(\n            "product_dtype rounds',
-        (GEMM_TESTS,),
-        "product_dtype without a bias is silently ignored",
+        "sm90-gemm-rounds-the-product-only-before-a-bias",
+        "cuda/gemm_sm90.cu",
+        "    if (flags & EPILOGUE_PRODUCT_F16) {",
+        "    if ((flags & EPILOGUE_BIAS) && (flags & EPILOGUE_PRODUCT_F16)) {",
+        (
+            "tests/test_gemm_sm90.py::test_emulated_float32_bias_is_added_to_the_product_stored_in_16_bits",
+        ),
+        "Hopper GEMM: without a bias a widened float16 product keeps float32's bits (an AMP cast's backward folded in is not the cast's)",
     ),
     Mutant(
         "bias-grad-kernel-ignores-the-relu-mask",
@@ -101,7 +104,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "relu-fold-sums-a-deferred-mask-unapplied",
         "minitorch_amp/autograd/engine.py",
-        "                g = relu_fold.plain(previous) + relu_fold.plain(g)",
+        "                g = _plain(previous) + _plain(g)",
         "                g = previous + g",
         (RELU_FOLD_TESTS,),
         "a second consumer's gradient is added to a ReLU's deferred (unmasked) one",
@@ -109,7 +112,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "relu-fold-hook-sees-the-deferred-gradient",
         "minitorch_amp/autograd/engine.py",
-        "                    grad = relu_fold.plain(grad)  # a hook sees the gradient as it is",
+        "                    grad = _plain(grad)  # a hook sees the gradient as it is",
         "",
         (RELU_FOLD_TESTS,),
         "a hook on a Linear's result is handed the ReLU's unmasked gradient",
@@ -469,5 +472,29 @@ MUTANTS: list[Mutant] = [
         "                for (int s = 2; s < splits; ++s) sum = __fadd_rn(sum, __ldcg(at + s * mn));",
         ("tests/test_gemm_sm90.py::test_emulated_kernel_matches_the_specification",),
         "Hopper split-K: the last split adds up every split's sums but the second's",
+    ),
+    Mutant(
+        "widen-fold-overwrites-a-pending-weight-gradient",
+        "minitorch_amp/autograd/widen_fold.py",
+        "        leaf = None if cast_node in pending else cast_fold.free_buffer(cast_node)",
+        "        leaf = cast_fold.free_buffer(cast_node)",
+        (WIDEN_FOLD_TESTS,),
+        "a weight read twice: the second GEMM writes its gradient over the first's in the .grad buffer",
+    ),
+    Mutant(
+        "widen-fold-sums-a-second-consumer-in-float32",
+        "minitorch_amp/autograd/widen_fold.py",
+        "    return cast(g.array, g.narrow) if type(g) is WideGrad else g",
+        "    return g.array if type(g) is WideGrad else g",
+        (WIDEN_FOLD_TESTS,),
+        "a cast read twice: its gradients are summed in float32, not in 16 bits as unfolded",
+    ),
+    Mutant(
+        "widen-fold-hides-gradients-from-the-nan-checker",
+        "minitorch_amp/autograd/widen_fold.py",
+        "    if widens is None or capture or hooks.grad_observers:",
+        "    if widens is None or capture:",
+        (WIDEN_FOLD_TESTS,),
+        "with the NaN/Inf checker on, a cast's 16-bit gradient is never computed where it could look",
     ),
 ]

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ...backend.bias_grad import bias_grad
-from ...backend.dtypes import bfloat16, float16
+from ...backend.dtypes import bfloat16, float16, float32
 from ...backend.primitives import gemm_ready, linear, matmul, matmul_widened
 from ..op import GRAY, WHITE, Op
 
@@ -73,17 +73,18 @@ class Matmul(Op):
         return out
 
     @staticmethod
-    def widens_grad(ctx) -> bool:
+    def widens_grad(ctx) -> tuple:
         """d/dx may come back in float32 (``widen_fold``): a 16-bit product whose batch was
         not broadcast over ``x`` (the engine would have to sum it away in 16 bits)."""
         x, y, _, _, out_shape, x_shape, _ = ctx.saved
-        return (
+        can = (
             ctx.needs_grad[0]
             and x.dtype == y.dtype
             and x.dtype in (float16, bfloat16)
             and len(x_shape) >= 2
             and tuple(out_shape[:-2]) == tuple(x_shape[:-2])
         )
+        return (0,) if can else ()
 
     @staticmethod
     def backward(ctx, grad):
@@ -95,7 +96,7 @@ class Matmul(Op):
         # a = op(x), b = op(y); da = g @ b^T, db = a^T @ g.
         gx = gy = None
         if needs_x:  # widened when its AMP cast's backward is left to this GEMM (widen_fold)
-            product_of = matmul_widened if getattr(ctx, "widen_grad", False) else matmul
+            product_of = matmul_widened if 0 in getattr(ctx, "widen_grad", ()) else matmul
             gx = product_of(y, g, ty, True) if tx else product_of(g, y, False, not ty)
         if needs_y:
             gy = matmul(g, x, True, tx) if ty else matmul(x, g, not tx, False)
@@ -180,11 +181,14 @@ class Linear(Op):
         return ctx.has_bias and (*ctx.needs_grad, False, False)[2]
 
     @staticmethod
-    def widens_grad(ctx) -> bool:
-        """d/dx may come back in float32 (``widen_fold``): a 16-bit product's GEMM rounds it
-        to 16 bits and stores it widened (``ctx.widen_grad`` asks for it)."""
-        x = ctx.x
-        return ctx.needs_grad[0] and x.dtype == ctx.weight.dtype and x.dtype in (float16, bfloat16)
+    def widens_grad(ctx) -> tuple:
+        """d/dx and d/dW may come back in float32 (``widen_fold``), d/dW into a float32
+        buffer in ``ctx.grad_out``: a 16-bit product's GEMM rounds them to 16 bits and
+        stores them widened (``ctx.widen_grad`` says which)."""
+        x, w = ctx.x, ctx.weight
+        if x.dtype != w.dtype or x.dtype not in (float16, bfloat16):
+            return ()
+        return tuple(i for i in (0, 1) if ctx.needs_grad[i])
 
     @staticmethod
     def backward(ctx, grad):
@@ -207,11 +211,16 @@ class Linear(Op):
                 g2 = g2.astype(cast)
         gx = None  # (the data needs none)
         if needs_x:  # widened when its AMP cast's backward is left to this GEMM (widen_fold)
-            product_of = matmul_widened if getattr(ctx, "widen_grad", False) else matmul
+            widen = getattr(ctx, "widen_grad", ())
+            product_of = matmul_widened if 0 in widen else matmul
             gx = product_of(g2, w, False, True).reshape(x.shape)
         gw = None
         if needs_w:  # written straight into the weight's gradient buffer when it has one
-            gw = matmul(x.reshape(rows, x.shape[-1]), g2, True, False, out=_same(w_out, w))
+            x2 = x.reshape(rows, x.shape[-1])
+            if 1 in getattr(ctx, "widen_grad", ()):  # an O1 weight's float32 buffer
+                gw = matmul_widened(x2, g2, True, False, out=_same(w_out, None, float32))
+            else:
+                gw = matmul(x2, g2, True, False, out=_same(w_out, w))
         return gx, gw, gb
 
 
