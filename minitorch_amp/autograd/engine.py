@@ -263,6 +263,9 @@ def _run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocke
                     versions.check(node, written.get(node), create_graph)
                     leaf = None
                     if node.op is Cast and not (capture or create_graph):
+                        if type(grad) is widen_fold.WideGrad:  # widened by the GEMM after it
+                            arrive(node.inputs[0], widen_fold.cast_done(grad), owned=True)
+                            continue
                         leaf = cast_fold.target(node, grad)
                     if leaf is not None:  # its buffer's copy widens the gradient: no backward
                         arrive(leaf, grad, owned=False)
@@ -303,8 +306,6 @@ def _propagate(node, grad, create_graph: bool, capture: bool, blocked, arrive, p
         deferred = relu_fold.defer(node, grad, capture)  # a ReLU's mask, left to its producer
         if deferred is not None:
             in_grads = (deferred,)
-        elif type(grad) is widen_fold.WideGrad:  # a cast whose backward the GEMM before did
-            in_grads = (widen_fold.cast_done(grad),)
         elif positions := widen_fold.wanted(node, capture):  # the GEMM does the cast's too
             in_grads = widen_fold.backward(node, positions, lambda: _backward(node, grad), pending)
         else:

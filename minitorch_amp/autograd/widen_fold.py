@@ -14,9 +14,9 @@ The engine folds (:func:`wanted`) only where nothing else can see the 16-bit gra
 
 * a plain ``backward()`` (not ``paddle.grad``, not ``create_graph``) with no gradient
   observer installed (the NaN/Inf checker looks at every op's gradients);
-* the op can return that input's gradient widened (``widens_grad``: a Linear's input and
-  weight, when they share a 16-bit dtype), and the input is the result of a ``Cast`` from
-  float32 with no hook on it.
+* the op can return that input's gradient widened (``widen_positions`` and
+  ``widens_grad``: a Linear's input and weight, when they share a 16-bit dtype), and the
+  input is the result of a ``Cast`` from float32 with no hook on it.
 
 The folded gradient travels as a :class:`WideGrad`. A second consumer of the cast's result
 (the two gradients are summed in 16 bits before the cast's backward, as unfolded) narrows
@@ -53,21 +53,23 @@ def plain(g):
 
 def wanted(node, capture: bool) -> tuple:
     """The positions of ``node``'s inputs whose gradients its backward should return
-    widened (none: run it as it is)."""
-    widens = getattr(node.op, "widens_grad", None)
-    if widens is None or capture or hooks.grad_observers:
+    widened (none: run it as it is). An op names the inputs it can widen in
+    ``widen_positions`` and says in ``widens_grad(ctx)`` whether this call can."""
+    positions = getattr(node.op, "widen_positions", ())
+    if not positions or capture or hooks.grad_observers:
         return ()
-    return tuple(i for i in widens(node.ctx) if _cast_of_float32(node.inputs[i]))
-
-
-def _cast_of_float32(t) -> bool:
-    producer = None if t is None else t._node
-    return (
-        producer is not None
-        and producer.op is Cast
-        and not producer.hooks
-        and producer.ctx.source == float32
-    )
+    found = ()
+    for i in positions:
+        t = node.inputs[i]  # (None where the input wants no gradient)
+        producer = None if t is None else t._node
+        if (
+            producer is not None
+            and producer.op is Cast
+            and not producer.hooks
+            and producer.ctx.source == float32
+        ):
+            found += (i,)
+    return found if found and node.op.widens_grad(node.ctx) else ()
 
 
 def backward(node, positions: tuple, run, pending) -> tuple:
@@ -77,23 +79,23 @@ def backward(node, positions: tuple, run, pending) -> tuple:
     ``.grad`` buffer (``cast_fold.free_buffer``) gets that buffer in ``ctx.grad_out`` to
     write into, unless the cast's result has a gradient ``pending`` already (a second
     reader: the buffer holds the first's until the two are summed)."""
-    ctx = node.ctx
+    ctx, inputs = node.ctx, node.inputs
     for i in positions:
-        cast_node = node.inputs[i]._node
+        cast_node = inputs[i]._node
         leaf = None if cast_node in pending else cast_fold.free_buffer(cast_node)
         if leaf is not None:
-            out = list(ctx.grad_out or (None,) * len(node.inputs))
+            out = list(ctx.grad_out or (None,) * len(inputs))
             out[i] = leaf._grad_value._data
             ctx.grad_out = tuple(out)
     ctx.widen_grad = positions
     try:
-        grads = run()
+        grads = list(run())
     finally:
         ctx.widen_grad = ()  # a retained graph's next backward may not fold
-    return tuple(
-        WideGrad(g, node.inputs[i]._data.dtype) if i in positions and g is not None else g
-        for i, g in enumerate(grads)
-    )
+    for i in positions:
+        if grads[i] is not None:
+            grads[i] = WideGrad(grads[i], inputs[i]._data.dtype)
+    return tuple(grads)
 
 
 def cast_done(grad: WideGrad):

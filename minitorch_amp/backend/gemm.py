@@ -66,7 +66,7 @@ from . import device as _device
 from . import gemm_bf16_sm90 as _sm90_bf16
 from . import gemm_sm90 as _sm90
 from . import kernels
-from .cast import convert
+from .cast import convert, copy_into
 from .device import get_array_module
 from .dtypes import bfloat16, float16, float32
 from .kernels import check_array, register
@@ -288,6 +288,9 @@ def twin(
         v = v + beta * c.astype(float32)
     stored = product_dtype if product_dtype is not None or bias is None else out_dtype
     if stored is not None and stored != float32:  # the product as stored, then widened
+        if c is not None and bias is None and not relu:  # (widened as it is written)
+            copy_into(c, convert(v, stored))
+            return c
         v = _wide(convert(v, stored))
     if bias is not None:  # (the add)
         v = v + _wide(bias)

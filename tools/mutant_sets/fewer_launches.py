@@ -492,9 +492,17 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "widen-fold-hides-gradients-from-the-nan-checker",
         "minitorch_amp/autograd/widen_fold.py",
-        "    if widens is None or capture or hooks.grad_observers:",
-        "    if widens is None or capture:",
+        "    if not positions or capture or hooks.grad_observers:",
+        "    if not positions or capture:",
         (WIDEN_FOLD_TESTS,),
         "with the NaN/Inf checker on, a cast's 16-bit gradient is never computed where it could look",
+    ),
+    Mutant(
+        "twin-writes-an-unrounded-product-into-c",
+        "minitorch_amp/backend/gemm.py",
+        "            copy_into(c, convert(v, stored))",
+        "            copy_into(c, v)",
+        (WIDEN_FOLD_TESTS, GEMM_TESTS),
+        "the CPU's weight gradient written into an O1 weight's float32 .grad is not rounded to float16 first",
     ),
 ]

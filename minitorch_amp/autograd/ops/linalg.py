@@ -72,19 +72,19 @@ class Matmul(Op):
             out = out.reshape(squeezed)
         return out
 
+    widen_positions = (0,)  # d/dx may come back in float32 (widen_fold) ...
+
     @staticmethod
-    def widens_grad(ctx) -> tuple:
-        """d/dx may come back in float32 (``widen_fold``): a 16-bit product whose batch was
-        not broadcast over ``x`` (the engine would have to sum it away in 16 bits)."""
+    def widens_grad(ctx) -> bool:
+        """... from a 16-bit product whose batch was not broadcast over ``x`` (the engine
+        would have to sum it away in 16 bits)."""
         x, y, _, _, out_shape, x_shape, _ = ctx.saved
-        can = (
-            ctx.needs_grad[0]
-            and x.dtype == y.dtype
+        return (
+            x.dtype == y.dtype
             and x.dtype in (float16, bfloat16)
             and len(x_shape) >= 2
             and tuple(out_shape[:-2]) == tuple(x_shape[:-2])
         )
-        return (0,) if can else ()
 
     @staticmethod
     def backward(ctx, grad):
@@ -180,15 +180,15 @@ class Linear(Op):
         bias gradient's kernel applies it as it reads the gradient."""
         return ctx.has_bias and (*ctx.needs_grad, False, False)[2]
 
+    widen_positions = (0, 1)  # d/dx and d/dW may come back in float32 (widen_fold) ...
+
     @staticmethod
-    def widens_grad(ctx) -> tuple:
-        """d/dx and d/dW may come back in float32 (``widen_fold``), d/dW into a float32
-        buffer in ``ctx.grad_out``: a 16-bit product's GEMM rounds them to 16 bits and
-        stores them widened (``ctx.widen_grad`` says which)."""
-        x, w = ctx.x, ctx.weight
-        if x.dtype != w.dtype or x.dtype not in (float16, bfloat16):
-            return ()
-        return tuple(i for i in (0, 1) if ctx.needs_grad[i])
+    def widens_grad(ctx) -> bool:
+        """... d/dW into a float32 buffer in ``ctx.grad_out``, when the product is 16-bit:
+        its GEMM rounds them to 16 bits and stores them widened (``ctx.widen_grad`` says
+        which)."""
+        dtype = ctx.x.dtype
+        return dtype == ctx.weight.dtype and dtype in (float16, bfloat16)
 
     @staticmethod
     def backward(ctx, grad):
