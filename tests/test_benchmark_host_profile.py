@@ -45,6 +45,8 @@ def dispatched(hp, mode: str) -> tuple[Counter, Counter]:
         forward[op.name] += 1
         if out._node is not None and not folded(op, out._node):
             recorded[f"{op.name} backward"] += 1  # recorded: backward runs it once
+        if getattr(op, "ones_backward", None) is not None:  # the scaled loss, backward's
+            recorded[f"{op.name} backward"] -= 1  # root: its scale seeds the pass instead
         for i in () if out._node is None else widen_fold.wanted(out._node, capture=False):
             if not folded(Cast, out._node.inputs[i]._node):  # an activation's cast: its
                 recorded["cast backward"] -= 1  # backward is this op's GEMM's (widen_fold)

@@ -10,6 +10,8 @@ one launch (``backend.loss_scaling.scale_loss``) where CuPy took two.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..autograd.higher_order import DOUBLE_BACKWARD
 from ..autograd.ops.elementwise import Multiply
 from ..backend.loss_scaling import scale_loss
@@ -17,6 +19,22 @@ from ..backend.loss_scaling import scale_loss
 
 class ScaleLoss(Multiply, register=False):  # (the op table's multiply is Multiply)
     """``loss * scale`` (a float32 [1] or 0-d scale), backward ``grad * scale-as-it-was``."""
+
+    @staticmethod
+    def ones_backward(ctx):
+        """The inputs' gradients for a gradient of ones (``backward()``'s own seed), or None:
+        ``ones * factor`` is the factor, so a loss of one element gets the factor itself
+        (in the loss's dtype, as the engine would cast the product), and neither the ones
+        nor the product is made: two launches fewer a step on a GPU. A larger loss would
+        need the factor broadcast, which kernels cannot read: None."""
+        x, factor = ctx.x, ctx.y
+        if x.size != 1 or not ctx.needs_grad[0]:
+            return None
+        g = factor.reshape(x.shape)  # (a view: the engine hands a seed on read-only)
+        if g.dtype != x.dtype:
+            with np.errstate(over="ignore"):  # (as the engine's cast of the product)
+                g = g.astype(x.dtype)
+        return g, None
 
     name = "multiply"
 

@@ -166,13 +166,36 @@ def backward(
             f"backward() on a {root.dtype} tensor: only floating tensors have gradients"
         )
     grad_tensor = fit_seed(grad_tensor, root)
-    seed = _initial_grad(root, grad_tensor)
-    if create_graph:
-        seed = higher_order.as_seed(seed, grad_tensor)
-    # NOTE: the graph built by create_graph refers to this one's tensors: keep it.
-    run_backward([root], [seed], retain_graph or create_graph, create_graph)
+    start = None if grad_tensor is not None or create_graph else _from_ones(root)
+    if start is not None:  # the root's op gave its inputs' gradients for the seed of ones
+        run_backward(*start, retain_graph, create_graph)
+        if not retain_graph:
+            root._node.free()
+    else:
+        seed = _initial_grad(root, grad_tensor)
+        if create_graph:
+            seed = higher_order.as_seed(seed, grad_tensor)
+        # NOTE: the graph built by create_graph refers to this one's tensors: keep it.
+        run_backward([root], [seed], retain_graph or create_graph, create_graph)
     for hook in post_backward_hooks:
         hook()
+
+
+def _from_ones(root: Tensor):
+    """``(roots, seeds)`` that start the pass below ``root`` when its op can give its inputs'
+    gradients for a seed of ones without making it (``ones_backward``: a scaled loss's
+    backward is the scale), else None: nothing may see the ones (a hook on the root, the
+    NaN/Inf checker) and the root's node must be live and unchanged."""
+    node = root._node
+    ones_backward = None if node is None else getattr(node.op, "ones_backward", None)
+    if ones_backward is None or node.freed or node.hooks or hooks.grad_observers:
+        return None
+    versions.check(node, root if root._version else None, False)
+    grads = ones_backward(node.ctx)
+    if grads is None:
+        return None
+    pairs = [(t, g) for t, g in zip(node.inputs, grads) if t is not None and g is not None]
+    return [t for t, _ in pairs], [g for _, g in pairs]
 
 
 class SlotGrads:

@@ -15,6 +15,7 @@ BIAS_GRAD_TESTS = "tests/test_bias_grad.py::"
 RELU_FOLD_TESTS = "tests/test_relu_fold.py"
 CAST_FOLD_TESTS = "tests/test_cast_fold.py"
 WIDEN_FOLD_TESTS = "tests/test_widen_fold.py"
+SEED_TESTS = "tests/test_scaled_loss_seed.py"
 BATCH_EMULATOR = "tests/test_gemm_emulator.py::test_emulated_batches_are_each_entrys_own_product"
 BATCH_TESTS = "tests/test_gemm_batched.py"
 LAYER_NORM_TESTS = "tests/test_layer_norm_kernel.py"
@@ -504,5 +505,29 @@ MUTANTS: list[Mutant] = [
         "            copy_into(c, v)",
         (WIDEN_FOLD_TESTS, GEMM_TESTS),
         "the CPU's weight gradient written into an O1 weight's float32 .grad is not rounded to float16 first",
+    ),
+    Mutant(
+        "seed-shortcut-hides-the-ones-from-a-hook",
+        "minitorch_amp/autograd/engine.py",
+        "    if ones_backward is None or node.freed or node.hooks or hooks.grad_observers:",
+        "    if ones_backward is None or node.freed or hooks.grad_observers:",
+        (SEED_TESTS,),
+        "a hook on the scaled loss is never called: the pass starts below it",
+    ),
+    Mutant(
+        "seed-shortcut-never-frees-the-scaled-loss",
+        "minitorch_amp/autograd/engine.py",
+        "        if not retain_graph:\n            root._node.free()\n",
+        "",
+        (SEED_TESTS,),
+        "the scaled loss's node outlives a backward without retain_graph",
+    ),
+    Mutant(
+        "seed-shortcut-hands-a-float16-loss-a-float32-gradient",
+        "minitorch_amp/amp/scaled_loss.py",
+        "        if g.dtype != x.dtype:",
+        "        if False:",
+        (SEED_TESTS,),
+        "a float16 loss's gradient arrives in float32, uncast",
     ),
 ]
