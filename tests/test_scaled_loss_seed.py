@@ -36,6 +36,13 @@ def scaled_step(net, x, level="O1", loss_dtype="float32", scale=2.0**10, shape=(
     return [p.grad.numpy().copy() for p in net.parameters()]
 
 
+def scaled_loss(net, x, scale=8.0):
+    """``GradScaler(scale).scale(loss)`` of an O1 forward pass: the root of a backward."""
+    with amp.auto_cast():
+        loss = (net(x).astype("float32") ** 2).mean()
+    return amp.GradScaler(init_loss_scaling=scale).scale(loss)
+
+
 def net_and_input(seed=0):
     mt.seed(seed)
     return nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3)), mt.randn([4, 6])
@@ -81,10 +88,7 @@ def test_a_loss_of_several_elements_takes_the_full_pass(monkeypatch):
 
 def test_the_graph_is_freed_once_and_a_retained_one_runs_again():
     net, x = net_and_input(3)
-    scaler = amp.GradScaler(init_loss_scaling=8.0)
-    with amp.auto_cast():
-        loss = (net(x).astype("float32") ** 2).mean()
-    scaled = scaler.scale(loss)
+    scaled = scaled_loss(net, x)
     scaled.backward(retain_graph=True)
     once = [p.grad.numpy().copy() for p in net.parameters()]
     scaled.backward()
@@ -111,10 +115,7 @@ def test_the_loss_receives_the_scale_in_its_own_dtype(loss_dtype):
 
 def test_a_hook_on_the_scaled_loss_sees_the_ones():
     net, x = net_and_input(4)
-    scaler = amp.GradScaler(init_loss_scaling=8.0)
-    with amp.auto_cast():
-        loss = (net(x).astype("float32") ** 2).mean()
-    scaled = scaler.scale(loss)
+    scaled = scaled_loss(net, x)
     seen = []
     scaled.register_hook(lambda g: seen.append(g.numpy().copy()))
     scaled.backward()
@@ -123,10 +124,7 @@ def test_a_hook_on_the_scaled_loss_sees_the_ones():
 
 def test_a_failed_pass_frees_nothing_and_can_be_retried():
     net, x = net_and_input(5)
-    scaler = amp.GradScaler(init_loss_scaling=8.0)
-    with amp.auto_cast():
-        loss = (net(x).astype("float32") ** 2).mean()
-    scaled = scaler.scale(loss)
+    scaled = scaled_loss(net, x)
     failing = [True]
 
     def hook(g):

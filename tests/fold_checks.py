@@ -1,0 +1,44 @@
+"""Checks the engine's folds share (``tests/test_cast_fold.py``, ``tests/test_widen_fold.py``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from minitorch_amp import amp
+from minitorch_amp.autograd.ops.cast import Cast
+
+
+def assert_a_failed_pass_changes_no_gradient(net, x) -> None:
+    """An O1 backward of ``net(x)`` whose first bias hook raises (leaf hooks run after every
+    fold of the pass) leaves each ``.grad`` reading as it did after ``clear_grad()``. The
+    parameters must have their ``.grad`` buffers already (one backward before)."""
+    for p in net.parameters():
+        p.clear_grad()
+    before = [p.grad.numpy().copy() for p in net.parameters()]  # (what a cleared .grad reads)
+    for p in net.parameters():
+        p.clear_grad()  # (reading .grad filled the buffers: stale again)
+
+    def fail(g):
+        raise RuntimeError("a hook that fails")
+
+    net[0].bias.register_hook(fail)
+    with amp.auto_cast(level="O1"):
+        loss = (net(x).astype("float32") ** 2).sum()
+    with pytest.raises(RuntimeError, match="a hook that fails"):
+        loss.backward()
+    for p, b in zip(net.parameters(), before):
+        np.testing.assert_array_equal(p.grad.numpy(), b)
+
+
+def cast_backward_log(monkeypatch, entry) -> list:
+    """A list that gets ``entry(ctx, grad)`` each time a ``Cast``'s backward runs."""
+    seen = []
+    backward = Cast.backward
+
+    def logging(ctx, grad):
+        seen.append(entry(ctx, grad))
+        return backward(ctx, grad)
+
+    monkeypatch.setattr(Cast, "backward", staticmethod(logging))
+    return seen
