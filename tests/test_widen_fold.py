@@ -182,9 +182,9 @@ def test_a_weight_gradient_is_written_widened_into_its_buffer_by_the_gemm(cast_b
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_a_weight_read_twice_gets_both_gradients_summed_as_unfolded(dtype):
-    """One cached cast of a weight feeds two Linears: the first writes its gradient into the
-    buffer, the second finds the cast's gradient pending and computes its own; the two are
-    summed in 16 bits, then cast into the buffer, as unfolded."""
+    """One cached cast of a weight feeds two Linears (``auto_cast`` counts two readers):
+    neither writes into the buffer; their gradients are summed in 16 bits, then cast into
+    it, as unfolded."""
     mt.seed(12)
     layer = nn.Linear(6, 6)
     x = mt.randn([5, 6])
@@ -197,6 +197,27 @@ def test_a_weight_read_twice_gets_both_gradients_summed_as_unfolded(dtype):
             out = layer(mt.nn.functional.relu(layer(x)))
         (out.astype("float32") ** 2).sum().backward()
         runs.append([p.grad.numpy().copy() for p in layer.parameters()])
+        if patch is not None:
+            patch.undo()
+    assert_same_bits(runs[1], runs[2])
+
+
+def test_a_tied_weight_read_directly_too_gets_both_gradients_as_unfolded():
+    """A Linear head whose weight also feeds an embedding (through a transpose): the head's
+    GEMM writes its gradient into the buffer and it reaches the weight at once, so the
+    embedding's, arriving later in the pass, is added to it, not written over it."""
+    mt.seed(15)
+    head = nn.Linear(4, 7)  # weight [4, 7]: also the table of 7 tokens, width 4
+    ids = mt.to_tensor(np.array([[1, 2, 3], [4, 5, 6]]))
+    runs = []
+    for fold in (True, True, False):  # (the first makes the .grad buffers)
+        patch = None if fold else unfolded()
+        for p in head.parameters():
+            p.clear_grad()
+        with amp.auto_cast(level="O1"):
+            out = head(F.embedding(ids, head.weight.transpose([1, 0])))
+        (out.astype("float32") ** 2).sum().backward()
+        runs.append([p.grad.numpy().copy() for p in head.parameters()])
         if patch is not None:
             patch.undo()
     assert_same_bits(runs[1], runs[2])

@@ -213,8 +213,12 @@ def _cast(t, dtype, prepared=None):
         cache, entry = _cache_entry(t, dtype)
         if entry is not None:
             count_cast("cache_hit")
+            if entry[1]._node is not None:
+                entry[1]._node.ctx.readers += 1
             return entry[1]
         out = dispatch.apply(Cast, t, dtype=dtype, prepared=prepared)
+        if out._node is not None:  # the ops that read it (widen_fold writes the gradient
+            out._node.ctx.readers = 1  # of a weight read once into its buffer)
         count_cast("weight")
         # NOTE: a cast made under no_grad has no graph; caching it would cut the parameter
         # off from backward for the rest of the region, so only recorded casts are cached.

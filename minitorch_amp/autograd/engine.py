@@ -293,7 +293,7 @@ def _run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocke
                     if leaf is not None:  # its buffer's copy widens the gradient: no backward
                         arrive(leaf, grad, owned=False)
                     else:
-                        _propagate(node, grad, create_graph, capture, blocked, arrive, grads)
+                        _propagate(node, grad, create_graph, capture, blocked, arrive)
             # every leaf's hooks first, then the gradients: a raising hook leaves no .grad
             final = [
                 (t, run_hooks(t._hooks, g, t._data.shape, t._data.dtype, create_graph))
@@ -318,9 +318,8 @@ def _run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocke
     return found
 
 
-def _propagate(node, grad, create_graph: bool, capture: bool, blocked, arrive, pending=()) -> None:
-    """Run ``node``'s backward on ``grad`` and hand each input its gradient (``pending``:
-    the gradients that reached nodes not yet run)."""
+def _propagate(node, grad, create_graph: bool, capture: bool, blocked, arrive) -> None:
+    """Run ``node``'s backward on ``grad`` and hand each input its gradient."""
     if create_graph:
         node.ctx.grad_out = None
         in_grads = higher_order.backward_graph(node, grad)
@@ -330,7 +329,7 @@ def _propagate(node, grad, create_graph: bool, capture: bool, blocked, arrive, p
         if deferred is not None:
             in_grads = (deferred,)
         elif positions := widen_fold.wanted(node, capture):  # the GEMM does the cast's too
-            in_grads = widen_fold.backward(node, positions, lambda: _backward(node, grad), pending)
+            in_grads = widen_fold.backward(node, positions, lambda: _backward(node, grad), arrive)
         else:
             in_grads = _backward(node, grad)
     if not isinstance(in_grads, tuple):

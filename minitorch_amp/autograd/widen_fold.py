@@ -25,7 +25,10 @@ it back first (:func:`plain`: exact), and the cast's backward then runs on the s
 An O1 weight's cast is folded the same way, one step further: where ``cast_fold`` would
 copy the weight gradient into the parameter's stale float32 ``.grad`` buffer (widening it),
 the weight-gradient GEMM writes it there itself, rounded and widened: no copy, no cast
-(3 launches fewer in the SimpleNet O1 step).
+(3 launches fewer in the SimpleNet O1 step). Only for a cast one op reads (``auto_cast``
+counts its readers: a weight read twice in a region has its 16-bit gradients summed before
+the cast's backward), and the gradient reaches the parameter at once, so that another of
+its gradients (a tied weight also read directly) is added to it, not written over it.
 """
 
 from __future__ import annotations
@@ -72,26 +75,37 @@ def wanted(node, capture: bool) -> tuple:
     return found if found and node.op.widens_grad(node.ctx) else ()
 
 
-def backward(node, positions: tuple, run, pending) -> tuple:
+def backward(node, positions: tuple, run, arrive) -> tuple:
     """``run()``, the backward of a ``node`` that :func:`wanted` chose, with
     ``ctx.widen_grad`` holding ``positions``; their gradients come back as
-    :class:`WideGrad`. A position whose cast reads a parameter with a stale float32
-    ``.grad`` buffer (``cast_fold.free_buffer``) gets that buffer in ``ctx.grad_out`` to
-    write into, unless the cast's result has a gradient ``pending`` already (a second
-    reader: the buffer holds the first's until the two are summed)."""
+    :class:`WideGrad`.
+
+    A position whose cast is an O1 weight's, read by this op alone, from a parameter whose
+    ``.grad`` is a stale float32 buffer (``cast_fold.free_buffer``), gets that buffer in
+    ``ctx.grad_out``: the GEMM writes the gradient there, and it ``arrive``s at the
+    parameter at once (the cast reported), before any other gradient of the parameter can
+    reach the buffer (a tied weight read directly elsewhere: that one is added to it)."""
     ctx, inputs = node.ctx, node.inputs
+    written = []
     for i in positions:
         cast_node = inputs[i]._node
-        leaf = None if cast_node in pending else cast_fold.free_buffer(cast_node)
+        alone = getattr(cast_node.ctx, "readers", 0) == 1  # (a weight read twice: no)
+        leaf = cast_fold.free_buffer(cast_node) if alone else None
         if leaf is not None:
             out = list(ctx.grad_out or (None,) * len(inputs))
             out[i] = leaf._grad_value._data
             ctx.grad_out = tuple(out)
+            written.append((i, leaf))
     ctx.widen_grad = positions
     try:
         grads = list(run())
     finally:
         ctx.widen_grad = ()  # a retained graph's next backward may not fold
+    for i, leaf in written:
+        if grads[i] is leaf._grad_value._data:  # (in the buffer: the cast's backward, done)
+            report_cast(inputs[i]._data.dtype)
+            arrive(leaf, grads[i], owned=False)
+            grads[i] = None
     for i in positions:
         if grads[i] is not None:
             grads[i] = WideGrad(grads[i], inputs[i]._data.dtype)

@@ -1,8 +1,6 @@
 """Issue 25: saved-tensor versions, all-or-nothing backward, hook results, grad_outputs copies,
 PyLayer backward without recording."""
 
-# ruff: noqa: E501 (search texts are source lines, whatever their length)
-
 from __future__ import annotations
 
 from mutant_sets import Mutant
@@ -67,8 +65,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "failed-backward-frees-the-graph",
         "minitorch_amp/autograd/engine.py",
-        "                    _propagate(node, grad, create_graph, capture, blocked, arrive, grads)\n",
-        "                    _propagate(node, grad, create_graph, capture, blocked, arrive, grads)\n"
+        "                    _propagate(node, grad, create_graph, capture, blocked, arrive)\n",
+        "                    _propagate(node, grad, create_graph, capture, blocked, arrive)\n"
         "                if not retain_graph:\n"
         "                    node.free()\n",
         (f"{ALL_OR_NOTHING}::test_a_failed_pass_through_grad_frees_nothing",),
