@@ -139,3 +139,21 @@ def test_a_failed_pass_frees_nothing_and_can_be_retried():
     scaled.backward()
     assert scaled._node.freed
     assert all(p.grad is not None for p in net.parameters())
+
+
+def test_a_hook_that_writes_into_the_loss_gradient_cannot_change_the_scale():
+    """The loss's hook is handed a copy: a retained graph's next pass starts from the same
+    scale (a hook returning a new gradient is the documented way to change it)."""
+    net, x = net_and_input(7)
+    with amp.auto_cast():
+        loss = (net(x).astype("float32") ** 2).mean()
+    loss.register_hook(lambda g: g._data.__imul__(3.0) and None)  # in place, returns None
+    scaled = amp.GradScaler(init_loss_scaling=8.0).scale(loss)
+    grads = []
+    for _ in range(2):
+        for p in net.parameters():
+            p.clear_grad()
+        scaled.backward(retain_graph=True)
+        grads.append([p.grad.numpy().copy() for p in net.parameters()])
+    for a, b in zip(*grads):
+        np.testing.assert_array_equal(a, b)

@@ -195,7 +195,9 @@ def _from_ones(root: Tensor):
     if grads is None:
         return None
     pairs = [(t, g) for t, g in zip(node.inputs, grads) if t is not None and g is not None]
-    return [t for t, _ in pairs], [g for _, g in pairs]
+    # a hook could write into what it is handed: a copy, not the op's own array
+    seeds = [g.copy() if t._hooks or (t._node and t._node.hooks) else g for t, g in pairs]
+    return [t for t, _ in pairs], seeds
 
 
 class SlotGrads:
