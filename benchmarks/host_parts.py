@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from time import perf_counter
 
 from minitorch_amp import amp, nn
-from minitorch_amp.autograd import dispatch, engine
+from minitorch_amp.autograd import dispatch, engine, seeds
 from minitorch_amp.autograd.op import Op
 from minitorch_amp.autograd.tensor import Tensor
 from minitorch_amp.backend import cast, fused_optim, gemm, kernels, loss_scaling, memory, primitives
@@ -277,7 +277,7 @@ def _install(profile: HostProfile, p: Patches) -> None:
         for name in [n for n in ("_update", "_advance") if n in vars(cls)]:
             p.set(cls, name, wrap(vars(cls)[name], "launch"))
     p.set(Bucket, "_twin", wrap(Bucket._twin, "launch"))  # the CPU's (and CuPy's) optim.cu
-    for fn in (engine._initial_grad, engine._conform, engine._accumulate_leaf):
+    for fn in (seeds.initial_grad, engine._conform, engine._accumulate_leaf):
         p.everywhere(fn, wrap(fn, "launch"))  # the engine's own array maths
     # the phases: backward, the scaler, the optimizer
     p.everywhere(engine.backward, wrap(engine.backward, "engine", "(backward engine)"))

@@ -20,7 +20,7 @@ allocation  ``Tensor._wrap``, ``Tensor.__init__``, ``backend.memory.track``; on 
             CuPy's allocator (the memory pool's ``malloc``)
 launch      every op's ``forward`` and ``backward``, the ``backend`` primitives, casts, GEMM,
             loss-scaling and fused-optimizer functions, ``kernels.launch``, the optimizer's
-            ``_update``/``_advance`` and ``Bucket._twin``, the engine's ``_initial_grad``,
+            ``_update``/``_advance`` and ``Bucket._twin``, ``seeds.initial_grad``,
             ``_conform``, ``_accumulate_leaf``: where array work is issued. On a GPU the host
             cost of issuing kernels; on the CPU NumPy computes as it is called, so this is the
             arithmetic itself

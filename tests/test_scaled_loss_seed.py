@@ -1,4 +1,4 @@
-"""``scaler.scale(loss).backward()`` without the seed of ones (``engine._from_ones``).
+"""``scaler.scale(loss).backward()`` without the seed of ones (``autograd.seeds.from_ones``).
 
 The scaled loss's backward multiplies the seed, ones, by the scale: the scale itself. The
 engine starts the pass below the scaled loss with the scale (``ScaleLoss.ones_backward``),
@@ -14,12 +14,12 @@ import pytest
 import minitorch_amp as mt
 from minitorch_amp import amp, nn
 from minitorch_amp.amp.scaled_loss import ScaleLoss
-from minitorch_amp.autograd import engine
+from minitorch_amp.autograd import seeds
 
 
 def full_pass(monkeypatch):
     """The engine without the shortcut: the seed of ones, then ScaleLoss's backward."""
-    monkeypatch.setattr(engine, "_from_ones", lambda root: None)
+    monkeypatch.setattr(seeds, "from_ones", lambda root: None)
 
 
 def scaled_step(net, x, level="O1", loss_dtype="float32", scale=2.0**10, shape=()):
@@ -72,9 +72,7 @@ def test_the_gradients_are_the_full_passs_bit_for_bit(monkeypatch, level, loss_d
 def test_a_loss_of_several_elements_takes_the_full_pass(monkeypatch):
     net, x = net_and_input(2)
     seen = []
-    monkeypatch.setattr(
-        engine, "_initial_grad", lambda root, g: seen.append(1) or root._data * 0 + 1
-    )
+    monkeypatch.setattr(seeds, "initial_grad", lambda root, g: seen.append(1) or root._data * 0 + 1)
     scaled_step(net, x, shape=None)  # (0-D: the shortcut; no ones made)
     assert seen == []
     for p in net.parameters():

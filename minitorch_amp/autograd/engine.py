@@ -16,10 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..backend import dtypes as _dtypes
-from ..backend import sync
 from ..backend.cast import copy_into
 from ..backend.primitives import unbroadcast
-from . import cast_fold, relu_fold, versions, widen_fold
+from . import cast_fold, relu_fold, seeds, versions, widen_fold
 from .dispatch import hooks
 from .leaf_writes import LeafWrites
 from .ops.cast import Cast, report_cast
@@ -119,34 +118,6 @@ def _destinations(inputs) -> tuple | None:
     return None if dests is None else tuple(dests)
 
 
-def fit_seed(given, out: Tensor):
-    """``given`` (a Tensor or array seed for ``out``), a ``[1]`` one reshaped to ``[]`` for a
-    0-D ``out``: Paddle's ``grad`` accepts that (it predates 0-D tensors). Any other seed is
-    returned as it is, for the caller to check (recorded reshape: differentiable)."""
-    if given is None or out._data.ndim != 0:
-        return given
-    data = given._data if isinstance(given, Tensor) else given
-    if getattr(data, "shape", None) != (1,):
-        return given
-    return given._reshape_to(()) if isinstance(given, Tensor) else data.reshape(())
-
-
-def _initial_grad(root: Tensor, grad_tensor):
-    """The seed array: ``grad_tensor``, or ones of the root's shape (Paddle's rule, also for
-    a result of several elements, where PyTorch refuses: the gradient of its sum)."""
-    data = root._data
-    if grad_tensor is None:
-        return Tensor._xp_of(data).ones_like(data)
-    g = grad_tensor._data if isinstance(grad_tensor, Tensor) else grad_tensor
-    g = sync.to_device(g, data, "backward()'s grad_tensor")
-    if g.shape != data.shape:
-        raise ValueError(
-            f"grad_tensor has shape {list(g.shape)} but the tensor has shape {list(data.shape)}; "
-            "they must be equal"
-        )
-    return g.astype(data.dtype, copy=False)
-
-
 # Functions run after every completed backward(), e.g. AMP's master_grad cast to float32.
 post_backward_hooks: list = []
 
@@ -165,39 +136,20 @@ def backward(
         raise RuntimeError(
             f"backward() on a {root.dtype} tensor: only floating tensors have gradients"
         )
-    grad_tensor = fit_seed(grad_tensor, root)
-    start = None if grad_tensor is not None or create_graph else _from_ones(root)
+    grad_tensor = seeds.fit_seed(grad_tensor, root)
+    start = None if grad_tensor is not None or create_graph else seeds.from_ones(root)
     if start is not None:  # the root's op gave its inputs' gradients for the seed of ones
         run_backward(*start, retain_graph, create_graph)
         if not retain_graph:
             root._node.free()
     else:
-        seed = _initial_grad(root, grad_tensor)
+        seed = seeds.initial_grad(root, grad_tensor)
         if create_graph:
             seed = higher_order.as_seed(seed, grad_tensor)
         # NOTE: the graph built by create_graph refers to this one's tensors: keep it.
         run_backward([root], [seed], retain_graph or create_graph, create_graph)
     for hook in post_backward_hooks:
         hook()
-
-
-def _from_ones(root: Tensor):
-    """``(roots, seeds)`` that start the pass below ``root`` when its op can give its inputs'
-    gradients for a seed of ones without making it (``ones_backward``: a scaled loss's
-    backward is the scale), else None: nothing may see the ones (a hook on the root, the
-    NaN/Inf checker) and the root's node must be live and unchanged."""
-    node = root._node
-    ones_backward = None if node is None else getattr(node.op, "ones_backward", None)
-    if ones_backward is None or node.freed or node.hooks or hooks.grad_observers:
-        return None
-    versions.check(node, root if root._version else None, False)
-    grads = ones_backward(node.ctx)
-    if grads is None:
-        return None
-    pairs = [(t, g) for t, g in zip(node.inputs, grads) if t is not None and g is not None]
-    # a hook could write into what it is handed: a copy, not the op's own array
-    seeds = [g.copy() if t._hooks or (t._node and t._node.hooks) else g for t, g in pairs]
-    return [t for t, _ in pairs], seeds
 
 
 class SlotGrads:

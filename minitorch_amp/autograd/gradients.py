@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..backend import sync
 from . import engine, higher_order
+from .seeds import fit_seed
 from .tensor import Tensor
 
 
@@ -40,7 +41,7 @@ def _seeds(outputs: list, grad_outputs, create_graph: bool, what: str) -> list:
         if given is None:
             seed = Tensor._xp_of(data).ones_like(data)
         else:
-            given = engine.fit_seed(given, out)  # a [1] for a 0-D output is accepted
+            given = fit_seed(given, out)  # a [1] for a 0-D output is accepted
             if given.shape != out.shape:
                 raise ValueError(
                     f"{what}[{i}] has shape {given.shape} but outputs[{i}] has shape "

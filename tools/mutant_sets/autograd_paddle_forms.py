@@ -36,7 +36,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "non-scalar-backward-refused",
-        "minitorch_amp/autograd/engine.py",
+        "minitorch_amp/autograd/seeds.py",
         "    if grad_tensor is None:\n        return Tensor._xp_of(data).ones_like(data)\n",
         "    if grad_tensor is None:\n"
         "        if data.size != 1:\n"
@@ -68,7 +68,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "one-element-seed-for-0d-output-refused",
-        "minitorch_amp/autograd/engine.py",
+        "minitorch_amp/autograd/seeds.py",
         '    if getattr(data, "shape", None) != (1,):\n',
         "    if True:\n",
         (

@@ -516,7 +516,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "seed-shortcut-hides-the-ones-from-a-hook",
-        "minitorch_amp/autograd/engine.py",
+        "minitorch_amp/autograd/seeds.py",
         "    if ones_backward is None or node.freed or node.hooks or hooks.grad_observers:",
         "    if ones_backward is None or node.freed or hooks.grad_observers:",
         (SEED_TESTS,),
