@@ -559,6 +559,11 @@ __global__ void __launch_bounds__(THREADS, 1)
         // are neighbours in a row: an interior tile with nothing to read back (no split,
         // beta = 0) stores them as one pair, the same values rounded the same way.
         const int row0 = w.m0 + 16 * warp + g;  // + 64 * (this 64-row block) + 8 h2
+        // the row and column of register i of row block r, half h
+        auto row_of = [&](int r, int i) {
+            return row0 + 64 * (PINGPONG ? r : c) + 8 * ((i / 2) % 2);
+        };
+        auto col_of = [&](int h, int i) { return w.n0 + WG_N * h + 8 * (i / 4) + 2 * t + i % 2; };
         if (paired && splits == 1 && beta == 0.0f && w.m0 + BM <= M && w.n0 + BN <= N) {
 #pragma unroll
             for (int r = 0; r < ROW_BLOCKS; ++r) {
@@ -593,8 +598,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                 for (int h = 0; h < HALVES; ++h) {
 #pragma unroll
                     for (int i = 0; i < 64; ++i) {
-                        const int row = row0 + 64 * (PINGPONG ? r : c) + 8 * ((i / 2) % 2);
-                        const int col = w.n0 + WG_N * h + 8 * (i / 4) + 2 * t + i % 2;
+                        const int row = row_of(r, i), col = col_of(h, i);
                         if (row < M && col < N)
                             partial[w.split * mn + static_cast<long long>(row) * N + col] =
                                 acc[r][h][i];
@@ -610,8 +614,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll 1
             for (int j = 0; j < ROW_BLOCKS * HALVES * 64; ++j) {
                 const int r = j / (HALVES * 64), h = j / 64 % HALVES, i = j % 64;
-                const int row = row0 + 64 * (PINGPONG ? r : c) + 8 * ((i / 2) % 2);
-                const int col = w.n0 + WG_N * h + 8 * (i / 4) + 2 * t + i % 2;
+                const int row = row_of(r, i), col = col_of(h, i);
                 if (row >= M || col >= N) continue;
                 const float* at = partial + static_cast<long long>(row) * N + col;
                 float sum = __ldcg(at);
@@ -626,8 +629,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             for (int h = 0; h < HALVES; ++h) {
 #pragma unroll
                 for (int i = 0; i < 64; ++i) {
-                    const int row = row0 + 64 * (PINGPONG ? r : c) + 8 * ((i / 2) % 2);
-                    const int col = w.n0 + WG_N * h + 8 * (i / 4) + 2 * t + i % 2;
+                    const int row = row_of(r, i), col = col_of(h, i);
                     if (row >= M || col >= N) continue;
                     finish(C, bias, row, col, ldc, acc[r][h][i], alpha, beta, flags);
                 }

@@ -42,3 +42,34 @@ def cast_backward_log(monkeypatch, entry) -> list:
 
     monkeypatch.setattr(Cast, "backward", staticmethod(logging))
     return seen
+
+
+def cast_counts_with_and_without(step, net, x) -> list:
+    """Operator statistics' ``cast`` counts of ``step(net, x, fold=True)`` and of
+    ``step(net, x, fold=False)``, after one step that makes the ``.grad`` buffers: a fold
+    reports the cast it saves, so the two must be equal."""
+    step(net, x)
+    counts = []
+    for fold in (True, False):
+        with amp.debugging.collect_operator_stats() as stats:
+            step(net, x, fold=fold)
+        counts.append(stats.counts["cast"])
+    return counts
+
+
+def gpu_cast_launches(monkeypatch, step, net, x, dtype) -> dict:
+    """On a GPU with raw kernels: ``{fold: gradients, (fold, "casts"): cast launches}`` of
+    ``step(net, x, dtype=dtype, fold=fold)`` for both, after one step that makes the
+    ``.grad`` buffers."""
+    from minitorch_amp.backend import kernels
+
+    monkeypatch.setenv("MINITORCH_AMP_RAW_KERNELS", "1")
+    launches, launch = [], kernels.launch
+    monkeypatch.setattr(kernels, "launch", lambda *a, **k: launches.append(a[1]) or launch(*a, **k))
+    step(net, x, dtype=dtype)
+    runs = {}
+    for fold in (True, False):
+        launches.clear()
+        runs[fold] = step(net, x, dtype=dtype, fold=fold)
+        runs[fold, "casts"] = len([n for n in launches if n.startswith("cast")])
+    return runs

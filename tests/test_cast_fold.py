@@ -14,7 +14,12 @@ import itertools
 
 import numpy as np
 import pytest
-from fold_checks import assert_a_failed_pass_changes_no_gradient, cast_backward_log
+from fold_checks import (
+    assert_a_failed_pass_changes_no_gradient,
+    cast_backward_log,
+    cast_counts_with_and_without,
+    gpu_cast_launches,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 from nan_checker import nan_inf_checker
@@ -127,14 +132,7 @@ def test_no_fold_where_the_cast_gradient_is_seen_or_added(cast_backwards, case):
 
 
 def test_operator_statistics_count_the_cast_with_or_without_the_fold():
-    net = mlp(3)
-    x = mt.randn([4, 12])
-    step(net, x)
-    counts = []
-    for fold in (True, False):
-        with amp.debugging.collect_operator_stats() as stats:
-            step(net, x, fold=fold)
-        counts.append(stats.counts["cast"])
+    counts = cast_counts_with_and_without(step, mlp(3), mt.randn([4, 12]))
     assert counts[0] == counts[1]
     assert counts[0]["fp16"] == 5  # the gradients of three weights and two activations
 
@@ -151,20 +149,9 @@ def test_a_pass_that_fails_after_a_fold_leaves_every_gradient_as_it_was():
 def test_on_a_gpu_the_weight_gradients_cost_no_cast_launch(monkeypatch, dtype):
     """O1 on a GPU: the second backward launches no cast kernel for the three weights (CuPy's
     copy into the buffer widens), and the gradients are the unfolded ones bit for bit."""
-    from minitorch_amp.backend import kernels
-
-    monkeypatch.setenv("MINITORCH_AMP_RAW_KERNELS", "1")
-    launches, launch = [], kernels.launch
-    monkeypatch.setattr(kernels, "launch", lambda *a, **k: launches.append(a[1]) or launch(*a, **k))
     net = mlp(5)
     net.to("gpu:0")
-    x = mt.randn([64, 12]).to("gpu:0")
-    step(net, x, dtype=dtype)
-    runs = {}
-    for fold in (True, False):
-        launches.clear()
-        runs[fold] = step(net, x, dtype=dtype, fold=fold)
-        runs[fold, "casts"] = len([n for n in launches if n.startswith("cast")])
+    runs = gpu_cast_launches(monkeypatch, step, net, mt.randn([64, 12]).to("gpu:0"), dtype)
     assert runs[True, "casts"] == runs[False, "casts"] - 3
     for a, b in zip(runs[True], runs[False]):
         np.testing.assert_array_equal(a, b)

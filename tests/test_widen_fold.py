@@ -14,7 +14,12 @@ import itertools
 
 import numpy as np
 import pytest
-from fold_checks import assert_a_failed_pass_changes_no_gradient, cast_backward_log
+from fold_checks import (
+    assert_a_failed_pass_changes_no_gradient,
+    cast_backward_log,
+    cast_counts_with_and_without,
+    gpu_cast_launches,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 from nan_checker import nan_inf_checker
@@ -57,6 +62,23 @@ def step(net, x, level="O1", dtype="float16", scale=1.0, fold=True):
         if patch is not None:
             patch.undo()
     return [t.grad.numpy().copy() for t in [*net.parameters(), x] if t.grad is not None]
+
+
+def assert_folds_as_unfolded(layer, forward, dtype="float16"):
+    """``layer``'s gradients from an O1 ``forward()`` and a squared-sum loss, folded and
+    unfolded, bit for bit (after a first pass that makes the ``.grad`` buffers)."""
+    runs = []
+    for fold in (True, True, False):
+        patch = None if fold else unfolded()
+        for p in layer.parameters():
+            p.clear_grad()
+        with amp.auto_cast(level="O1", dtype=dtype):
+            out = forward()
+        (out.astype("float32") ** 2).sum().backward()
+        runs.append([p.grad.numpy().copy() for p in layer.parameters()])
+        if patch is not None:
+            patch.undo()
+    assert_same_bits(runs[1], runs[2])
 
 
 def assert_same_bits(got, want):
@@ -188,18 +210,7 @@ def test_a_weight_read_twice_gets_both_gradients_summed_as_unfolded(dtype):
     mt.seed(12)
     layer = nn.Linear(6, 6)
     x = mt.randn([5, 6])
-    runs = []
-    for fold in (True, True, False):  # (the first makes the .grad buffers)
-        patch = None if fold else unfolded()
-        for p in layer.parameters():
-            p.clear_grad()
-        with amp.auto_cast(level="O1", dtype=dtype):
-            out = layer(mt.nn.functional.relu(layer(x)))
-        (out.astype("float32") ** 2).sum().backward()
-        runs.append([p.grad.numpy().copy() for p in layer.parameters()])
-        if patch is not None:
-            patch.undo()
-    assert_same_bits(runs[1], runs[2])
+    assert_folds_as_unfolded(layer, lambda: layer(mt.nn.functional.relu(layer(x))), dtype)
 
 
 def test_a_tied_weight_read_directly_too_gets_both_gradients_as_unfolded():
@@ -209,18 +220,7 @@ def test_a_tied_weight_read_directly_too_gets_both_gradients_as_unfolded():
     mt.seed(15)
     head = nn.Linear(4, 7)  # weight [4, 7]: also the table of 7 tokens, width 4
     ids = mt.to_tensor(np.array([[1, 2, 3], [4, 5, 6]]))
-    runs = []
-    for fold in (True, True, False):  # (the first makes the .grad buffers)
-        patch = None if fold else unfolded()
-        for p in head.parameters():
-            p.clear_grad()
-        with amp.auto_cast(level="O1"):
-            out = head(F.embedding(ids, head.weight.transpose([1, 0])))
-        (out.astype("float32") ** 2).sum().backward()
-        runs.append([p.grad.numpy().copy() for p in head.parameters()])
-        if patch is not None:
-            patch.undo()
-    assert_same_bits(runs[1], runs[2])
+    assert_folds_as_unfolded(head, lambda: head(F.embedding(ids, head.weight.transpose([1, 0]))))
 
 
 def test_a_pass_that_fails_after_a_fold_leaves_every_gradient_as_it_was():
@@ -296,15 +296,9 @@ def test_a_retained_graph_folds_again_and_leaves_no_request_behind(cast_backward
 
 
 def test_operator_statistics_count_the_cast_with_or_without_the_fold():
-    net = mlp(9)
     x = mt.randn([4, 12])
     x.stop_gradient = False
-    step(net, x)
-    counts = []
-    for fold in (True, False):
-        with amp.debugging.collect_operator_stats() as stats:
-            step(net, x, fold=fold)
-        counts.append(stats.counts["cast"])
+    counts = cast_counts_with_and_without(step, mlp(9), x)
     assert counts[0] == counts[1]
 
 
@@ -337,20 +331,10 @@ def test_on_a_gpu_each_fold_is_one_cast_launch_less(monkeypatch, dtype):
     GEMMs widen; unfolded, x's and the weights' go into their buffers by copies, which the
     GEMMs now make unnecessary for the weights), and the gradients are the unfolded ones
     bit for bit."""
-    from minitorch_amp.backend import kernels
-
-    monkeypatch.setenv("MINITORCH_AMP_RAW_KERNELS", "1")
-    launches, launch = [], kernels.launch
-    monkeypatch.setattr(kernels, "launch", lambda *a, **k: launches.append(a[1]) or launch(*a, **k))
     net = mlp(10)
     net.to("gpu:0")
     x = mt.randn([64, 12]).to("gpu:0")
     x.stop_gradient = False
-    step(net, x, dtype=dtype)
-    runs = {}
-    for fold in (True, False):
-        launches.clear()
-        runs[fold] = step(net, x, dtype=dtype, fold=fold)
-        runs[fold, "casts"] = len([n for n in launches if n.startswith("cast")])
+    runs = gpu_cast_launches(monkeypatch, step, net, x, dtype)
     assert runs[True, "casts"] == runs[False, "casts"] - 2
     assert_same_bits(runs[True], runs[False])
