@@ -347,3 +347,12 @@ def install_strict(monkeypatch):
 
     monkeypatch.setattr(sync, "defer", defer)
     return fake
+
+
+def poisoned_empty(shape, dtype):
+    """``cupy.empty`` for the emulators: float memory full of NaN, so that an element a kernel
+    leaves unwritten shows (NumPy's reused memory can hold the right values: a flaky pass)."""
+    out = np.empty(shape, dtype)
+    if out.dtype.kind == "f":
+        out.fill(np.nan)
+    return out.view(HostArray)

@@ -177,7 +177,7 @@ def emulator(tmp_path_factory):
 def install(emulator, monkeypatch) -> list:
     """Route bias_grad's launches to ``emulator``; return the list of (name, grid)."""
     launches = emulated_gpu.install(emulator, monkeypatch, "reduction.cu", block=256)
-    device.cupy.empty = lambda shape, dtype: np.empty(shape, dtype).view(HostArray)
+    device.cupy.empty = emulated_gpu.poisoned_empty
     return launches
 
 

@@ -40,7 +40,7 @@ def emulator(tmp_path_factory):
 def on_emulator(emulator, monkeypatch):
     launches = emulated_gpu.install(emulator, monkeypatch, "fp8_cast.cu", block=256)
     fake = fp8_kernels._device.cupy
-    fake.empty = lambda shape, dtype: np.empty(shape, dtype).view(HostArray)
+    fake.empty = emulated_gpu.poisoned_empty
     # Fewer, longer-striding blocks: the emulator pays per block (256 fibers), the kernel's
     # grid-stride loops take any grid (the small cases below still launch several blocks).
     monkeypatch.setattr(fp8_kernels, "_MAX_BLOCKS", 7)

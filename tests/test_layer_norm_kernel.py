@@ -42,7 +42,7 @@ def launches(emulator, monkeypatch):
     made = emulated_gpu.install(emulator, monkeypatch, module.FILE, block=module.THREADS)
     monkeypatch.setattr(module, "MAX_ROW_BLOCKS", 4)
     monkeypatch.setattr(module, "MAX_COLUMN_BLOCKS", 2)
-    device.cupy.empty = lambda shape, dtype: np.empty(shape, dtype).view(HostArray)
+    device.cupy.empty = emulated_gpu.poisoned_empty
     device.cupy.empty_like = lambda a: np.empty_like(a).view(HostArray)
     device.cupy.ascontiguousarray = lambda a: np.ascontiguousarray(a).view(HostArray)
     return made
