@@ -6,9 +6,10 @@ without one, through the kernel cache of :mod:`minitorch_amp.utils.kernel_cache`
 :func:`minitorch_amp.utils.run_check`. Exits 1 when a kernel or the training check fails, or
 when ``MINITORCH_AMP_GEMM_KERNEL`` asks for what cannot run.
 
-``--warm-kernel-cache [-j N]`` does none of that: on a GPU it compiles every kernel file into
-CuPy's on-disk cache, N at once (:mod:`minitorch_amp.backend.kernel_warmup`), and exits 1
-when there is no GPU or a file does not compile.
+``--warm-kernel-cache [-j N]`` does none of that: on a GPU it compiles every kernel module
+(a file, or one kernel of a split file) into CuPy's on-disk cache, N at once
+(:mod:`minitorch_amp.backend.kernel_warmup`), and exits 1 when there is no GPU or a module
+does not compile.
 """
 
 from __future__ import annotations
@@ -74,8 +75,9 @@ def _at_least_one(text: str) -> int:
 
 
 def warm_kernel_cache(jobs: int | None) -> int:
-    """``--warm-kernel-cache``: a line per kernel file as it is done, then the total; the exit
-    status (1 without a GPU or when a file did not compile, the error on stderr)."""
+    """``--warm-kernel-cache``: a line per module as it is done (a kernel file, or one kernel
+    of a split file), then the total; the exit status (1 without a GPU or when a module did
+    not compile, the error on stderr)."""
     start = time.perf_counter()
 
     def done(file: str, seconds: float, error: str | None) -> None:
@@ -89,9 +91,11 @@ def warm_kernel_cache(jobs: int | None) -> int:
         return 1
     processes = min(jobs or os.cpu_count() or 1, len(seconds))
     longest = max(seconds, key=seconds.get)
+    files = len({label.split(" ", 1)[0] for label in seconds})
     print(
-        f"CuPy kernel cache: {len(seconds)} kernel files in {time.perf_counter() - start:.1f} s, "
-        f"{processes} at once (the longest: {longest}, {seconds[longest]:.1f} s)",
+        f"CuPy kernel cache: {len(seconds)} modules of {files} kernel files in "
+        f"{time.perf_counter() - start:.1f} s, {processes} at once (the longest: {longest}, "
+        f"{seconds[longest]:.1f} s)",
         flush=True,
     )
     return 0

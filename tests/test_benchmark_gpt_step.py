@@ -42,6 +42,22 @@ def test_then_runs_the_step_then_the_schedule_and_returns_the_loss(gpt_step):
     assert calls == [("step", 2, 3), "after", ("step", 1, 1), "after"]
 
 
+def test_the_capture_line_counts_the_eager_calls_after_the_warm_up(gpt_step, cpu):
+    """On the CPU graphs.graphed runs every call eagerly: 0 captures, and each call after
+    the two warm-up calls is reported as eager (on a GPU the GPU test wants 0 there)."""
+    mt.seed(0)
+    model = gpt_step.gpt.GPT(20, context=16, width=32, num_layers=1, num_heads=2, dropout=0.0)
+    step = gpt_step.ours_training(model, "fp32", 1e-3, graph=True)
+    x, y = (mt.to_tensor(np.zeros((2, 16), dtype=np.int64)) for _ in "xy")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # graphed's one "graphs need a GPU" on the CPU
+        for _ in range(5):
+            step(x, y)
+    assert gpt_step.capture_line(step) == (
+        "ours: 0 capture(s), 0 replays, 3 eager calls after its 2 warm-up calls"
+    )
+
+
 @pytest.mark.parametrize("level", ["fp32", "O2"])
 def test_on_the_cpu_the_graph_mode_step_trains_like_the_plain_step(gpt_step, cpu, level):
     gpt = gpt_step.gpt

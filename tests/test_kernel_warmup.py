@@ -78,30 +78,44 @@ def fake_gpu(monkeypatch):
     return fake
 
 
-def test_each_job_compiles_exactly_what_the_loader_compiles_for_its_file(monkeypatch):
+def modules() -> list[tuple[str, str | None]]:
+    """(file, kernel) of every module the loader compiles: kernel None for a whole file."""
+    return [(entry.file, unit) for entry in kernels.REGISTRY.values() for unit in entry.units()]
+
+
+def test_each_job_compiles_exactly_what_the_loader_compiles_for_its_module(monkeypatch):
     jobs = kernel_warmup.compile_jobs()
-    assert sorted(job.file for job in jobs) == sorted(kernels.REGISTRY)
+    assert sorted((job.file, job.kernel or "") for job in jobs) == sorted(
+        (file, unit or "") for file, unit in modules()
+    )
     loader, worker = FakeCupy(), FakeCupy()
     monkeypatch.setattr(device, "cupy", loader)
-    for entry in kernels.REGISTRY.values():
-        kernels._module.__wrapped__(entry, 3)  # the loader's compile, uncached
+    for file, unit in modules():
+        kernels._module.__wrapped__(kernels.REGISTRY[file], 3, unit)  # the loader's, uncached
     monkeypatch.setattr(device, "cupy", worker)
     for job in jobs:
         assert kernel_warmup._compile(job, 3)[2] is None
-    by_file = {job.file: done for job, done in zip(jobs, worker.compiled)}
-    expected = {file: done for file, done in zip(kernels.REGISTRY, loader.compiled)}
-    assert by_file == expected  # the same source, options, names and device
+    by_module = {(job.file, job.kernel): done for job, done in zip(jobs, worker.compiled)}
+    expected = dict(zip(modules(), loader.compiled))
+    assert by_module == expected  # the same source, options, names and device
     for kwargs, _ in worker.compiled:  # CuPy's key holds repr(options): a list would miss
         assert type(kwargs["options"]) is tuple and type(kwargs["name_expressions"]) is tuple
 
 
-def test_the_jobs_cover_every_kernel_file_of_cuda_largest_first():
+def test_the_jobs_cover_every_kernel_file_of_cuda_split_gemms_first_then_largest_first():
     jobs = kernel_warmup.compile_jobs()
     assert {job.file for job in jobs} == {path.name for path in (ROOT / "cuda").glob("*.cu")}
-    sizes = [len(job.source) for job in jobs]
-    assert sizes == sorted(sizes, reverse=True)
-    hopper = next(job for job in jobs if job.file == "gemm_sm90.cu")
-    assert "-arch=sm_90a" in hopper.options  # the target of a one-architecture file
+    order = [(job.kernel is not None, len(job.source)) for job in jobs]
+    assert order == sorted(order, reverse=True)
+    hopper = [job for job in jobs if job.file == "gemm_sm90.cu"]
+    assert all("-arch=sm_90a" in job.options for job in hopper)  # a one-architecture file
+    # each GEMM instantiation is a module of its own: a source (CuPy's cache key) of its own
+    names = kernels.REGISTRY["gemm_sm90.cu"].names
+    assert sorted(job.names for job in hopper) == sorted((name,) for name in names)
+    assert len({job.source for job in hopper}) == len(hopper)
+    assert all(job.source.startswith(kernels.REGISTRY["gemm_sm90.cu"].source()) for job in hopper)
+    split = {job.file for job in jobs if job.kernel is not None}
+    assert split == {"gemm_fp16.cu", "gemm_sm90.cu", "gemm_bf16_sm90.cu", "gemm_fp8_sm90.cu"}
 
 
 def test_the_launcher_list_names_every_backend_module_that_registers_a_kernel_file():
@@ -113,18 +127,19 @@ def test_the_launcher_list_names_every_backend_module_that_registers_a_kernel_fi
     assert registering == set(kernel_warmup.LAUNCHERS)
 
 
-def test_warming_compiles_every_file_once_in_spawned_processes(fake_gpu):
+def test_warming_compiles_every_module_once_in_spawned_processes(fake_gpu):
     said = []
     done = kernel_warmup.warm_cache(4, progress=lambda *line: said.append(line))
-    assert sorted(done) == sorted(kernels.REGISTRY)
+    labels = [file if unit is None else f"{file} {unit}" for file, unit in modules()]
+    assert sorted(done) == sorted(labels)
     assert fake_gpu.pools == [(4, "spawn")]  # never fork: this process has a CUDA context
     assert sorted(kwargs["code"] for kwargs, _ in fake_gpu.compiled) == sorted(
-        entry.source() for entry in kernels.REGISTRY.values()
+        kernels.REGISTRY[file].unit(unit)[0] for file, unit in modules()
     )
-    assert [(file, error) for file, _, error in said] == [(file, None) for file in done]
+    assert [(label, error) for label, _, error in said] == [(label, None) for label in done]
 
 
-def test_no_more_processes_than_files(fake_gpu):
+def test_no_more_processes_than_modules(fake_gpu):
     kernel_warmup.warm_cache(64, files=["cast.cu", "amp.cu"])
     assert fake_gpu.pools == [(2, "spawn")]
     assert len(fake_gpu.compiled) == 2
@@ -135,7 +150,7 @@ def test_a_file_that_fails_is_named_after_every_other_file_is_cached(fake_gpu):
     said = []
     with pytest.raises(RuntimeError, match=r"did not compile: amp\.cu: CompileError: nvrtc: "):
         kernel_warmup.warm_cache(2, progress=lambda *line: said.append(line))
-    assert len(fake_gpu.compiled) == len(kernels.REGISTRY) - 1
+    assert len(fake_gpu.compiled) == len(modules()) - 1
     errors = [(file, error) for file, _, error in said if error]
     assert errors == [("amp.cu", "CompileError: nvrtc: error: identifier 'x' is undefined")]
 
@@ -194,13 +209,20 @@ def test_the_command_without_a_gpu_says_so_and_exits_1(monkeypatch, capsys):
     assert printed.err.startswith("error: no GPU to compile CuPy's kernels for: CuPy is installed")
 
 
-def test_the_command_prints_a_line_per_file_and_the_total(fake_gpu, capsys):
+def test_the_command_prints_a_line_per_module_and_the_total(fake_gpu, capsys):
     assert cli.main(["--warm-kernel-cache", "-j", "3"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert sorted(line.split()[0] for line in lines[:-1]) == sorted(kernels.REGISTRY)
-    assert all(re.search(r"\.cu +cached in \d+\.\d s$", line) for line in lines[:-1])
-    total = rf"CuPy kernel cache: {len(kernels.REGISTRY)} kernel files in \d+\.\d s, 3 at once "
-    assert re.match(total + r"\(the longest: \w+\.cu, \d+\.\d s\)$", lines[-1])
+    labels = [(file, unit) for file, unit in modules()]
+    said = [line.split(" cached in ")[0].split() for line in lines[:-1]]
+    assert sorted(tuple(words) for words in said) == sorted(
+        (file,) if unit is None else (file, unit) for file, unit in labels
+    )
+    assert all(re.search(r"\.cu( \S+)? +cached in \d+\.\d s$", line) for line in lines[:-1])
+    total = (
+        rf"CuPy kernel cache: {len(labels)} modules of {len(kernels.REGISTRY)} kernel files in "
+        r"\d+\.\d s, 3 at once "
+    )
+    assert re.match(total + r"\(the longest: \w+\.cu( \S+)?, \d+\.\d s\)$", lines[-1])
 
 
 def test_the_command_exits_1_naming_a_file_that_did_not_compile(fake_gpu, capsys):
@@ -208,4 +230,48 @@ def test_the_command_exits_1_naming_a_file_that_did_not_compile(fake_gpu, capsys
     assert cli.main(["--warm-kernel-cache"]) == 1
     printed = capsys.readouterr()
     assert re.search(r"^  cast\.cu +FAILED after \d+\.\d s: CompileError: nvrtc", printed.out, re.M)
-    assert "error: kernel files that did not compile: cast.cu: CompileError" in printed.err
+    assert "error: kernel modules that did not compile: cast.cu: CompileError" in printed.err
+
+
+# ---- the loader: a split file is compiled a kernel at a time -------------------------------
+def test_the_loader_compiles_one_kernel_of_a_split_file_and_the_whole_of_another(monkeypatch):
+    """A launch of a GEMM compiles that instantiation alone (seconds, not a minute); a launch
+    of an unsplit file compiles the file once for all its kernels."""
+    from minitorch_amp.backend import cast, gemm
+
+    fake = FakeCupy()
+    compiled = fake.compiled
+
+    def raw_module(**kwargs):
+        class Module:
+            def compile(self):
+                compiled.append((kwargs, fake.current))
+
+            def get_function(self, name):
+                assert name in kwargs["name_expressions"]
+                return ("kernel", name)
+
+        return Module()
+
+    fake.RawModule = raw_module
+    monkeypatch.setattr(device, "cupy", fake)
+    monkeypatch.setattr(kernels, "_functions", {})
+    kernels._module.cache_clear()
+    try:
+        first, second = gemm.KERNELS.names[:2]
+        assert kernels.get_function(gemm.FILE, first) == ("kernel", first)
+        assert kernels.get_function(gemm.FILE, first) == ("kernel", first)  # looked up once
+        assert kernels.get_function(gemm.FILE, second) == ("kernel", second)
+        casts = cast.CAST.names
+        for name in casts[:2]:
+            kernels.get_function("cast.cu", name)
+    finally:
+        kernels._module.cache_clear()  # no fake module left for a later test
+    entry = kernels.REGISTRY[gemm.FILE]
+    assert [kwargs["name_expressions"] for kwargs, _ in compiled] == [
+        (first,),
+        (second,),
+        kernels.REGISTRY["cast.cu"].names,
+    ]
+    assert compiled[0][0]["code"] == entry.unit(first)[0] != compiled[1][0]["code"]
+    assert compiled[2][0]["code"] == kernels.REGISTRY["cast.cu"].source()

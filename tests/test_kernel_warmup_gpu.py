@@ -71,11 +71,37 @@ def test_after_the_warm_up_the_loaders_compiles_are_cache_hits(tmp_path):
     assert len(after_a_miss) == len(loaded) + 1  # and a miss would have shown
 
 
-def test_the_command_compiles_every_registered_file_into_the_cache():
-    """All the files, one process each, into the user's cache as the GPU check's device stage
-    does (after that stage every one is a hit; on a cold cache this takes the longest compile,
-    about 40 s, and warms the cache for the tests after it)."""
-    jobs = len(kernel_warmup.compile_jobs())
+# A split file: a module, and so a cache file, per kernel; the loader's launches then hit.
+SPLIT_SCRIPT = textwrap.dedent(
+    """
+    import json, os
+    from minitorch_amp.backend import device, gemm, kernel_warmup, kernels
+
+    folder = os.environ["CUPY_CACHE_DIR"]
+    before = set(os.listdir(folder))
+    kernel_warmup.warm_cache(4, files=[gemm.FILE])
+    warmed = set(os.listdir(folder))
+    for name in gemm.KERNELS.names[:3]:
+        kernels.get_function(gemm.FILE, name)
+    hits = set(os.listdir(folder)) == warmed
+    print(json.dumps([len(warmed - before), len(gemm.KERNELS.names), hits]))
+    """
+)
+
+
+def test_a_split_file_is_cached_a_module_per_kernel_and_the_loader_hits_them(tmp_path):
+    done = run(["-c", SPLIT_SCRIPT], tmp_path / "cupy_cache")
+    assert done.returncode == 0, done.stderr
+    new_files, kernel_count, all_hits = json.loads(done.stdout.splitlines()[-1])
+    assert new_files == kernel_count > 1
+    assert all_hits
+
+
+def test_the_command_compiles_every_registered_module_into_the_cache():
+    """All the modules, a process per core, into the user's cache as the GPU check's device
+    stage does (after that stage every one is a hit; on a cold cache this warms the cache for
+    the tests after it)."""
+    jobs = min(os.cpu_count() or 1, len(kernel_warmup.compile_jobs()))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
         [sys.executable, "-m", "minitorch_amp", "--warm-kernel-cache", "-j", str(jobs)],
@@ -87,8 +113,9 @@ def test_the_command_compiles_every_registered_file_into_the_cache():
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    files = sorted(job.file for job in kernel_warmup.compile_jobs())
-    assert sorted(line.split()[0] for line in lines[:-1]) == files
+    labels = sorted(job.label for job in kernel_warmup.compile_jobs())
+    assert sorted(line.split(" cached in ")[0].strip() for line in lines[:-1]) == labels
     assert all(" cached in " in line for line in lines[:-1])
-    assert lines[-1].startswith(f"CuPy kernel cache: {len(files)} kernel files in ")
+    files = len({job.file for job in kernel_warmup.compile_jobs()})
+    assert lines[-1].startswith(f"CuPy kernel cache: {len(labels)} modules of {files} kernel files")
     assert f", {jobs} at once (the longest: " in lines[-1]

@@ -75,6 +75,7 @@ GEMM_KERNELS = kernels.register(
         for bn in TILE_WIDTHS
     ),
     arch=_sm90.ARCH,
+    split=True,
 )
 
 

@@ -104,7 +104,7 @@ NAMES = tuple(kernel_name(ta, tb, out) for out in _OUT_TYPES for ta, tb in _LAYO
 BF16_NAMES = tuple(
     kernel_name(ta, tb, out, bfloat16) for out in _BF16_OUT_TYPES for ta, tb in _LAYOUTS
 )
-KERNELS = register(FILE, names=NAMES + BF16_NAMES, options=(f"-DGEMM_STAGES={STAGES}",))
+KERNELS = register(FILE, names=NAMES + BF16_NAMES, options=(f"-DGEMM_STAGES={STAGES}",), split=True)
 
 
 def gemm(

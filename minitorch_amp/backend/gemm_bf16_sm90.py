@@ -47,7 +47,7 @@ NAMES = tuple(
     for ta, tb in _LAYOUTS
     for bn, pingpong in _sm90.SCHEDULES
 )
-KERNELS = register(FILE, names=NAMES, arch=_sm90.ARCH)
+KERNELS = register(FILE, names=NAMES, arch=_sm90.ARCH, split=True)
 BFLOAT16 = _sm90.Variant(FILE, kernel_name)
 
 

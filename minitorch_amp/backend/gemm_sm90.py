@@ -82,7 +82,7 @@ NAMES = tuple(
     for ta, tb in _LAYOUTS
     for bn, pp in SCHEDULES
 )
-KERNELS = register(FILE, names=NAMES, arch=ARCH)
+KERNELS = register(FILE, names=NAMES, arch=ARCH, split=True)  # seconds per kernel
 
 
 # ---- the shape rule ------------------------------------------------------------------------

@@ -7,6 +7,11 @@ Each Python launcher module registers the kernels it needs from one ``.cu`` file
 A file whose instructions exist on one architecture only names it (``arch="sm_90a"`` for
 ``wgmma``): it is compiled for that target, and only launched on devices that have it.
 
+A file with many large template instantiations (the GEMMs: seconds of NVRTC each) says
+``split=True``: each of its kernels is then compiled into a module of its own, the first
+time that kernel is launched, so a step waits only for the instantiations it launches, and
+the kernel-cache warm-up (``backend/kernel_warmup.py``) spreads one file over many cores.
+
 A file may build on another one of ``cuda/`` with ``#include "other.cu"`` (a line of its
 own): ``nvcc`` follows it, and :meth:`KernelFile.source` inlines it, because NVRTC compiles
 a string and CuPy keys its on-disk kernel cache on that string (an included file's change
@@ -59,12 +64,14 @@ class KernelFile:
 
     ``arch`` is the one target a file is built for (``"sm_90a"``), or None for files that
     compile for any device from sm_80 on (CuPy then picks the device's own target).
+    ``split``: each kernel is compiled alone, into a module of its own (:meth:`unit`).
     """
 
     file: str
     names: tuple[str, ...]
     options: tuple[str, ...] = ()
     arch: str | None = None
+    split: bool = False
 
     @property
     def path(self) -> Path:
@@ -81,6 +88,22 @@ class KernelFile:
     def loader_options(self) -> tuple[str, ...]:
         """What the loader passes to CuPy: the options, and the target when the file has one."""
         return self.all_options() + ((f"-arch={self.arch}",) if self.arch else ())
+
+    def unit(self, name: str | None) -> tuple[str, tuple[str, ...]]:
+        """The source and name expressions of the module that holds kernel ``name``.
+
+        The whole file with all its names (``name`` None), or for a ``split`` file that one
+        kernel alone, the file's text ending in a comment that names it: CuPy keys its
+        on-disk cache on the source and options, not on the name expressions, so each kernel
+        needs a source of its own.
+        """
+        if not self.split or name is None:
+            return self.source(), self.names
+        return f"{self.source()}\n// this module: {name}\n", (name,)
+
+    def units(self) -> tuple[str | None, ...]:
+        """What the loader compiles this file as: None (the whole file), or each kernel name."""
+        return self.names if self.split else (None,)
 
 
 _LOCAL_INCLUDE = re.compile(r'^#include "(\w+\.cu)"[ \t]*$', re.MULTILINE)
@@ -101,7 +124,9 @@ def _inline_includes(path: Path, seen: tuple[str, ...]) -> str:
 REGISTRY: dict[str, KernelFile] = {}
 
 
-def register(file: str, names, options=(), arch: str | None = None) -> KernelFile:
+def register(
+    file: str, names, options=(), arch: str | None = None, split: bool = False
+) -> KernelFile:
     """Declare the kernels ``file`` provides (called at import by each launcher module).
 
     Two launchers may each register kernels of one file (``reduction.cu``: ``sum_squares``
@@ -109,11 +134,13 @@ def register(file: str, names, options=(), arch: str | None = None) -> KernelFil
     file's entry then names both sets, and it is compiled once, with all of them. Each call
     returns the entry as it stands after it.
     """
-    entry = KernelFile(file, tuple(names), tuple(options), arch)
+    entry = KernelFile(file, tuple(names), tuple(options), arch, split)
     known = REGISTRY.get(file)
     if known is not None:
-        if (known.options, known.arch) != (entry.options, entry.arch):
-            raise ValueError(f"{file} is registered twice with different options or targets")
+        if (known.options, known.arch, known.split) != (entry.options, entry.arch, split):
+            raise ValueError(
+                f"{file} is registered twice with different options, targets or splits"
+            )
         added = tuple(name for name in entry.names if name not in known.names)
         entry = replace(known, names=known.names + added)
     REGISTRY[file] = entry
@@ -147,11 +174,12 @@ def setting(name: str, default: str) -> str:
 
 
 @functools.cache
-def _module(entry: KernelFile, device_id: int):
+def _module(entry: KernelFile, device_id: int, unit: str | None = None):
     # keyed on the entry: names registered after a first compile make a module of their own
+    source, names = entry.unit(unit)
     with _device.cupy.cuda.Device(device_id):
         module = _device.cupy.RawModule(
-            code=entry.source(), options=entry.loader_options(), name_expressions=entry.names
+            code=source, options=entry.loader_options(), name_expressions=names
         )
         module.compile()
     return module
@@ -174,7 +202,8 @@ def get_function(file: str, name: str, shared_mem: int = 0):
         registered = REGISTRY.get(file)
         if registered is None or name not in registered.names:
             raise KeyError(f"{name!r} is not registered for {file}; register() it first")
-        kernel = _module(registered, key[0]).get_function(name)
+        unit = name if registered.split else None
+        kernel = _module(registered, key[0], unit).get_function(name)
         if shared_mem > DEFAULT_SHARED_MEM:
             kernel.max_dynamic_shared_size_bytes = shared_mem
         entry = _functions[key] = (kernel, max(shared_mem, DEFAULT_SHARED_MEM))
