@@ -44,41 +44,43 @@ has_gpu='import sys, minitorch_amp as mt; mt.device.cuda.device_count() or sys.e
 # (84 s), host_profile (36 s) and compare (9 s). device, pytest, kernels and optimizer timed
 # out in it: each process compiled the cuda/*.cu files it used with NVRTC, one after another,
 # seconds each (the Hopper GEMMs the longest), until CuPy's on-disk cache held them. So the
-# device stage now compiles them all into that cache first, one process per file. Measured
-# on that H200 afterwards: the warm-up took 53 s on an empty cache (gemm_bf16_sm90.cu 47 s,
-# gemm_sm90.cu 43 s, gemm_fp16.cu 16 s; 5 s when all were cached), the report after it 4 s:
-# device's budget. pytest, kernels and optimizer are estimates on that warm cache; a second
-# H200 run took 83 s for pytest -m gpu with 4 workers after the warm-up (pytest's budget).
-# compare runs --dtype float8 since: 13 rows (the bf16 and FP8 rows eager and graphed:
-# issue 28's FP8 graph row beside the float16 one) where the measured 9 s ran 5; estimated.
+# device stage compiles them all into that cache first. A run on 2026-11-28 (an H200 again)
+# found that warm-up past 70 s, each Hopper GEMM file one module of 18 instantiations: the
+# GEMM files now compile a kernel at a time (kernels.register(split=True)), and the warm-up
+# took 38.7 s (77 modules on 16 cores, 42 s with the process start), the report after it 4 s:
+# device's budget. host_profile took 29 s and compare (13 rows: bf16 and FP8 eager and
+# graphed, issue 28's FP8 graph row beside the float16 one) 20 s in that run. pytest -m gpu
+# had 83 s with 4 workers on 2026-11-27, but ran past 95 s with 12 workers on 2026-11-28 (at
+# 82% of its 680 tests): 8 workers and 130 s, an estimate, as are kernels and optimizer (20 s
+# was too little for it on 2026-11-28).
 cores=$(nproc 2>/dev/null || echo 4)
 warm_up="$py -m minitorch_amp --warm-kernel-cache -j $cores"
-stage device 70 "" no '/^CuPy kernel cache: / { print }
+stage device 55 "" no '/^CuPy kernel cache: / { print }
     /^minitorch_amp environment report/ { on = 1 } on' \
     "$warm_up && nvidia-smi && $py -m minitorch_amp --no-compile && $py -c '$has_gpu'"
-# pytest-xdist where it is installed: 4 processes on the one GPU, each file's tests in one.
+# pytest-xdist where it is installed: 8 processes on the one GPU, each file's tests in one.
 xdist=""
 if timeout -k 1 10 "$PY" -c 'import xdist' >/dev/null 2>&1; then
-    xdist=" -n 4 --dist loadfile"
+    xdist=" -n 8 --dist loadfile"
 fi
 # shellcheck disable=SC2016 # the $ are awk's
-stage pytest 100 "" no '/^(FAILED|ERROR) / && n++ < 30
+stage pytest 130 "" no '/^(FAILED|ERROR) / && n++ < 30
     / in [0-9.]+s|no tests ran/ { counts = $0 } END { if (counts) print counts }' \
     "$py -m pytest -m gpu -q$xdist"
 # kernels: the kernel table (about 60 s: each of its timings after 1 s of warm-up), then the
 # FP8 GEMM's (about 9 s: ours and torch._scaled_mm at 2 sizes, each after 1 s of warm-up,
 # 50 timed graph replays of 20).
-stage kernels 75 benchmarks/kernels.py no '/^raw kernels on/ { on = 1 } on' \
+stage kernels 70 benchmarks/kernels.py no '/^raw kernels on/ { on = 1 } on' \
     "$py benchmarks/kernels.py --fp8"
 stage simple_net 90 benchmarks/simple_net.py no '/^SimpleNet on/ { on = 1 } on' \
     "$py benchmarks/simple_net.py --full --device gpu"
-stage optimizer 20 benchmarks/optimizer_step.py no '/^µs of host time/ { on = 1 } on' \
+stage optimizer 25 benchmarks/optimizer_step.py no '/^µs of host time/ { on = 1 } on' \
     "$py benchmarks/optimizer_step.py --quick --device gpu"
 # shellcheck disable=SC2016 # the $ are awk's
-stage host_profile 40 benchmarks/host_profile.py yes '/^### / { if (n++) print ""; print }
+stage host_profile 32 benchmarks/host_profile.py yes '/^### / { if (n++) print ""; print }
     /^\| part \|/ { on = 1 } on && /^$/ { on = 0 } on' \
     "$py benchmarks/host_profile.py --full --device gpu"
-stage compare 40 examples/simple_net.py no '/^SimpleNet on/ { on = 1 } on' \
+stage compare 25 examples/simple_net.py no '/^SimpleNet on/ { on = 1 } on' \
     "$py examples/simple_net.py --compare --full --graph --dtype float8 --device gpu"
 
 usage() {

@@ -52,8 +52,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--warm-kernel-cache",
         action="store_true",
-        help="only compile every kernel into CuPy's on-disk kernel cache, on the GPU, -j files "
-        "at once (later processes then load them instead of compiling); no report",
+        help="only compile every kernel into CuPy's on-disk kernel cache, on the GPU, -j "
+        "modules at once (later processes then load them instead of compiling); no report",
     )
     parser.add_argument(
         "-j",

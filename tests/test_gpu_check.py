@@ -119,7 +119,7 @@ def test_the_stages_run_the_gpu_tests_the_tables_and_the_example():
     all on the GPU."""
     stages = dry_run()
     command = {name: stages[name][1] for name in stages}
-    assert re.search(r"-m pytest -m gpu -q( -n 4 --dist loadfile)?$", command["pytest"])
+    assert re.search(r"-m pytest -m gpu -q( -n 8 --dist loadfile)?$", command["pytest"])
     assert command["kernels"].endswith("benchmarks/kernels.py --fp8")  # no --sweep: the table
     assert "--modes" not in command["simple_net"]  # every mode: graph and bf16 rows
     assert "examples/simple_net.py --compare --full --graph --dtype float8" in command["compare"]
@@ -145,10 +145,10 @@ def fake_module(folder: Path, name: str, text: str) -> dict[str, str]:
 
 @pytest.mark.parametrize(
     "xdist, tail",
-    [("", " -n 4 --dist loadfile"), ("raise ImportError('not installed')", "")],
+    [("", " -n 8 --dist loadfile"), ("raise ImportError('not installed')", "")],
     ids=["with pytest-xdist", "without"],
 )
-def test_pytest_runs_in_4_processes_where_pytest_xdist_is_installed(tmp_path, xdist, tail):
+def test_pytest_runs_in_8_processes_where_pytest_xdist_is_installed(tmp_path, xdist, tail):
     env = fake_module(tmp_path / "site", "xdist", xdist)
     done = check("--dry-run", "--stages", "pytest", **env)
     assert done.returncode == 0, done.stderr
