@@ -42,8 +42,11 @@
 // LAUNCH (backend/fp8_kernels.py): block (256,), 1-D grid-stride, grid min(ceil(n / 1024),
 //   4096). cast_fp8_amax converts 4 consecutive elements per step (one 16- or 8-byte load,
 //   one 4-byte store; the launcher hands it 16-byte-aligned x and out), then a scalar tail.
-//   cast_transpose_fp8_amax: one 32 x 32 tile per step, staged in shared memory so that both
-//   outputs are written along their rows.
+//   cast_transpose_fp8_amax: grid min(tiles, 4096), one 64 x 64 tile per step, staged in
+//   shared memory so that both outputs are written along their rows. Each thread loads 4
+//   rows of 4 elements (vector loads, all issued before the first conversion), writes `out`
+//   4 bytes at a time and, from the tile, 4 rows of one column of x into `out_t` as a word:
+//   words where the dimension is a multiple of 4 (and x 4-element aligned), bytes elsewhere.
 //
 // Dtypes: In = float, __half or __nv_bfloat16 (a CuPy bfloat16 array is ml_dtypes'); scale
 //   float [1], amax unsigned [1] (the float32 amax's bits), out / out_t uint8. The update's
@@ -59,7 +62,7 @@
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kTile = 32;
+constexpr int kTransposeTile = 64;  // cast_transpose_fp8_amax's tile: 64 x 64 elements
 
 // Round the float whose bits are `u` to FP8 (format 0 = E4M3, 1 = E5M2), nearest-even.
 __device__ __forceinline__ unsigned char float_to_fp8(unsigned u, int format, int saturate)
@@ -202,6 +205,19 @@ __global__ void __launch_bounds__(kThreads)
     update_if_last(update, scale, amax);
 }
 
+// Four elements of a tile's row: one vector load when `vector` (the four are in x and
+// 4 * sizeof(In)-aligned), else one by one as far as x goes (the first repeated past it).
+template <typename In>
+__device__ __forceinline__ Four<In> load_four(const In* __restrict__ x, long long at, int left,
+                                              bool vector)
+{
+    if (vector) return *reinterpret_cast<const Four<In>*>(x + at);
+    Four<In> in;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) in.v[j] = x[at + (j < left ? j : 0)];
+    return in;
+}
+
 template <typename In>
 __global__ void __launch_bounds__(kThreads)
     cast_transpose_fp8_amax(const In* __restrict__ x, float* scale,
@@ -210,31 +226,76 @@ __global__ void __launch_bounds__(kThreads)
                             float* history, float* scale_inv, float* used_scale_inv,
                             unsigned* blocks_done, int n_history, float numerator, int algo)
 {
-    __shared__ unsigned char tile[kTile][kTile + 4];  // +4: the column reads miss fewer banks
+    // The tile's FP8 bytes, a row of x per row, 4 to a word (byte j of word w: column
+    // 4w + j); the 17th word of a row makes the column reads below meet at most 2 threads
+    // per bank.
+    __shared__ unsigned tile[kTransposeTile][kTransposeTile / 4 + 1];
+    constexpr int kGroups = kTransposeTile / 4;        // 16 groups of 4 along a tile row
+    constexpr int kPasses = kTransposeTile * kGroups / kThreads;  // 4 rows per thread
     const float s = scale[0];
-    const int tiles_r = (rows + kTile - 1) / kTile;
-    const int tiles_c = (cols + kTile - 1) / kTile;
-    const int lane = static_cast<int>(threadIdx.x) % kTile;
-    const int row_in_pass = static_cast<int>(threadIdx.x) / kTile;  // 8 rows per pass
+    const int tiles_r = (rows + kTransposeTile - 1) / kTransposeTile;
+    const int tiles_c = (cols + kTransposeTile - 1) / kTransposeTile;
+    const int group = static_cast<int>(threadIdx.x) % kGroups;
+    const int line = static_cast<int>(threadIdx.x) / kGroups;  // 16 lines per pass
+    // Whole words where the dimension allows: a group of 4 columns (rows) then lies inside
+    // x entirely or not at all, since each tile starts at a multiple of 4.
+    const bool words_along_rows =
+        cols % 4 == 0 && reinterpret_cast<unsigned long long>(x) % sizeof(Four<In>) == 0;
+    const bool words_along_columns = rows % 4 == 0;
     unsigned mine = 0;
     for (int t = static_cast<int>(blockIdx.x); t < tiles_r * tiles_c;
          t += static_cast<int>(gridDim.x)) {
-        const int r0 = t / tiles_c * kTile, c0 = t % tiles_c * kTile;
-        // Read the tile along x's rows, write `out` along the same rows, keep the bytes.
-        for (int i = row_in_pass; i < kTile; i += kThreads / kTile) {
-            const int r = r0 + i, c = c0 + lane;
-            if (r < rows && c < cols) {
-                const long long at = static_cast<long long>(r) * cols + c;
-                const unsigned char b = convert(x[at], s, format, saturate, mine);
-                out[at] = b;
-                tile[i][lane] = b;
+        const int r0 = t / tiles_c * kTransposeTile, c0 = t % tiles_c * kTransposeTile;
+        const int c = c0 + 4 * group;
+        // Read the tile along x's rows, every load issued before the first conversion; write
+        // `out` along the same rows, 4 bytes at a time, and keep the bytes in the tile.
+        Four<In> in[kPasses];
+#pragma unroll
+        for (int p = 0; p < kPasses; ++p) {
+            const int r = r0 + line + p * (kThreads / kGroups);
+            if (r < rows && c < cols)
+                in[p] = load_four(x, static_cast<long long>(r) * cols + c, cols - c,
+                                  words_along_rows);
+        }
+#pragma unroll
+        for (int p = 0; p < kPasses; ++p) {
+            const int i = line + p * (kThreads / kGroups), r = r0 + i;
+            if (r >= rows || c >= cols) continue;
+            const int left = cols - c < 4 ? cols - c : 4;
+            unsigned word = 0;
+#pragma unroll
+            for (int j = 0; j < 4; ++j)  // little-endian: column c + j is byte j of the word
+                if (j < left)
+                    word |= static_cast<unsigned>(convert(in[p].v[j], s, format, saturate, mine))
+                            << 8 * j;
+            const long long at = static_cast<long long>(r) * cols + c;
+            if (words_along_rows) {
+                *reinterpret_cast<unsigned*>(out + at) = word;
+            } else {
+                for (int j = 0; j < left; ++j) out[at + j] = static_cast<unsigned char>(word >> 8 * j);
             }
+            tile[i][group] = word;
         }
         __syncthreads();
-        // Write out_t along its rows (x's columns): row c of out_t holds column c of x.
-        for (int i = row_in_pass; i < kTile; i += kThreads / kTile) {
-            const int c = c0 + i, r = r0 + lane;
-            if (r < rows && c < cols) out_t[static_cast<long long>(c) * rows + r] = tile[lane][i];
+        // Write out_t along its rows (x's columns): row c of out_t holds column c of x; each
+        // thread gathers 4 of x's rows of one column into a word.
+        const int r = r0 + 4 * group;
+#pragma unroll
+        for (int p = 0; p < kPasses; ++p) {
+            const int k = line + p * (kThreads / kGroups), column = c0 + k;
+            if (column >= cols || r >= rows) continue;
+            const int left = rows - r < 4 ? rows - r : 4;
+            unsigned word = 0;
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                if (j < left) word |= (tile[4 * group + j][k / 4] >> 8 * (k % 4) & 0xFFu) << 8 * j;
+            const long long at = static_cast<long long>(column) * rows + r;
+            if (words_along_columns) {
+                *reinterpret_cast<unsigned*>(out_t + at) = word;
+            } else {
+                for (int j = 0; j < left; ++j)
+                    out_t[at + j] = static_cast<unsigned char>(word >> 8 * j);
+            }
         }
         __syncthreads();
     }

@@ -351,8 +351,10 @@ def test_reduction_cu_is_registered_once_with_every_launchers_kernels():
         *global_norm.NAMES,  # ClipGradByGlobalNorm's
     }
     assert kernels.register("reduction.cu", names=entry.names[-1:]) == entry  # idempotent
-    with pytest.raises(ValueError, match="different options or targets"):
+    with pytest.raises(ValueError, match="different options, targets or splits"):
         kernels.register("reduction.cu", names=("bias_grad_v2",), options=("-DX",))
+    with pytest.raises(ValueError, match="different options, targets or splits"):
+        kernels.register("reduction.cu", names=("bias_grad_v2",), split=True)
     assert kernels.REGISTRY["reduction.cu"] == entry
 
 

@@ -149,7 +149,11 @@ def test_an_empty_tensor_launches_nothing_and_has_amax_zero(on_emulator):
     assert out.shape == (0, 3) and amax.tolist() == [0.0] and on_emulator == []
 
 
-@pytest.mark.parametrize("shape", [(1, 1), (33, 70), (64, 32), (3, 100), (100, 3)])
+# Words along both (64 x 32, 128 x 68), along rows only (130 x 36), along columns only
+# (36 x 130), bytes only (33 x 70); partial tiles on either side.
+@pytest.mark.parametrize(
+    "shape", [(1, 1), (33, 70), (64, 32), (3, 100), (100, 3), (128, 68), (130, 36), (36, 130)]
+)
 @pytest.mark.parametrize("dtype", ["float32", "float16", ml_dtypes.bfloat16])
 def test_cast_transpose_writes_the_cast_and_its_transpose(shape, dtype, on_emulator):
     x = (np.random.default_rng(2).standard_normal(shape) * 1000).astype(dtype)

@@ -51,6 +51,10 @@ class FakeCupy:
                     raise CompileError("nvrtc: error: identifier 'x' is undefined", source)
                 fake.compiled.append((kwargs, fake.current))
 
+            def get_function(self, name):
+                assert name in kwargs["name_expressions"]
+                return ("kernel", name)
+
         return Module()
 
 
@@ -83,21 +87,32 @@ def modules() -> list[tuple[str, str | None]]:
     return [(entry.file, unit) for entry in kernels.REGISTRY.values() for unit in entry.units()]
 
 
+def launch_everything(monkeypatch, fake) -> None:
+    """Every registered kernel looked up through the loader, as launches would, on ``fake``."""
+    monkeypatch.setattr(device, "cupy", fake)
+    monkeypatch.setattr(kernels, "_functions", {})
+    kernels._module.cache_clear()
+    try:
+        for entry in list(kernels.REGISTRY.values()):
+            for name in entry.names:
+                kernels.get_function(entry.file, name)
+    finally:
+        kernels._module.cache_clear()  # no fake module left for a later test
+
+
 def test_each_job_compiles_exactly_what_the_loader_compiles_for_its_module(monkeypatch):
     jobs = kernel_warmup.compile_jobs()
-    assert sorted((job.file, job.kernel or "") for job in jobs) == sorted(
-        (file, unit or "") for file, unit in modules()
-    )
     loader, worker = FakeCupy(), FakeCupy()
-    monkeypatch.setattr(device, "cupy", loader)
-    for file, unit in modules():
-        kernels._module.__wrapped__(kernels.REGISTRY[file], 3, unit)  # the loader's, uncached
+    launch_everything(monkeypatch, loader)  # what the launches compile
     monkeypatch.setattr(device, "cupy", worker)
     for job in jobs:
-        assert kernel_warmup._compile(job, 3)[2] is None
-    by_module = {(job.file, job.kernel): done for job, done in zip(jobs, worker.compiled)}
-    expected = dict(zip(modules(), loader.compiled))
-    assert by_module == expected  # the same source, options, names and device
+        assert kernel_warmup._compile(job, 0)[2] is None
+
+    def described(compiled):  # the same source, options, names and device
+        return sorted((k["code"], k["options"], k["name_expressions"], d) for k, d in compiled)
+
+    assert described(worker.compiled) == described(loader.compiled)
+    assert len(worker.compiled) == len(jobs) == len(modules())
     for kwargs, _ in worker.compiled:  # CuPy's key holds repr(options): a list would miss
         assert type(kwargs["options"]) is tuple and type(kwargs["name_expressions"]) is tuple
 

@@ -56,7 +56,7 @@ _NULL = np.int64(0)  # a null pointer: RawKernel passes an int64 by value, 8 zer
 # the casts' last seven arguments when they run no delayed-scaling update (a null history)
 _NO_UPDATE = (_NULL, _NULL, _NULL, _NULL, np.int32(0), np.float32(0), np.int32(0))
 _MAX_BLOCKS = 4096
-_TILE = 32
+_TILE = 64  # cast_transpose_fp8_amax's tile (kTransposeTile)
 
 
 def format_of(dtype, code=None) -> int:

@@ -16,7 +16,7 @@ MUTANTS: list[Mutant] = [
         "                code=job.source, options=list(job.options), name_expressions=job.names\n",
         (
             "tests/test_kernel_warmup.py::"
-            "test_each_job_compiles_exactly_what_the_loader_compiles_for_its_file",
+            "test_each_job_compiles_exactly_what_the_loader_compiles_for_its_module",
         ),
         "the warm-up hands CuPy the options as a list: CuPy's cache key holds their repr, so every later compile of the loader misses the cache the warm-up filled",
     ),
@@ -26,7 +26,7 @@ MUTANTS: list[Mutant] = [
         '    spawn = multiprocessing.get_context("spawn")\n',
         '    spawn = multiprocessing.get_context("fork")\n',
         (
-            "tests/test_kernel_warmup.py::test_warming_compiles_every_file_once_in_spawned_processes",
+            "tests/test_kernel_warmup.py::test_warming_compiles_every_module_once_in_spawned_processes",
         ),
         "the warm-up forks the process that initialised CUDA at import: the workers' CUDA calls fail or hang",
     ),
@@ -40,6 +40,39 @@ MUTANTS: list[Mutant] = [
             "test_the_launcher_list_names_every_backend_module_that_registers_a_kernel_file",
         ),
         "a launcher module left out of LAUNCHERS: the warm-up skips its kernel file when nothing else imported it",
+    ),
+    Mutant(
+        "split-kernels-share-one-cache-key",
+        "minitorch_amp/backend/kernels.py",
+        '        return f"{self.source()}\\n// this module: {name}\\n", (name,)\n',
+        "        return self.source(), (name,)\n",
+        (
+            "tests/test_kernel_warmup.py::"
+            "test_the_jobs_cover_every_kernel_file_of_cuda_split_gemms_first_then_largest_first",
+        ),
+        "each kernel of a split file is compiled from the file's very text: CuPy keys its cache on the source, so the second kernel loads the first one's module and misses its own",
+    ),
+    Mutant(
+        "loader-compiles-a-split-file-whole",
+        "minitorch_amp/backend/kernels.py",
+        "        unit = name if registered.split else None\n",
+        "        unit = None\n",
+        (
+            "tests/test_kernel_warmup.py::"
+            "test_the_loader_compiles_one_kernel_of_a_split_file_and_the_whole_of_another",
+        ),
+        "the loader compiles every kernel of a GEMM file at its first launch (a minute on a Hopper GEMM) and misses the warm-up's per-kernel cache entries",
+    ),
+    Mutant(
+        "warm-up-compiles-split-files-whole",
+        "minitorch_amp/backend/kernels.py",
+        "        return self.names if self.split else (None,)\n",
+        "        return (None,)\n",
+        (
+            "tests/test_kernel_warmup.py::"
+            "test_each_job_compiles_exactly_what_the_loader_compiles_for_its_module",
+        ),
+        "the warm-up compiles each GEMM file as one module, which the loader never asks for: every GEMM launch compiles again",
     ),
     Mutant(
         "jobs-without-the-warm-up-accepted",
@@ -66,11 +99,11 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "pytest-stage-never-uses-xdist",
         "benchmarks/gpu_check.sh",
-        '    xdist=" -n 4 --dist loadfile"\n',
+        '    xdist=" -n 8 --dist loadfile"\n',
         '    xdist=""\n',
         (
             "tests/test_gpu_check.py::"
-            "test_pytest_runs_in_4_processes_where_pytest_xdist_is_installed",
+            "test_pytest_runs_in_8_processes_where_pytest_xdist_is_installed",
         ),
         "the pytest stage runs serially where pytest-xdist is installed",
     ),
