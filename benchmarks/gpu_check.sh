@@ -66,7 +66,7 @@ fi
 # shellcheck disable=SC2016 # the $ are awk's
 stage pytest 130 "" no '/^(FAILED|ERROR) / && n++ < 30
     / in [0-9.]+s|no tests ran/ { counts = $0 } END { if (counts) print counts }' \
-    "$py -m pytest -m gpu -q$xdist"
+    "$py -m pytest -m gpu -q --durations=15$xdist"
 # kernels: the kernel table (about 60 s: each of its timings after 1 s of warm-up), then the
 # FP8 GEMM's (about 9 s: ours and torch._scaled_mm at 2 sizes, each after 1 s of warm-up,
 # 50 timed graph replays of 20).

@@ -119,7 +119,9 @@ def test_the_stages_run_the_gpu_tests_the_tables_and_the_example():
     all on the GPU."""
     stages = dry_run()
     command = {name: stages[name][1] for name in stages}
-    assert re.search(r"-m pytest -m gpu -q( -n 8 --dist loadfile)?$", command["pytest"])
+    assert re.search(
+        r"-m pytest -m gpu -q --durations=15( -n 8 --dist loadfile)?$", command["pytest"]
+    )
     assert command["kernels"].endswith("benchmarks/kernels.py --fp8")  # no --sweep: the table
     assert "--modes" not in command["simple_net"]  # every mode: graph and bf16 rows
     assert "examples/simple_net.py --compare --full --graph --dtype float8" in command["compare"]
@@ -155,7 +157,7 @@ def test_pytest_runs_in_8_processes_where_pytest_xdist_is_installed(tmp_path, xd
     assert (
         re.search(r"^pytest +\d+ s  (.*)$", done.stdout, re.M)
         .group(1)
-        .endswith(f"-m pytest -m gpu -q{tail}")
+        .endswith(f"-m pytest -m gpu -q --durations=15{tail}")
     )
 
 
