@@ -218,6 +218,18 @@ __device__ __forceinline__ Four<In> load_four(const In* __restrict__ x, long lon
     return in;
 }
 
+// The first `left` bytes of `word` at dst[at]: one 4-byte store when `whole` (4 bytes, and
+// `at` a multiple of 4), else byte by byte.
+__device__ __forceinline__ void store_bytes(unsigned char* __restrict__ dst, long long at,
+                                            unsigned word, int left, bool whole)
+{
+    if (whole) {
+        *reinterpret_cast<unsigned*>(dst + at) = word;
+        return;
+    }
+    for (int j = 0; j < left; ++j) dst[at + j] = static_cast<unsigned char>(word >> 8 * j);
+}
+
 template <typename In>
 __global__ void __launch_bounds__(kThreads)
     cast_transpose_fp8_amax(const In* __restrict__ x, float* scale,
@@ -268,12 +280,7 @@ __global__ void __launch_bounds__(kThreads)
                 if (j < left)
                     word |= static_cast<unsigned>(convert(in[p].v[j], s, format, saturate, mine))
                             << 8 * j;
-            const long long at = static_cast<long long>(r) * cols + c;
-            if (words_along_rows) {
-                *reinterpret_cast<unsigned*>(out + at) = word;
-            } else {
-                for (int j = 0; j < left; ++j) out[at + j] = static_cast<unsigned char>(word >> 8 * j);
-            }
+            store_bytes(out, static_cast<long long>(r) * cols + c, word, left, words_along_rows);
             tile[i][group] = word;
         }
         __syncthreads();
@@ -289,13 +296,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
             for (int j = 0; j < 4; ++j)
                 if (j < left) word |= (tile[4 * group + j][k / 4] >> 8 * (k % 4) & 0xFFu) << 8 * j;
-            const long long at = static_cast<long long>(column) * rows + r;
-            if (words_along_columns) {
-                *reinterpret_cast<unsigned*>(out_t + at) = word;
-            } else {
-                for (int j = 0; j < left; ++j)
-                    out_t[at + j] = static_cast<unsigned char>(word >> 8 * j);
-            }
+            store_bytes(out_t, static_cast<long long>(column) * rows + r, word, left,
+                        words_along_columns);
         }
         __syncthreads();
     }
