@@ -391,6 +391,19 @@ __device__ __forceinline__ __nv_bfloat16 to_type(__nv_bfloat16 v, const __nv_bfl
 
 }  // namespace
 
+constexpr int kBiasUnroll = 8;  // rows a thread loads before it adds the first of them
+
+// One element m = g[i]: masked when `masked` and y[i] (given as y_i) has its unit off, then
+// written to gp[i] when gp is given; returns m.
+template <typename G, typename P>
+__device__ __forceinline__ G bias_grad_element(G m, bool masked, G y_i, long long i,
+                                               P* __restrict__ gp)
+{
+    if (masked && !unit_on(y_i)) m = unit_off(m);
+    if (gp != nullptr) gp[i] = to_type(m, static_cast<const P*>(nullptr));
+    return m;
+}
+
 template <typename G, typename B, typename P>
 __global__ void __launch_bounds__(kThreads)
     bias_grad(const G* __restrict__ g, const G* __restrict__ y, long long rows, long long n,
@@ -404,12 +417,28 @@ __global__ void __launch_bounds__(kThreads)
         const long long c = tile * kBiasColumns + column;
         float sum = 0.0f;
         if (c < n) {
-            for (long long r = group; r < rows; r += kBiasGroups) {
+            // kBiasUnroll rows' g loaded before the first is added (one load in flight per
+            // warp left the H200 at ~20 us for [512, 4096]); the additions keep their order.
+            const bool masked = y != nullptr;
+            long long r = group;
+            for (; r + (kBiasUnroll - 1) * kBiasGroups < rows; r += kBiasUnroll * kBiasGroups) {
+                G m[kBiasUnroll], y_r[kBiasUnroll];
+#pragma unroll
+                for (int u = 0; u < kBiasUnroll; ++u) {
+                    const long long i = (r + u * kBiasGroups) * n + c;
+                    m[u] = g[i];
+                    y_r[u] = masked ? y[i] : m[u];
+                }
+#pragma unroll
+                for (int u = 0; u < kBiasUnroll; ++u) {
+                    const long long i = (r + u * kBiasGroups) * n + c;
+                    sum = add(sum, widen<float>(bias_grad_element(m[u], masked, y_r[u], i, gp)));
+                }
+            }
+            for (; r < rows; r += kBiasGroups) {
                 const long long i = r * n + c;
-                G m = g[i];
-                if (y != nullptr && !unit_on(y[i])) m = unit_off(m);
-                if (gp != nullptr) gp[i] = to_type(m, static_cast<const P*>(nullptr));
-                sum = add(sum, widen<float>(m));
+                const G y_i = masked ? y[i] : g[i];
+                sum = add(sum, widen<float>(bias_grad_element(g[i], masked, y_i, i, gp)));
             }
         }
         lane[threadIdx.x] = sum;

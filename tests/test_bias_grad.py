@@ -386,21 +386,36 @@ def mutant(tmp_path, search: str, replace: str):
 @pytest.mark.parametrize(
     "search, replace, triple, masked",
     [
-        ("if (y != nullptr && !unit_on(y[i])) m = unit_off(m);", "", TRIPLES[1], True),
+        ("if (masked && !unit_on(y_i)) m = unit_off(m);", "", TRIPLES[1], True),
         (
             "if (gp != nullptr) gp[i] = to_type(m, static_cast<const P*>(nullptr));",
             "",
             TRIPLES[1],
             False,
         ),
-        (
-            "for (long long r = group; r < rows; r += kBiasGroups)",
-            "for (long long r = rows - 1 - group; r >= 0; r -= kBiasGroups)",
+        (  # the loaded rows added last first
+            "for (int u = 0; u < kBiasUnroll; ++u) {\n"
+            "                    const long long i = (r + u * kBiasGroups) * n + c;\n"
+            "                    sum = add(",
+            "for (int u = kBiasUnroll - 1; u >= 0; --u) {\n"
+            "                    const long long i = (r + u * kBiasGroups) * n + c;\n"
+            "                    sum = add(",
+            TRIPLES[0],
+            False,
+        ),
+        (  # the rows past the last whole group of kBiasUnroll left out
+            "            for (; r < rows; r += kBiasGroups) {",
+            "            for (; r < 0; r += kBiasGroups) {",
             TRIPLES[0],
             False,
         ),
     ],
-    ids=["the mask not applied", "the cast grad not written", "the rows added bottom up"],
+    ids=[
+        "the mask not applied",
+        "the cast grad not written",
+        "the rows added out of order",
+        "the last rows left out",
+    ],
 )
 def test_a_wrong_kernel_fails(search, replace, triple, masked, tmp_path, monkeypatch):
     launches = install(mutant(tmp_path, search, replace), monkeypatch)

@@ -75,7 +75,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "bias-grad-kernel-ignores-the-relu-mask",
         "cuda/reduction.cu",
-        "                if (y != nullptr && !unit_on(y[i])) m = unit_off(m);\n",
+        "    if (masked && !unit_on(y_i)) m = unit_off(m);\n",
         "",
         (
             BIAS_GRAD_TESTS + "test_the_kernel_adds_in_its_stated_order_bit_for_bit",
@@ -86,10 +86,18 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "bias-grad-kernel-adds-the-rows-bottom-up",
         "cuda/reduction.cu",
-        "            for (long long r = group; r < rows; r += kBiasGroups) {",
-        "            for (long long r = rows - 1 - group; r >= 0; r -= kBiasGroups) {",
+        "                for (int u = 0; u < kBiasUnroll; ++u) {\n                    const long long i = (r + u * kBiasGroups) * n + c;\n                    sum = add(",
+        "                for (int u = kBiasUnroll - 1; u >= 0; --u) {\n                    const long long i = (r + u * kBiasGroups) * n + c;\n                    sum = add(",
         (BIAS_GRAD_TESTS + "test_the_kernel_adds_in_its_stated_order_bit_for_bit",),
         "bias_grad adds every row once but not in its documented order: other bits than the model (the error bound alone would not see it)",
+    ),
+    Mutant(
+        "bias-grad-kernel-loads-rows-it-never-adds",
+        "cuda/reduction.cu",
+        "            for (; r < rows; r += kBiasGroups) {",
+        "            for (; r < 0; r += kBiasGroups) {",
+        (BIAS_GRAD_TESTS + "test_the_kernel_adds_in_its_stated_order_bit_for_bit",),
+        "bias_grad leaves out the rows after its last group of 8 loaded together",
     ),
     Mutant(
         "linear-backward-skips-the-cast-to-the-product",
