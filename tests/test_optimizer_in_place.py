@@ -90,8 +90,9 @@ def test_a_small_bucket_is_one_flat_update_with_the_per_parameter_bits(level, mo
     the bits the parameter-by-parameter path gives."""
     from minitorch_amp.optimizer import bucket as bucket_module
 
-    def tiny_run(in_place_from):
+    def tiny_run(in_place_from, group_below=0):
         monkeypatch.setattr(bucket_module, "IN_PLACE_FROM", in_place_from)
+        monkeypatch.setattr(bucket_module, "GROUP_BELOW", group_below)
         mt.seed(5)
         model = nn.Sequential(nn.Linear(16, 12), nn.ReLU(), nn.Linear(12, 4))
         opt = optimizer.Adam(learning_rate=0.01, parameters=model.parameters())
@@ -105,12 +106,16 @@ def test_a_small_bucket_is_one_flat_update_with_the_per_parameter_bits(level, mo
         assert not more
         return params, calls, bucket.in_place
 
-    flat, flat_calls, flat_in_place = tiny_run(bucket_module.IN_PLACE_FROM)
+    in_place_from, group_below = bucket_module.IN_PLACE_FROM, bucket_module.GROUP_BELOW
+    flat, flat_calls, flat_in_place = tiny_run(in_place_from)
     each, each_calls, each_in_place = tiny_run(0)
-    assert (flat_in_place, each_in_place) == (False, True)
-    assert (len(flat_calls), len(each_calls)) == (3, 3 * 4)  # 3 steps; 4 parameters
-    for a, b in zip(flat, each):
+    # in place, the small parameters of a run updated together: one call for the four
+    grouped, grouped_calls, grouped_in_place = tiny_run(0, group_below)
+    assert (flat_in_place, each_in_place, grouped_in_place) == (False, True, True)
+    assert (len(flat_calls), len(each_calls), len(grouped_calls)) == (3, 3 * 4, 3)
+    for a, b, c in zip(flat, each, grouped):
         np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+        np.testing.assert_array_equal(c.view(np.uint8), b.view(np.uint8))
 
 
 @pytest.mark.parametrize(
@@ -157,3 +162,40 @@ def test_the_in_place_update_reads_an_fp32_gradient_where_it_lies(build, copies,
     assert any(size >= 10_000 for size in sizes) == copies, sizes  # (blocks of 64 Ki)
     for a, b in zip(ours, run(False)):
         np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+@pytest.mark.parametrize("level", [None, "O2"])
+def test_small_neighbours_are_updated_together_with_the_flat_paths_bits(level, monkeypatch):
+    """In place, consecutive small parameters of a run (a bias, a norm's weight and bias)
+    take one ``_update`` call together, with a rescaled gradient and L2 decay written into
+    their gathered gradients: the flat path's bits."""
+
+    def run(in_place: bool):
+        mt.seed(11)
+        model = nn.Sequential(nn.Linear(300, 260), nn.LayerNorm(260), nn.Linear(260, 3))
+        opt = optimizer.Momentum(
+            learning_rate=0.1, parameters=model.parameters(), rescale_grad=0.5,
+            weight_decay=L2Decay(0.01),
+        )  # fmt: skip
+        if level == "O2":
+            model, opt = amp.decorate(model, opt, level="O2")
+        calls = []
+        real = opt._update
+        monkeypatch.setattr(opt, "_update", lambda *a: calls.append(a[0].size) or real(*a))
+
+        def choose_path(opt):
+            plan = opt._state.plan
+            for _, bucket in plan.buckets if plan is not None else ():
+                bucket.in_place = in_place
+
+        return three_steps(model, opt, level, 4, choose_path), calls
+
+    grouped, calls = run(True)
+    flat, _ = run(False)
+    for a, b in zip(grouped, flat):
+        np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+    # per step: the 78,000-element weight alone (in two cache-sized blocks), then its bias,
+    # the norm's weight and bias and the last Linear's weight and bias in one call (at O2
+    # the norm keeps float32 parameters: a bucket of its own, small, on the flat path)
+    norm = 0 if level == "O2" else 260 + 260
+    assert calls[:3] == [65536, 300 * 260 - 65536, 260 + norm + 260 * 3 + 3]
