@@ -237,7 +237,7 @@ class Bucket(KernelPath):
         Consecutive small parameters of a run (biases, norms' weights: under
         :data:`GROUP_BELOW` elements each) are updated together, one ``_update`` call on their
         segments gathered, as the flat path would: each call is ~15 NumPy calls, whose
-        overhead is most of a small parameter's update (68 of them in the example GPT).
+        overhead is most of a small parameter's update (the example GPT has 42 such).
         """
         for start, stop in self._runs(self.state):
             i = start
