@@ -52,7 +52,8 @@ has_gpu='import sys, minitorch_amp as mt; mt.device.cuda.device_count() or sys.e
 # graphed, issue 28's FP8 graph row beside the float16 one) 20 s in that run. pytest -m gpu
 # had 83 s with 4 workers on 2026-11-27, but ran past 95 s with 12 workers on 2026-11-28 (at
 # 82% of its 680 tests): 8 workers and 130 s, an estimate, as are kernels and optimizer (20 s
-# was too little for it on 2026-11-28).
+# was too little for its four optimizers on 2026-11-28: each of its 8 rows warms both
+# frameworks up for at least 1 s on a GPU; two optimizers now, 4 rows, 12 s on the 2-core CPU).
 cores=$(nproc 2>/dev/null || echo 4)
 warm_up="$py -m minitorch_amp --warm-kernel-cache -j $cores"
 stage device 55 "" no '/^CuPy kernel cache: / { print }
@@ -75,7 +76,7 @@ stage kernels 70 benchmarks/kernels.py no '/^raw kernels on/ { on = 1 } on' \
 stage simple_net 90 benchmarks/simple_net.py no '/^SimpleNet on/ { on = 1 } on' \
     "$py benchmarks/simple_net.py --full --device gpu"
 stage optimizer 25 benchmarks/optimizer_step.py no '/^µs of host time/ { on = 1 } on' \
-    "$py benchmarks/optimizer_step.py --quick --device gpu"
+    "$py benchmarks/optimizer_step.py --quick --optimizers SGD Adam --device gpu"
 # shellcheck disable=SC2016 # the $ are awk's
 stage host_profile 32 benchmarks/host_profile.py yes '/^### / { if (n++) print ""; print }
     /^\| part \|/ { on = 1 } on && /^$/ { on = 0 } on' \
