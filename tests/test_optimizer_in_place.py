@@ -89,10 +89,11 @@ def test_a_small_bucket_is_one_flat_update_with_the_per_parameter_bits(level, mo
     call for all its parameters (the per-call NumPy overhead is most of a small step), with
     the bits the parameter-by-parameter path gives."""
     from minitorch_amp.optimizer import bucket as bucket_module
+    from minitorch_amp.optimizer import bucket_in_place
 
     def tiny_run(in_place_from, group_below=0):
         monkeypatch.setattr(bucket_module, "IN_PLACE_FROM", in_place_from)
-        monkeypatch.setattr(bucket_module, "GROUP_BELOW", group_below)
+        monkeypatch.setattr(bucket_in_place, "GROUP_BELOW", group_below)
         mt.seed(5)
         model = nn.Sequential(nn.Linear(16, 12), nn.ReLU(), nn.Linear(12, 4))
         opt = optimizer.Adam(learning_rate=0.01, parameters=model.parameters())
@@ -106,7 +107,7 @@ def test_a_small_bucket_is_one_flat_update_with_the_per_parameter_bits(level, mo
         assert not more
         return params, calls, bucket.in_place
 
-    in_place_from, group_below = bucket_module.IN_PLACE_FROM, bucket_module.GROUP_BELOW
+    in_place_from, group_below = bucket_module.IN_PLACE_FROM, bucket_in_place.GROUP_BELOW
     flat, flat_calls, flat_in_place = tiny_run(in_place_from)
     each, each_calls, each_in_place = tiny_run(0)
     # in place, the small parameters of a run updated together: one call for the four
@@ -135,11 +136,11 @@ def test_the_in_place_update_reads_an_fp32_gradient_where_it_lies(build, copies,
     """With nothing to write into it (no rescale, no L2 decay, no regularizer), the in-place
     update hands ``_update`` the float32 gradient itself, not a copy: the flat path's bits,
     and ``.grad`` unchanged by the step. L2 decay adds into the gradient: a copy then."""
-    from minitorch_amp.optimizer import bucket as bucket_module
+    from minitorch_amp.optimizer import bucket_in_place
 
     sizes = []
-    real = bucket_module.convert
-    monkeypatch.setattr(bucket_module, "convert", lambda a, d: sizes.append(a.size) or real(a, d))
+    real = bucket_in_place.convert
+    monkeypatch.setattr(bucket_in_place, "convert", lambda a, d: sizes.append(a.size) or real(a, d))
 
     def run(in_place):
         mt.seed(3)

@@ -58,7 +58,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "in-place-update-skips-rescale-grad",
-        "minitorch_amp/optimizer/bucket.py",
+        "minitorch_amp/optimizer/bucket_in_place.py",
         "            if record.grad_scale != 1.0:\n                gs *= record.grad_scale\n            if record.l2:\n                gs += record.l2 * ps\n            elif whole:",
         "            if record.l2:\n                gs += record.l2 * ps\n            elif whole:",
         (IN_PLACE,),
@@ -66,7 +66,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "in-place-update-forgets-the-optimize-cast",
-        "minitorch_amp/optimizer/bucket.py",
+        "minitorch_amp/optimizer/bucket_in_place.py",
         "                record.data[...] = convert(p, self.ptype).reshape(record.data.shape)",
         "                pass",
         (IN_PLACE,),
@@ -82,7 +82,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "grouped-update-skips-rescale-grad",
-        "minitorch_amp/optimizer/bucket.py",
+        "minitorch_amp/optimizer/bucket_in_place.py",
         "        if record.grad_scale != 1.0:\n            g *= record.grad_scale\n",
         "",
         (IN_PLACE + "::test_small_neighbours_are_updated_together_with_the_flat_paths_bits",),
@@ -90,7 +90,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "grouped-update-writes-back-from-the-run-start",
-        "minitorch_amp/optimizer/bucket.py",
+        "minitorch_amp/optimizer/bucket_in_place.py",
         "                start = self.offsets[k] - a\n",
         "                start = 0\n",
         (IN_PLACE + "::test_small_neighbours_are_updated_together_with_the_flat_paths_bits",),
@@ -98,7 +98,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "small-neighbours-updated-one-by-one",
-        "minitorch_amp/optimizer/bucket.py",
+        "minitorch_amp/optimizer/bucket_in_place.py",
         "                if j - i >= 2:\n",
         "                if False:\n",
         (IN_PLACE + "::test_a_small_bucket_is_one_flat_update_with_the_per_parameter_bits",),
@@ -202,7 +202,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "in-place-update-adds-l2-into-the-grad",
-        "minitorch_amp/optimizer/bucket.py",
+        "minitorch_amp/optimizer/bucket_in_place.py",
         "        read_only = read_only and not whole\n",
         "        read_only = g.dtype == self.wide and not whole\n",
         ("tests/test_optimizer_in_place.py",),
