@@ -111,3 +111,5 @@ def test_a_built_wheel_contains_every_cu_file(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     for file in CU_FILES:
         assert f"minitorch_amp/cuda/{file}" in names
+    for file in sorted(p.name for p in (ROOT / "csrc").glob("*.c")):  # the CPU's C files
+        assert f"minitorch_amp/csrc/{file}" in names

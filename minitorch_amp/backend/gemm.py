@@ -274,7 +274,7 @@ def twin(
         >>> twin(a, b, bias=np.array([0.25], np.float16))
         array([[11.25]], dtype=float16)
     """
-    a32 = _wide(a)  # float16 is exact in float32 (widened by table lookup)
+    a32 = _wide(a)  # float16 is exact in float32 (host_float16.to_float32)
     b32 = _wide(b)
     if transpose_a and a.ndim >= 2:
         a32 = a32.swapaxes(-1, -2)

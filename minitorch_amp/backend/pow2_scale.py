@@ -15,9 +15,9 @@ each value takes both of two exact lanes, and its exponent field ``e`` picks one
   in the FPU: the sum's low bits count the result's units (1024 of them carry into
   ``0x0400``, the smallest normal, which is what the bits of that value are).
 
-No branch per element, one float32 widening (a table lookup), about fifteen NumPy passes:
-the same cost however many gradients are subnormal, where the general path's rounding slows
-down with them. Only finite values and ``1 <= k <= 100``: an inf or NaN (then
+No branch per element, one float32 widening (``host_float16.to_float32``), about fifteen
+NumPy passes: the same cost however many gradients are subnormal, where the general path's
+rounding slows down with them. Only finite values and ``1 <= k <= 100``: an inf or NaN (then
 :func:`times_power_of_two` returns None), or a scale of 1 or more (whose product may
 overflow), takes the general path. The result is the general path's, bit for bit, for every
 finite float16 and every such ``k`` (``tests/test_pow2_scale.py`` checks all 63,488 finite
@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cast import float32_from_float16
 from .dtypes import float16
+from .host_float16 import to_float32
 
 __all__ = ["power_of_two_exponent", "times_power_of_two"]
 
@@ -70,7 +70,7 @@ def times_power_of_two(bits: np.ndarray, k: int) -> np.ndarray | None:
     if magnitude.size and magnitude.max() >= _INF:
         return None
     # e <= k: |x| * 2**-k + 0.5 in float32, whose low bits count units of 2**-24
-    wide = float32_from_float16(magnitude.view(float16))
+    wide = to_float32(magnitude.view(float16))
     wide *= np.float32(2.0**-k)
     wide += np.float32(0.5)
     units = wide.view(np.uint32)

@@ -244,7 +244,7 @@ class Bucket(InPlacePath, KernelPath):
         if own is None:
             own = self._scratch["param"] = self._flat(self.total, self.wide)
         for name, dtype in (("grad16", self.gtype), ("param16", self.ptype)):
-            if self.dense and dtype == float16:  # the raw float16, widened by table lookup
+            if self.dense and dtype == float16:  # the raw float16, widened by to_float32
                 self._scratch[name] = self._flat(self.total, float16)
         self._casts = [
             (r.data, self.offsets[i], self.offsets[i] + self.sizes[i])

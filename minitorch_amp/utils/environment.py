@@ -19,6 +19,7 @@ import numpy as np
 from ..backend import cuda_info as _cuda_info
 from ..backend import device as _device
 from ..backend import gemm_sm90 as _gemm_sm90
+from ..backend import host_c as _host_c
 from ..backend import kernels as _kernels
 
 ENVIRONMENT_VARIABLES: dict[str, str] = {
@@ -29,8 +30,10 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "MINITORCH_AMP_DIST_BACKEND": "'mpi', 'nccl' or 'local': force the distributed backend",
     "MINITORCH_AMP_DIST_TIMEOUT": "seconds a collective waits for the other ranks (600)",
     "MINITORCH_AMP_KERNEL_CACHE": "where the report keeps compiled kernels; '0': no cache",
+    "MINITORCH_AMP_HOST_C": "'0': NumPy for float16 <-> float32 on the CPU, not csrc/float16.c",
+    "CC": "the C compiler csrc/float16.c is compiled with at first use (cc)",
     "MINITORCH_AMP_MALLOC": "'heap' (default) or 'system': glibc's thresholds for temporaries",
-    "XDG_CACHE_HOME": "the kernel cache is in its minitorch_amp/kernels (~/.cache)",
+    "XDG_CACHE_HOME": "the caches are in its minitorch_amp/kernels and /host (~/.cache)",
     "CUDA_PATH": "the CUDA toolkit whose headers the NVRTC compile check uses",
     "CUDA_HOME": "the same, when CUDA_PATH is not set",
     # set by mpiexec, read to learn the ranks
@@ -105,6 +108,7 @@ def collect_env() -> dict:
         "nvrtc": _cuda_info.nvrtc_facts(),
         "backend": backend,
         "gemm kernel": gemm_kernel(),
+        "cpu float16": _host_c.status("float16"),
         "environment": {k: os.environ[k] for k in ENVIRONMENT_VARIABLES if k in os.environ},
     }
 
@@ -124,6 +128,7 @@ def format_report(info: dict, kernels: list | None = None) -> str:
         "nvrtc",
         "backend",
         "gemm kernel",
+        "cpu float16",
     ):
         text = textwrap.wrap(str(info[key]), 88 - 15, break_on_hyphens=False) or [""]
         lines.append(f"{key + ':':<15}{text[0]}")

@@ -12,6 +12,8 @@ HEAP_TESTS = "tests/test_host_memory.py"
 IN_PLACE = "tests/test_optimizer_in_place.py"
 FLOAT16 = "tests/test_float16_rounding.py"
 CAST = "minitorch_amp/backend/cast.py"
+HOST_FLOAT16 = "minitorch_amp/backend/host_float16.py"
+FLOAT16_C = "csrc/float16.c"
 POW2 = "tests/test_pow2_scale.py"
 QUIET = "tests/test_quiet_twins.py"
 
@@ -122,7 +124,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "float16-select-without-the-sign-spread",
-        CAST,
+        HOST_FLOAT16,
         "    small >>= np.int32(31)\n",
         "",
         (FLOAT16,),
@@ -130,7 +132,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "float16-subnormal-lane-off-by-a-unit",
-        CAST,
+        HOST_FLOAT16,
         "    sub -= np.uint32(0x3F000000)",
         "    sub -= np.uint32(0x3EFFFFFF)",
         (FLOAT16,),
@@ -138,7 +140,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "float16-sample-blind-below-a-tenth",
-        CAST,
+        HOST_FLOAT16,
         "    return int(np.count_nonzero(magnitude < np.uint32(0x387FFFFF))) >= 4",
         "    return int(np.count_nonzero(magnitude < np.uint32(0x387FFFFF))) >= 26",
         (FLOAT16,),
@@ -151,6 +153,30 @@ MUTANTS: list[Mutant] = [
         "        if x.dtype == float16 and np.dtype(dtype) == float32 and not np.isfinite(x).all():\n",
         (FLOAT16,),
         "large float16 arrays widen through NumPy's per-element loop (7x slower on subnormals), not the table",
+    ),
+    Mutant(
+        "float16-c-ties-away-from-zero",
+        FLOAT16_C,
+        "    q += (rest > half) | ((rest == half) & q);",
+        "    q += rest >= half;",
+        (FLOAT16,),
+        "the C file rounds a subnormal tie away from zero, not to even",
+    ),
+    Mutant(
+        "float16-c-nan-payload-may-vanish",
+        FLOAT16_C,
+        "    payload |= payload == 0u;\n",
+        "",
+        (FLOAT16,),
+        "a NaN whose payload lies in the 13 dropped bits becomes inf in the C file",
+    ),
+    Mutant(
+        "float16-c-never-loaded",
+        HOST_FLOAT16,
+        '        _compiled.append(host_c.load("float16"))',
+        "        _compiled.append(None)",
+        ("tests/test_host_float16.py",),
+        "the compiled file is never used: every float16 conversion on NumPy's slow loop",
     ),
     Mutant(
         "host-scale-update-grows-into-inf",
