@@ -34,7 +34,7 @@ zero) cannot change a result.
 /* Clones for AVX2 and the baseline on x86-64 Linux: the loader picks one at load time, so the
    same compiled file runs on any x86-64 (AVX2's variable shifts vectorize the rounding). */
 #if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
-#define CLONES __attribute__((target_clones("avx2", "default")))
+#define CLONES __attribute__((target_clones("avx2", "default"), visibility("hidden")))
 #else
 #define CLONES
 #endif
@@ -81,12 +81,12 @@ static inline uint32_t single_from_half(uint16_t bits) {
     return ((h & 0x8000u) << 16) | r;
 }
 
-CLONES static void from_float32_loop(const uint32_t *restrict in, uint16_t *restrict out,
+CLONES void from_float32_loop(const uint32_t *restrict in, uint16_t *restrict out,
                                      Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; ++i) out[i] = half_from_single(in[i]);
 }
 
-CLONES static void to_float32_loop(const uint16_t *restrict in, uint32_t *restrict out,
+CLONES void to_float32_loop(const uint16_t *restrict in, uint32_t *restrict out,
                                    Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; ++i) out[i] = single_from_half(in[i]);
 }

@@ -185,3 +185,4 @@ def test_the_environment_report_names_the_path():
         env={**os.environ, "PYTHONPATH": str(ROOT), host_c.SWITCH_ENV: "0"},
     )
     assert "\ncpu float16:   NumPy (MINITORCH_AMP_HOST_C=0)" in out.stdout, out.stdout
+    assert "\ncpu gelu:      NumPy (MINITORCH_AMP_HOST_C=0)" in out.stdout

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import host_c
 from .blocks import BLOCK, blocks
 from .device import get_array_module
 from .dtypes import bfloat16, float16, float32, float64
@@ -211,12 +212,25 @@ _CDF_TAIL = np.array(
 def _normal_cdf_float32(x, times_x: bool = False):
     """The standard normal CDF of a float32 array, in float32 only (see :func:`normal_cdf`);
     with ``times_x``, ``(Phi(x), x * Phi(x))``: exact GELU's product made in the same blocks,
-    while each block of ``Phi`` is still in cache (no pass over the whole arrays after)."""
-    flat = x.reshape(-1)
+    while each block of ``Phi`` is still in cache (no pass over the whole arrays after).
+
+    With a C compiler, ``csrc/gelu.c`` makes each block's passes in one loop, bit for bit
+    (``host_c.load('gelu')``: ``tests/test_host_gelu.py``)."""
+    fused = host_c.load("gelu")
+    flat = x.reshape(-1) if fused is None else np.ascontiguousarray(x).reshape(-1)
     out = np.empty_like(flat)
-    product = np.empty_like(flat) if times_x else None
     scratch = np.empty(min(flat.size, BLOCK), dtype=float32)
+    if fused is not None:
+        product = np.empty_like(flat) if times_x else np.empty_like(scratch)
+        g = np.empty_like(scratch)
+    else:
+        product = np.empty_like(flat) if times_x else None
     for block in blocks(flat.size):
+        if fused is not None:
+            size = flat[block].size
+            p = product[block] if times_x else product[:size]
+            _normal_cdf_block_fused(fused, flat[block], out[block], p, scratch[:size], g[:size])
+            continue
         _normal_cdf_block(flat[block], out[block], scratch[: out[block].size])
         if times_x:
             np.multiply(flat[block], out[block], out=product[block])
@@ -248,6 +262,17 @@ def _normal_cdf_block(x, y, s) -> None:
         y += np.float32(0.5)
     if not top < _CDF_SPLIT_SQUARED:  # a tail element, or a NaN
         _normal_cdf_tail(x, y, np.flatnonzero(s >= _CDF_SPLIT_SQUARED))  # NaN: not in the tail
+
+
+def _normal_cdf_block_fused(fused, x, y, product, e, g) -> None:
+    """:func:`_normal_cdf_block` and ``product = x * y`` by ``csrc/gelu.c``: its ``forward``
+    makes the body (and the tail's operations up to exp), NumPy the tail's exp, and its
+    ``tail_finish`` the rest; ``e`` and ``g`` are scratch of ``x``'s size."""
+    args = (_CDF_BODY, _CDF_SPLIT_SQUARED, _CDF_TAIL, _CDF_CLIP, _CDF_T)
+    if fused.forward(x, *args, y, product, e, g):  # a tail element
+        with np.errstate(under="ignore"):  # Phi(-|x|) underflows past 9.4, as it should
+            np.exp(e, out=e)
+        fused.tail_finish(x, _CDF_SPLIT_SQUARED, g, e, y, product)
 
 
 def _normal_cdf_tail(x, y, tail) -> None:

@@ -30,8 +30,8 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "MINITORCH_AMP_DIST_BACKEND": "'mpi', 'nccl' or 'local': force the distributed backend",
     "MINITORCH_AMP_DIST_TIMEOUT": "seconds a collective waits for the other ranks (600)",
     "MINITORCH_AMP_KERNEL_CACHE": "where the report keeps compiled kernels; '0': no cache",
-    "MINITORCH_AMP_HOST_C": "'0': NumPy for float16 <-> float32 on the CPU, not csrc/float16.c",
-    "CC": "the C compiler csrc/float16.c is compiled with at first use (cc)",
+    "MINITORCH_AMP_HOST_C": "'0': NumPy, not the compiled csrc/*.c, for the CPU's float16, GELU",
+    "CC": "the C compiler the csrc/*.c files are compiled with at first use (cc)",
     "MINITORCH_AMP_MALLOC": "'heap' (default) or 'system': glibc's thresholds for temporaries",
     "XDG_CACHE_HOME": "the caches are in its minitorch_amp/kernels and /host (~/.cache)",
     "CUDA_PATH": "the CUDA toolkit whose headers the NVRTC compile check uses",
@@ -109,6 +109,7 @@ def collect_env() -> dict:
         "backend": backend,
         "gemm kernel": gemm_kernel(),
         "cpu float16": _host_c.status("float16"),
+        "cpu gelu": _host_c.status("gelu"),
         "environment": {k: os.environ[k] for k in ENVIRONMENT_VARIABLES if k in os.environ},
     }
 
@@ -129,6 +130,7 @@ def format_report(info: dict, kernels: list | None = None) -> str:
         "backend",
         "gemm kernel",
         "cpu float16",
+        "cpu gelu",
     ):
         text = textwrap.wrap(str(info[key]), 88 - 15, break_on_hyphens=False) or [""]
         lines.append(f"{key + ':':<15}{text[0]}")
