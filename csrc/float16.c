@@ -81,13 +81,16 @@ static inline uint32_t single_from_half(uint16_t bits) {
     return ((h & 0x8000u) << 16) | r;
 }
 
-CLONES void from_float32_loop(const uint32_t *restrict in, uint16_t *restrict out,
-                                     Py_ssize_t n) {
+/* The loops take untyped pointers, so that one wrapper (convert) calls either. */
+CLONES void from_float32_loop(const void *restrict src, void *restrict dst, Py_ssize_t n) {
+    const uint32_t *in = src;
+    uint16_t *out = dst;
     for (Py_ssize_t i = 0; i < n; ++i) out[i] = half_from_single(in[i]);
 }
 
-CLONES void to_float32_loop(const uint16_t *restrict in, uint32_t *restrict out,
-                                   Py_ssize_t n) {
+CLONES void to_float32_loop(const void *restrict src, void *restrict dst, Py_ssize_t n) {
+    const uint16_t *in = src;
+    uint32_t *out = dst;
     for (Py_ssize_t i = 0; i < n; ++i) out[i] = single_from_half(in[i]);
 }
 
@@ -122,38 +125,32 @@ static int get_buffers(PyObject *args, Py_buffer *src, const char *src_format, P
     return 0;
 }
 
-static PyObject *from_float32(PyObject *self, PyObject *args) {
-    (void)self;
+/* src (src_format) converted into dst (dst_format) by loop */
+static PyObject *convert(PyObject *args, const char *src_format, const char *dst_format,
+                         void (*loop)(const void *restrict, void *restrict, Py_ssize_t)) {
     Py_buffer src, dst;
-    if (get_buffers(args, &src, "f", &dst, "e") < 0) return NULL;
-    Py_ssize_t n = src.len / 4;
+    if (get_buffers(args, &src, src_format, &dst, dst_format) < 0) return NULL;
+    Py_ssize_t n = src.len / src.itemsize;
     if (n >= RELEASE_GIL_FROM) {
         Py_BEGIN_ALLOW_THREADS
-        from_float32_loop(src.buf, dst.buf, n);
+        loop(src.buf, dst.buf, n);
         Py_END_ALLOW_THREADS
     } else {
-        from_float32_loop(src.buf, dst.buf, n);
+        loop(src.buf, dst.buf, n);
     }
     PyBuffer_Release(&src);
     PyBuffer_Release(&dst);
     Py_RETURN_NONE;
 }
 
+static PyObject *from_float32(PyObject *self, PyObject *args) {
+    (void)self;
+    return convert(args, "f", "e", from_float32_loop);
+}
+
 static PyObject *to_float32(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer src, dst;
-    if (get_buffers(args, &src, "e", &dst, "f") < 0) return NULL;
-    Py_ssize_t n = src.len / 2;
-    if (n >= RELEASE_GIL_FROM) {
-        Py_BEGIN_ALLOW_THREADS
-        to_float32_loop(src.buf, dst.buf, n);
-        Py_END_ALLOW_THREADS
-    } else {
-        to_float32_loop(src.buf, dst.buf, n);
-    }
-    PyBuffer_Release(&src);
-    PyBuffer_Release(&dst);
-    Py_RETURN_NONE;
+    return convert(args, "e", "f", to_float32_loop);
 }
 
 static PyMethodDef methods[] = {
