@@ -82,6 +82,18 @@ def test_a_damaged_cache_entry_is_compiled_again(fresh, tmp_path, monkeypatch):
     assert damaged.read_bytes() == entry.read_bytes()
 
 
+def test_a_cache_folder_that_cannot_be_made_means_a_folder_of_this_process(
+    fresh, tmp_path, monkeypatch
+):
+    if not can_compile():
+        pytest.skip("no C compiler here")
+    blocked = tmp_path / "a file"
+    blocked.write_text("")
+    monkeypatch.setattr(host_c, "cache_dir", lambda: blocked / "host")  # mkdir fails
+    assert host_c.load("float16") is not None, host_c.status("float16")
+    assert "minitorch_amp_host_" in host_c.status("float16")
+
+
 def test_switched_off_or_without_a_compiler_numpy_converts_and_the_status_says_why(
     fresh, monkeypatch
 ):

@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -111,6 +112,7 @@ def _load(name: str):
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:  # (a read-only home: this process compiles into a folder of its own)
         folder = Path(tempfile.mkdtemp(prefix="minitorch_amp_host_"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
     target = folder / f"{name}-{key}{suffix}"
     if target.is_file():
         module, _ = _import(name, target)
