@@ -109,8 +109,9 @@ def _update(found, scale, good, bad, at_floor, **kw):
         "min_loss_scaling": 1e-3,
         **kw,
     }
-    update_loss_scaling(np.array([found]), scale, good, bad, at_floor, **kw)
-    return float(scale[0]), int(good[0]), int(bad[0])
+    found = np.array([found]).reshape(scale.shape)
+    update_loss_scaling(found, scale, good, bad, at_floor, **kw)
+    return float(scale.reshape(-1)[0]), int(good.reshape(-1)[0]), int(bad.reshape(-1)[0])
 
 
 def _state(scale):
@@ -159,10 +160,12 @@ def test_float16_overflow_is_judged_after_narrowing_at_exactly_65520(inv):
     assert found_inf[0] == (not np.isfinite(expected).all())
 
 
-def test_the_floor_counter_counts_overflows_that_leave_the_scale_at_the_floor():
+@pytest.mark.parametrize("shape", [(1,), ()], ids=["host update", "array twin"])
+def test_the_floor_counter_counts_overflows_that_leave_the_scale_at_the_floor(shape):
     """at_floor counts overflowing updates in a row whose new scale is <= min_loss_scaling;
-    a clean update, or an overflow above the floor, resets it."""
-    s = _state(4.0)
+    a clean update, or an overflow above the floor, resets it. Shape [1] takes the CPU's
+    scalar update; 0-d arrays the array twin a GPU runs without raw kernels."""
+    s = tuple(a.reshape(shape) for a in _state(4.0))
     kw = {"decr_ratio": 0.5, "min_loss_scaling": 1.0, "decr_every_n_nan_or_inf": 1}
     steps = [
         (True, 2.0, 0),   # above the floor
@@ -173,7 +176,7 @@ def test_the_floor_counter_counts_overflows_that_leave_the_scale_at_the_floor():
     ]  # fmt: skip
     for found, scale, count in steps:
         assert _update(found, *s, **kw)[0] == scale
-        assert s[3][0] == count
+        assert s[3].reshape(-1)[0] == count
 
 
 def test_the_counters_wrap_at_2_to_the_31_like_numpy_int32():

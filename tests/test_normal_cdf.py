@@ -19,7 +19,7 @@ import pytest
 
 import minitorch_amp as mt
 import minitorch_amp.nn.functional as F
-from minitorch_amp.backend import special
+from minitorch_amp.backend import host_c, special
 from minitorch_amp.backend.special import normal_cdf
 
 _math_erfc = np.frompyfunc(math.erfc, 1, 1)
@@ -125,19 +125,34 @@ def test_gelu_makes_its_product_in_the_cdf_blocks_with_the_same_bits():
     np.testing.assert_array_equal(out.numpy().reshape(-1).view(np.uint32), product.view(np.uint32))
 
 
-def test_blocks_without_a_tail_skip_its_scan_and_keep_their_values(monkeypatch):
-    """A block whose largest ``x^2`` is below the split takes no tail pass; a NaN anywhere,
-    or one tail element, sends its block through the tail's scan. Each block's values are
-    those of the same elements evaluated one by one."""
+@pytest.mark.parametrize("path", ["NumPy", "compiled C"])
+def test_blocks_without_a_tail_skip_its_scan_and_keep_their_values(path, monkeypatch):
+    """A block whose largest ``x^2`` is below the split takes no tail pass: on NumPy a NaN
+    anywhere, or one tail element, sends its block through the tail's scan; the compiled
+    loop (``csrc/gelu.c``) counts the tail's elements as it goes and finishes only a block
+    that has one. Each block's values are those of the same elements evaluated one by one."""
     calls = []
-    real = special._normal_cdf_tail
-    monkeypatch.setattr(special, "_normal_cdf_tail", lambda *a: calls.append(1) or real(*a))
+    if path == "NumPy":
+        monkeypatch.setitem(host_c._loaded, "gelu", (None, "NumPy (this test)"))
+        real = special._normal_cdf_tail
+        monkeypatch.setattr(special, "_normal_cdf_tail", lambda *a: calls.append(1) or real(*a))
+    else:
+        compiled = host_c.load("gelu")
+        if compiled is None:
+            pytest.skip(host_c.status("gelu"))
+
+        class Counting:
+            def __getattr__(self, name):
+                calls.extend([1] if name == "tail_finish" else [])
+                return getattr(compiled, name)
+
+        monkeypatch.setitem(host_c._loaded, "gelu", (Counting(), "compiled C (counted)"))
     n = special.BLOCK
     x = np.random.default_rng(3).uniform(-1.4, 1.4, 4 * n).astype(np.float32)
     x[n + 7] = np.nan  # block 1: a NaN only
     x[3 * n - 1] = -2.5  # block 2: one tail element, at its last place
     got = special.normal_cdf(x)
-    assert len(calls) == 2  # blocks 0 and 3 never scanned for a tail
+    assert len(calls) == (2 if path == "NumPy" else 1)  # blocks 0 and 3 never scanned
     assert np.isnan(got[n + 7]) and np.isnan(got).sum() == 1
     one_by_one = np.concatenate(
         [special.normal_cdf(v[None]) for v in x[[0, n - 1, 3 * n - 1, 4 * n - 1]]]
