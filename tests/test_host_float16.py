@@ -125,7 +125,7 @@ def test_a_file_that_does_not_compile_is_reported_with_the_compilers_words(
 
 def test_convert_takes_the_compiled_path(c, monkeypatch):
     calls = []
-    monkeypatch.setattr(host_float16, "_compiled", [_Counting(c, calls)])
+    monkeypatch.setitem(host_c._loaded, "float16", (_Counting(c, calls), "compiled C (counted)"))
     x = np.random.default_rng(0).standard_normal((8, 64)).astype(np.float32)
     half = convert(x, "float16")
     wide = convert(half.T, "float32")  # a strided view: copied to C order first

@@ -32,14 +32,10 @@ from .dtypes import float16, float32
 
 __all__ = ["float16_from_float32", "float32_from_float16", "to_float16", "to_float32"]
 
-_compiled: list = []  # [the compiled module or None], once looked up
-
 
 def compiled():
     """The compiled ``csrc/float16.c`` module, or None (``host_c.status('float16')``: why)."""
-    if not _compiled:
-        _compiled.append(host_c.load("float16"))
-    return _compiled[0]
+    return host_c.load("float16")
 
 
 def to_float16(x: np.ndarray) -> np.ndarray:
