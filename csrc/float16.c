@@ -1,10 +1,13 @@
 /* float16 <-> float32 conversion on the CPU: NumPy's astype, bit for bit, without its cost.
 
-What: two functions of a CPython extension module, `_float16`:
+What: three functions of a CPython extension module, `_float16`:
 
     from_float32(src, dst)   dst = src.astype(float16): round to nearest even, subnormals
                              kept, overflow to inf, a NaN keeps the top of its payload
     to_float32(src, dst)     dst = src.astype(float32): exact (every float16 is a float32)
+    unscale(g, inv) -> bool  g = (g.astype(float32) * inv).astype(float16) in place, and
+                             whether a product is not finite in float16 (|p| >= 65520 or
+                             NaN): backend/loss_scaling.py's twin for one float16 gradient
 
 src and dst: C-contiguous buffers of the same length (float32 'f' and float16 'e', or the
 other way round; NumPy arrays are such buffers). Both return None; a wrong dtype, length or
@@ -29,7 +32,9 @@ zero) cannot change a result.
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Clones for AVX2 and the baseline on x86-64 Linux: the loader picks one at load time, so the
    same compiled file runs on any x86-64 (AVX2's variable shifts vectorize the rounding). */
@@ -153,11 +158,51 @@ static PyObject *to_float32(PyObject *self, PyObject *args) {
     return convert(args, "e", "f", to_float32_loop);
 }
 
+/* g = float16(float32(g) * inv) in place; whether a product is not finite in float16 (its
+   magnitude at or above 65520, which rounds to inf, or NaN) */
+CLONES int unscale_loop(uint16_t *restrict g, float inv, Py_ssize_t n) {
+    int bad = 0;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        uint32_t wide_bits = single_from_half(g[i]);
+        float wide;
+        memcpy(&wide, &wide_bits, 4);
+        wide *= inv;
+        bad |= !(fabsf(wide) < 65520.0f);
+        memcpy(&wide_bits, &wide, 4);
+        g[i] = half_from_single(wide_bits);
+    }
+    return bad;
+}
+
+static PyObject *unscale(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *g_obj;
+    float inv;
+    if (!PyArg_ParseTuple(args, "Of", &g_obj, &inv)) return NULL;
+    Py_buffer g;
+    if (PyObject_GetBuffer(g_obj, &g, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0)
+        return NULL;
+    if (strcmp(g.format, "e") != 0) {
+        PyErr_Format(PyExc_TypeError, "_float16.unscale: g must be float16 ('e'), got '%s'",
+                     g.format);
+        PyBuffer_Release(&g);
+        return NULL;
+    }
+    int bad;
+    Py_BEGIN_ALLOW_THREADS
+    bad = unscale_loop(g.buf, inv, g.len / 2);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&g);
+    return PyBool_FromLong(bad);
+}
+
 static PyMethodDef methods[] = {
     {"from_float32", from_float32, METH_VARARGS,
      "from_float32(src, dst): dst (float16) = src (float32) rounded to nearest even"},
     {"to_float32", to_float32, METH_VARARGS,
      "to_float32(src, dst): dst (float32) = src (float16), exactly"},
+    {"unscale", unscale, METH_VARARGS,
+     "unscale(g, inv) -> bool: g = float16(float32(g) * inv) in place; any not finite"},
     {NULL, NULL, 0, NULL},
 };
 

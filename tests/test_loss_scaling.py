@@ -12,6 +12,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from minitorch_amp.backend import host_c, host_float16
 from minitorch_amp.backend.loss_scaling import (
     inverse_scale,
     unscale_and_check,
@@ -228,3 +229,49 @@ def test_inverse_scale_edges(scale, inverse):
     out[0] = 0
     inverse_scale(np.array([np.nan], np.float32), out)
     assert np.isnan(out[0])
+
+
+# ---- the float16 unscale in C (csrc/float16.c's unscale) ---------------------------------------
+@pytest.mark.parametrize(
+    "inv", [2.0**-10, 2.0**-24, 2.0**-100, 0.3, 1 / 65504, 1.0, 3.0, 0.0, np.inf]
+)
+def test_the_c_unscale_gives_the_twins_bits_and_flag(inv, monkeypatch):
+    """Every float16 bit pattern (NaN payloads, infs, subnormals) in three gradients, one of
+    them a strided view (which the twin takes): the same bits and the same flag as NumPy."""
+    if host_float16.compiled() is None:
+        pytest.skip(host_c.status("float16"))
+    every = np.arange(2**16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    finite = every[np.isfinite(every)]
+
+    def unscaled(path):
+        if path == "NumPy":
+            monkeypatch.setitem(host_c._loaded, "float16", (None, "NumPy (this test)"))
+        grads = [every.copy(), finite.copy(), finite.reshape(-1, 2).copy()[:, 0]]
+        results = []
+        for gs in (grads, grads[1:]):  # with and without non-finite inputs
+            gs = [g.copy() for g in gs] if gs is not grads else gs
+            found = np.zeros(1, bool)
+            unscale_and_check(gs, np.array([inv], np.float32), found)
+            results.append(([g.view(np.uint16).copy() for g in gs], bool(found[0])))
+        monkeypatch.delitem(host_c._loaded, "float16", raising=False)
+        return results
+
+    for (ours, our_flag), (twin, twin_flag) in zip(unscaled("C"), unscaled("NumPy")):
+        assert our_flag == twin_flag
+        for a, b in zip(ours, twin):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_the_c_unscale_never_clears_the_flag_and_leaves_strided_views_to_the_twin():
+    if host_float16.compiled() is None:
+        pytest.skip(host_c.status("float16"))
+    found = np.ones(1, bool)
+    g = np.array([1.0, 2.0], np.float16)
+    unscale_and_check([g], np.array([0.5], np.float32), found)
+    assert found[0] and g.tolist() == [0.5, 1.0]
+    base = np.array([[2.0, 7.0], [4.0, 9.0]], np.float16)
+    found[0] = False
+    unscale_and_check(
+        [base[:, 0], np.array([60000.0], np.float16)], np.array([2.0], np.float32), found
+    )
+    assert base.tolist() == [[4.0, 7.0], [8.0, 9.0]] and found[0]  # 120000 overflows

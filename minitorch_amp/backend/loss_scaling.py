@@ -36,7 +36,7 @@ import operator
 import ml_dtypes
 import numpy as np
 
-from . import kernels
+from . import host_float16, kernels
 from .cast import convert
 from .device import get_array_module
 from .dtypes import accumulation_dtype, bfloat16, bool_, float16, float32, float64, int32
@@ -187,6 +187,10 @@ def unscale_and_check(grads: list, inv_scale, found_inf) -> None:
         grads = _unscale_with_kernel(grads, inv_scale, found_inf)  # what it could not take
         if not grads:
             return
+    if xp is np and grads[0].dtype == float16 and host_float16.compiled() is not None:
+        grads = _unscale_in_c(grads, inv_scale, found_inf)  # what it could not take
+        if not grads:
+            return
     acc = accumulation_dtype(grads[0].dtype)
     inv = inv_scale.reshape(()).astype(acc, copy=False)  # 0-d, so 0-d grads keep their shape
     limit = None if acc == grads[0].dtype else _overflow_threshold(grads[0].dtype)
@@ -224,6 +228,21 @@ def unscale_and_check(grads: list, inv_scale, found_inf) -> None:
 
 
 _TWIN_RUN = 2**20  # elements the twin widens at once: many small gradients cost one pass
+
+
+def _unscale_in_c(grads: list, inv_scale, found_inf) -> list:
+    """The float16 twin below, gradient by gradient in one C loop each (``csrc/float16.c``'s
+    ``unscale``: widen, multiply, round, check, with this twin's bits); returns the gradients
+    it could not take (not C-contiguous, or read-only), for the twin."""
+    c, inv, rest, bad = host_float16.compiled(), float(inv_scale[0]), [], False
+    for g in grads:
+        if g.__class__ is np.ndarray and g.flags.c_contiguous and g.flags.writeable:
+            bad |= c.unscale(g, inv)
+        else:
+            rest.append(g)
+    if bad:
+        found_inf[...] = True
+    return rest
 
 
 def _runs(arrays: list, limit: int) -> list:

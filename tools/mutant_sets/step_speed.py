@@ -204,6 +204,22 @@ MUTANTS: list[Mutant] = [
         "GELU's backward never takes the compiled loop",
     ),
     Mutant(
+        "unscale-c-flags-only-past-65520",
+        FLOAT16_C,
+        "        bad |= !(fabsf(wide) < 65520.0f);",
+        "        bad |= !(fabsf(wide) <= 65520.0f);",
+        ("tests/test_loss_scaling.py",),
+        "the C unscale misses a product of exactly 65520, which rounds to inf",
+    ),
+    Mutant(
+        "unscale-c-takes-strided-views",
+        "minitorch_amp/backend/loss_scaling.py",
+        "        if g.__class__ is np.ndarray and g.flags.c_contiguous and g.flags.writeable:",
+        "        if g.__class__ is np.ndarray and g.flags.writeable:",
+        ("tests/test_loss_scaling.py",),
+        "a strided gradient is handed to the C loop, which refuses it with an error",
+    ),
+    Mutant(
         "host-scale-update-grows-into-inf",
         "minitorch_amp/backend/loss_scaling.py",
         "            if np.isfinite(grown):\n                s = grown\n",
