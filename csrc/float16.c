@@ -7,7 +7,8 @@ What: three functions of a CPython extension module, `_float16`:
     to_float32(src, dst)     dst = src.astype(float32): exact (every float16 is a float32)
     unscale(g, inv) -> bool  g = (g.astype(float32) * inv).astype(float16) in place, and
                              whether a product is not finite in float16 (|p| >= 65520 or
-                             NaN): backend/loss_scaling.py's twin for one float16 gradient
+                             NaN): backend/loss_scaling.py's twin for one float16 gradient;
+                             for a float32 g, g *= inv and whether a product is inf or NaN
 
 src and dst: C-contiguous buffers of the same length (float32 'f' and float16 'e', or the
 other way round; NumPy arrays are such buffers). Both return None; a wrong dtype, length or
@@ -174,6 +175,17 @@ CLONES int unscale_loop(uint16_t *restrict g, float inv, Py_ssize_t n) {
     return bad;
 }
 
+/* g = g * inv in place, float32; whether a product is not finite */
+CLONES int unscale32_loop(float *restrict g, float inv, Py_ssize_t n) {
+    int bad = 0;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        float p = g[i] * inv;
+        bad |= !(fabsf(p) <= 3.4028234663852886e38f); /* inf or NaN */
+        g[i] = p;
+    }
+    return bad;
+}
+
 static PyObject *unscale(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *g_obj;
@@ -182,15 +194,17 @@ static PyObject *unscale(PyObject *self, PyObject *args) {
     Py_buffer g;
     if (PyObject_GetBuffer(g_obj, &g, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0)
         return NULL;
-    if (strcmp(g.format, "e") != 0) {
-        PyErr_Format(PyExc_TypeError, "_float16.unscale: g must be float16 ('e'), got '%s'",
+    int half = strcmp(g.format, "e") == 0;
+    if (!half && strcmp(g.format, "f") != 0) {
+        PyErr_Format(PyExc_TypeError,
+                     "_float16.unscale: g must be float16 ('e') or float32 ('f'), got '%s'",
                      g.format);
         PyBuffer_Release(&g);
         return NULL;
     }
     int bad;
     Py_BEGIN_ALLOW_THREADS
-    bad = unscale_loop(g.buf, inv, g.len / 2);
+    bad = half ? unscale_loop(g.buf, inv, g.len / 2) : unscale32_loop(g.buf, inv, g.len / 4);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&g);
     return PyBool_FromLong(bad);
@@ -202,7 +216,8 @@ static PyMethodDef methods[] = {
     {"to_float32", to_float32, METH_VARARGS,
      "to_float32(src, dst): dst (float32) = src (float16), exactly"},
     {"unscale", unscale, METH_VARARGS,
-     "unscale(g, inv) -> bool: g = float16(float32(g) * inv) in place; any not finite"},
+     "unscale(g, inv) -> bool: g = g * inv (in float32, rounded to g's dtype) in place; any "
+     "not finite"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -232,15 +232,20 @@ def test_inverse_scale_edges(scale, inverse):
 
 
 # ---- the float16 unscale in C (csrc/float16.c's unscale) ---------------------------------------
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
 @pytest.mark.parametrize(
     "inv", [2.0**-10, 2.0**-24, 2.0**-100, 0.3, 1 / 65504, 1.0, 3.0, 0.0, np.inf]
 )
-def test_the_c_unscale_gives_the_twins_bits_and_flag(inv, monkeypatch):
-    """Every float16 bit pattern (NaN payloads, infs, subnormals) in three gradients, one of
-    them a strided view (which the twin takes): the same bits and the same flag as NumPy."""
+def test_the_c_unscale_gives_the_twins_bits_and_flag(dtype, inv, monkeypatch):
+    """Every float16 bit pattern (NaN payloads, infs, subnormals), or float32 patterns of
+    every kind, in three gradients, one of them a strided view (which the twin takes): the
+    same bits and the same flag as NumPy."""
     if host_float16.compiled() is None:
         pytest.skip(host_c.status("float16"))
-    every = np.arange(2**16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    if dtype == "float16":
+        every = np.arange(2**16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    else:
+        every = np.arange(0, 2**32, 65537, dtype=np.uint64).astype(np.uint32).view(np.float32)
     finite = every[np.isfinite(every)]
 
     def unscaled(path):
@@ -252,7 +257,7 @@ def test_the_c_unscale_gives_the_twins_bits_and_flag(inv, monkeypatch):
             gs = [g.copy() for g in gs] if gs is not grads else gs
             found = np.zeros(1, bool)
             unscale_and_check(gs, np.array([inv], np.float32), found)
-            results.append(([g.view(np.uint16).copy() for g in gs], bool(found[0])))
+            results.append(([g.view(f"u{g.itemsize}").copy() for g in gs], bool(found[0])))
         monkeypatch.delitem(host_c._loaded, "float16", raising=False)
         return results
 

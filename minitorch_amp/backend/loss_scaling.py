@@ -187,7 +187,7 @@ def unscale_and_check(grads: list, inv_scale, found_inf) -> None:
         grads = _unscale_with_kernel(grads, inv_scale, found_inf)  # what it could not take
         if not grads:
             return
-    if xp is np and grads[0].dtype == float16 and host_float16.compiled() is not None:
+    if xp is np and grads[0].dtype in (float16, float32) and host_float16.compiled() is not None:
         grads = _unscale_in_c(grads, inv_scale, found_inf)  # what it could not take
         if not grads:
             return
@@ -231,9 +231,9 @@ _TWIN_RUN = 2**20  # elements the twin widens at once: many small gradients cost
 
 
 def _unscale_in_c(grads: list, inv_scale, found_inf) -> list:
-    """The float16 twin below, gradient by gradient in one C loop each (``csrc/float16.c``'s
-    ``unscale``: widen, multiply, round, check, with this twin's bits); returns the gradients
-    it could not take (not C-contiguous, or read-only), for the twin."""
+    """The twin below for float16 and float32, gradient by gradient in one C loop each
+    (``csrc/float16.c``'s ``unscale``: widen, multiply, round, check, with this twin's bits);
+    returns the gradients it could not take (not C-contiguous, or read-only), for the twin."""
     c, inv, rest, bad = host_float16.compiled(), float(inv_scale[0]), [], False
     for g in grads:
         if g.__class__ is np.ndarray and g.flags.c_contiguous and g.flags.writeable:

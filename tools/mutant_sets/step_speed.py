@@ -220,6 +220,14 @@ MUTANTS: list[Mutant] = [
         "a strided gradient is handed to the C loop, which refuses it with an error",
     ),
     Mutant(
+        "unscale-c-float32-misses-nan",
+        FLOAT16_C,
+        "        bad |= !(fabsf(p) <= 3.4028234663852886e38f); /* inf or NaN */",
+        "        bad |= fabsf(p) > 3.4028234663852886e38f; /* inf or NaN */",
+        ("tests/test_loss_scaling.py",),
+        "the C unscale of float32 gradients does not flag a NaN",
+    ),
+    Mutant(
         "host-scale-update-grows-into-inf",
         "minitorch_amp/backend/loss_scaling.py",
         "            if np.isfinite(grown):\n                s = grown\n",
