@@ -145,9 +145,10 @@ def unscale_and_check(grads: list, inv_scale, found_inf) -> None:
 
     Each gradient is widened to float32 (float64 stays float64), multiplied by ``inv_scale``
     and rounded to nearest even back into its own dtype. On the GPU one kernel launch does
-    every tensor; the twin widens runs of small tensors together (one NumPy pass per run of
-    up to 2**20 elements, not one per tensor). Nothing is read back to the host,
-    ``found_inf`` stays on the device.
+    every tensor; on the CPU a C loop per contiguous float16 or float32 gradient
+    (``csrc/float16.c``, when it compiles), else the twin, which widens runs of small tensors
+    together (one NumPy pass per run of up to 2**20 elements, not one per tensor). Nothing is
+    read back to the host, ``found_inf`` stays on the device.
 
     NOTE: finiteness is checked on the *unscaled, narrowed* value, as Paddle's kernel does.
     Checking the scaled gradient before unscaling misses values that become non-finite only
