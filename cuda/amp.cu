@@ -67,8 +67,8 @@
 // rounded once: the float product itself. unscale_and_check keeps plain float arithmetic;
 // a float32 gradient whose unscaled value is subnormal becomes 0 on the GPU.
 //
-// Python caller: minitorch_amp/backend/loss_scaling.py (inverse_scale, unscale_and_check,
-// update_loss_scaling on CuPy arrays, when backend.kernels.enabled()).
+// Python callers: minitorch_amp/backend/loss_scaling.py (inverse_scale, unscale_and_check) and
+// backend/scale_update.py (update_loss_scaling), on CuPy arrays when backend.kernels.enabled().
 // NumPy twins (the specification): the same three functions on NumPy arrays.
 
 #include <cuda_bf16.h>

@@ -22,8 +22,8 @@ from minitorch_amp.backend.loss_scaling import (
     chunk_table,
     inverse_scale,
     unscale_and_check,
-    update_loss_scaling,
 )
+from minitorch_amp.backend.scale_update import update_loss_scaling
 
 SOURCE = kernels.REGISTRY["amp.cu"].source()
 _UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}

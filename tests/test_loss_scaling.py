@@ -16,8 +16,8 @@ from minitorch_amp.backend import host_c, host_float16
 from minitorch_amp.backend.loss_scaling import (
     inverse_scale,
     unscale_and_check,
-    update_loss_scaling,
 )
+from minitorch_amp.backend.scale_update import update_loss_scaling
 
 
 # ---- the unscale kernel (PyTorch test_grad_scaling_unscale) ----------------------------------

@@ -35,7 +35,8 @@ from ..autograd.dispatch import apply, hooks
 from ..autograd.tensor import Tensor
 from ..backend import device as _device
 from ..backend import sync as _sync
-from ..backend.loss_scaling import inverse_scale, unscale_and_check, update_loss_scaling
+from ..backend.loss_scaling import inverse_scale, unscale_and_check
+from ..backend.scale_update import update_loss_scaling
 from .bf16 import disable_for_bfloat16
 from .found_inf import reduce_found_inf, run_skipping
 from .scaled_loss import ScaleLoss
@@ -68,7 +69,7 @@ class AmpScaler(ScalerSettings):
     ``incr_every_n_steps=1000``, Paddle's arguments only). :class:`GradScaler` is the same
     scaler with PyTorch's defaults (2**16, 2000) that also takes PyTorch's argument forms.
 
-    The dynamic rule (:func:`~minitorch_amp.backend.loss_scaling.update_loss_scaling`)::
+    The dynamic rule (:func:`~minitorch_amp.backend.scale_update.update_loss_scaling`)::
 
         overflow: good = 0; bad += 1; if bad == decr_every_n_nan_or_inf:
                       scale = max(scale * decr_ratio, min_loss_scaling); bad = 0

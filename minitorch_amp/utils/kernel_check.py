@@ -38,6 +38,7 @@ from ..backend import gemm_sm90 as _gemm_sm90
 from ..backend import kernels as _kernels
 from ..backend import loss_scaling as _loss_scaling
 from ..backend import primitives as _primitives
+from ..backend import scale_update as _scale_update
 from ..backend import squared_error as _squared_error
 from ..backend.dtypes import bfloat16
 from . import kernel_cache as _kernel_cache
@@ -109,8 +110,8 @@ def _amp_matches(to_device: Move, to_host: Move) -> bool:
             np.full(1, 7, np.int32),
         ]
         moved = [to_device(a) for a in state]
-        _loss_scaling.update_loss_scaling(*moved, **rule)
-        _loss_scaling.update_loss_scaling(*state, **rule)
+        _scale_update.update_loss_scaling(*moved, **rule)
+        _scale_update.update_loss_scaling(*state, **rule)
         same = same and all(np.array_equal(to_host(m), s) for m, s in zip(moved, state))
     # 1 / 3e38 is subnormal and 1 / 1e-39 finite: both flushed to 0 or inf by a naive kernel
     for scale in (3.0, 3e38, 1e-39, 0.0):

@@ -199,7 +199,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "floor-counter-misses-the-floor-itself",
-        LOSS_SCALING,
+        "minitorch_amp/backend/scale_update.py",
         "found_inf & (scale <= f32(min_loss_scaling))",
         "found_inf & (scale < f32(min_loss_scaling))",
         ("tests/test_loss_scaling.py",),

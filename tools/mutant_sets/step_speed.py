@@ -229,7 +229,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "host-scale-update-grows-into-inf",
-        "minitorch_amp/backend/loss_scaling.py",
+        "minitorch_amp/backend/scale_update.py",
         "            if np.isfinite(grown):\n                s = grown\n",
         "            s = grown\n",
         ("tests/test_loss_scaling.py",),
@@ -237,7 +237,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "host-scale-update-counters-unwrapped",
-        "minitorch_amp/backend/loss_scaling.py",
+        "minitorch_amp/backend/scale_update.py",
         "    return (n + 2**31) % 2**32 - 2**31",
         "    return n",
         ("tests/test_loss_scaling.py",),
