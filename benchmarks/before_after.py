@@ -16,6 +16,7 @@ the median step of each, and the median over the rounds of each round's after / 
     python benchmarks/before_after.py --before HEAD~1 --modes fp32 --width 256 --batch 32 \
         --optimizer SGD                                                 # a wider SimpleNet
     python benchmarks/before_after.py --before HEAD~1 --control       # and the harness's noise
+    python benchmarks/before_after.py --before HEAD~1 --gpu-stand-in  # the GPU path's Python
 
 ``--control`` adds a third contestant, the working tree imported a second time: *after* against
 its own copy measures what this harness calls a change when there is none (on the 2-core
@@ -25,7 +26,9 @@ machine 0.98 to 1.08 for two copies of one commit), printed beside every after /
 ``benchmarks/simple_net.py``'s step at width 64, batch 8, Adam (the step issue 24's CPU target
 names; ``--width``, ``--batch`` and ``--optimizer`` change it); the GPT workload is
 ``benchmarks/gpt_step.py``'s fp32 step (batch 16, 1 BLAS thread when threadpoolctl is
-installed). Each version runs its own copy of those scripts.
+installed). Each version runs its own copy of those scripts. ``--gpu-stand-in`` runs the
+SimpleNet step on the GPU path with CuPy and a Hopper GPU stood in for
+(``benchmarks/gpu_stand_in.py``): the library's own Python of a GPU step, on the CPU.
 
 NOTE: two versions of one package in one process. Each version's modules are kept apart and
 put back into ``sys.modules`` at the start of each of its turns: a function that imports
@@ -35,6 +38,7 @@ lazily must find its own version's modules, not the other's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import importlib.util
 import statistics
@@ -112,12 +116,20 @@ def use(modules: dict) -> None:
     sys.modules.update(modules)
 
 
-def tiny_steps(modes, width: int = 64, batch: int = 8, optimizer: str = "Adam"):
-    """``build`` for the SimpleNet step (tiny by default): mode -> step."""
+def tiny_steps(modes, width: int = 64, batch: int = 8, optimizer: str = "Adam", stand_in=None):
+    """``build`` for the SimpleNet step (tiny by default): mode -> step. With ``stand_in``
+    (an ``ExitStack``, open while the steps run), each version's step runs the GPU path on
+    ``gpu_stand_in``'s stand-in for CuPy and a Hopper GPU."""
 
     def build(script):
         bench = script("simple_net")
         import minitorch_amp as mt
+
+        if stand_in is not None:
+            import gpu_stand_in  # this checkout's (benchmarks/ is first on the path)
+
+            stand_in.enter_context(gpu_stand_in.stand_in())  # patches this version's modules
+            mt.set_device("gpu:0")
 
         rng = np.random.default_rng(0)
         x, y = (rng.standard_normal((batch, width)).astype(np.float32) for _ in range(2))
@@ -199,8 +211,15 @@ def main(argv=None) -> None:
         action="store_true",
         help="also time a second copy of the working tree: after / control is the noise",
     )
+    parser.add_argument(
+        "--gpu-stand-in",
+        action="store_true",
+        help="the SimpleNet step on the GPU path, CuPy and the GPU stood in for on the CPU",
+    )
     args = parser.parse_args(argv)
     tiny = args.workload == "tiny"
+    if args.gpu_stand_in and not tiny:
+        raise SystemExit("--gpu-stand-in runs the SimpleNet workload: drop --workload gpt")
     steps = args.steps or (300 if tiny else 16)
     warmup = args.warmup if args.warmup is not None else (30 if tiny else 3)
     block = args.block or (10 if tiny else 2)
@@ -215,8 +234,13 @@ def main(argv=None) -> None:
             threadpool_limits(limits=1, user_api="blas")
         except ImportError:
             print("threadpoolctl is not installed: NumPy's BLAS keeps its default thread count")
-    build = tiny_steps(args.modes, args.width, args.batch, args.optimizer) if tiny else gpt_steps()
-    with tempfile.TemporaryDirectory() as scratch:
+    stand_in = contextlib.ExitStack() if args.gpu_stand_in else None
+    build = (
+        tiny_steps(args.modes, args.width, args.batch, args.optimizer, stand_in)
+        if tiny
+        else gpt_steps()
+    )
+    with tempfile.TemporaryDirectory() as scratch, stand_in or contextlib.nullcontext():
         before_root = Path(scratch)
         described = extract(args.before, before_root)
         head = subprocess.run(
@@ -229,8 +253,9 @@ def main(argv=None) -> None:
         results = measure(versions, names, steps, warmup, block)
     size = f"width {args.width}, batch {args.batch}, {args.optimizer}"
     simple_net_label = f"{'tiny ' if (args.width, args.batch) == (64, 8) else ''}SimpleNet ({size})"
+    where = "on the GPU path, CuPy and the GPU stood in for" if args.gpu_stand_in else "on the CPU"
     print(
-        f"{simple_net_label if tiny else 'GPT (batch 16)'} on the CPU: "
+        f"{simple_net_label if tiny else 'GPT (batch 16)'} {where}: "
         f"before {described}; after the working tree at {head or 'this checkout'}; median of "
         f"{steps} steps each after {warmup} warm-up, taking turns in blocks of {block}; "
         "after / before: the median of the rounds' ratios"

@@ -55,6 +55,12 @@ PyTorch has CUDA (``benchmarks/simple_net.py``'s count).
     python benchmarks/host_profile.py                   # tiny, then 1024 / 64: ~85 s on 2 cores
     python benchmarks/host_profile.py --sizes tiny      # the tiny step only: ~15 s
     python benchmarks/host_profile.py --full --device gpu   # width 4096, batch 512, on a GPU
+    python benchmarks/host_profile.py --sizes tiny --gpu-stand-in   # the GPU path, on the CPU
+
+``--gpu-stand-in`` profiles the GPU path's own Python on any machine: CuPy and a Hopper GPU
+are stood in for (``benchmarks/gpu_stand_in.py``: NumPy arrays posing as CuPy's, launches
+recorded and not run), so the ``launch`` part is the ops' Python without CuPy's launches, and
+the "GPU time" row is host time.
 """
 
 from __future__ import annotations
@@ -76,6 +82,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))  # its SimpleNet
 
+import gpu_stand_in
 from host_parts import (  # noqa: F401 (PARTS, HostProfile, install: host_profile's API too)
     LAUNCH,
     OTHER,
@@ -269,7 +276,7 @@ def profile_mode(step, steps: int, block: int, warmup: int, warmup_s: float, des
                     p.undo()
     loop = Calibration(*(statistics.median(c) for c in zip(*map(astuple, loops))))
     result = summarize(records, plain, gpu, in_step_cost(doubled, loop), loop)
-    if on_gpu():
+    if on_gpu() and not isinstance(_device.cupy, gpu_stand_in.StandInCupy):
         result.activities = _simple_net_benchmark().count_gpu_activities(step, sync)
     return result
 
@@ -436,11 +443,26 @@ def main(argv=None) -> dict:
     )
     parser.add_argument("--top", type=int, default=10, help="rows of the op and function tables")
     parser.add_argument("--device", default=None, help="'cpu', 'gpu' or 'gpu:N'; None: auto")
+    parser.add_argument(
+        "--gpu-stand-in",
+        action="store_true",
+        help="the GPU path's Python on the CPU, CuPy and a Hopper GPU stood in for",
+    )
     args = parser.parse_args(argv)
     if args.full:
         args.width, args.batch = 4096, 512
+    if args.gpu_stand_in:
+        if args.device is not None:
+            parser.error("--gpu-stand-in is its own device: drop --device")
+        with gpu_stand_in.stand_in():
+            mt.set_device("gpu:0")
+            return _profile(args)
     if args.device is not None:
         mt.set_device(args.device)
+    return _profile(args)
+
+
+def _profile(args) -> dict:
     print(device_line())
     print(
         "Host µs of one eager training step by part, op and function: means over the middle "

@@ -34,7 +34,6 @@ on each kernel's path (``gemm_sm90.cu`` on a Hopper GPU, ``gemm_fp16.cu`` elsewh
 from __future__ import annotations
 
 import argparse
-import contextlib
 import cProfile
 import ctypes
 import io
@@ -42,10 +41,9 @@ import pstats
 import statistics
 import sys
 import time
-from types import SimpleNamespace
-from unittest import mock
 
 import numpy as np
+from gpu_stand_in import StandInArray, stand_in
 
 import minitorch_amp as mt
 from minitorch_amp.backend import cast as _cast
@@ -218,42 +216,10 @@ def profile_gemm(cp, calls: int = 2000) -> str:
     return text.getvalue()
 
 
-class _StandInArray(np.ndarray):
-    """A NumPy array posing as a CuPy one for the GEMM's launcher: ``.data.ptr`` (a stored
-    attribute, as CuPy's is) and ``.device``."""
-
-    device = contextlib.nullcontext()
-
-    @property
-    def data(self):
-        data = self.__dict__.get("_data")
-        if data is None:
-            data = self.__dict__["_data"] = SimpleNamespace(ptr=self.ctypes.data)
-        return data
-
-
-@contextlib.contextmanager
-def _stand_in(hopper: bool):
-    """CuPy and the GPU stood in for (see the module docstring); ``hopper``: a 132-SM Hopper."""
-    empty = lambda shape, dtype: np.empty(shape, dtype).view(_StandInArray)  # noqa: E731
-    cupy = SimpleNamespace(__version__="stand-in", ndarray=_StandInArray, empty=empty)
-    blank_map = np.zeros(1, tensor_maps.TENSOR_MAP)[0]
-    with contextlib.ExitStack() as stack:
-        for owner, name, value in (
-            (_device, "cupy", cupy),
-            (kernels, "launch", lambda *args, **kwargs: None),
-            (gemm_sm90, "device_is_hopper", lambda: hopper),
-            (gemm_sm90, "sm_count", lambda: 132),
-            (tensor_maps, "_encode_now", lambda array, box: blank_map),
-        ):
-            stack.enter_context(mock.patch.object(owner, name, value))
-        yield
-
-
 def stand_in_rows(hopper: bool, size: int = 256):
     """``gemm.gemm``'s own Python on ``size``-cubed float16 operands, on the stand-in."""
-    a, c = (np.ones((size, size), np.float16).view(_StandInArray) for _ in range(2))
-    bias = np.zeros(size, np.float16).view(_StandInArray)
+    a, c = (np.ones((size, size), np.float16).view(StandInArray) for _ in range(2))
+    bias = np.zeros(size, np.float16).view(StandInArray)
     return [
         ("gemm.gemm", lambda: gemm.gemm(a, a)),
         ("gemm.gemm(c=...)", lambda: gemm.gemm(a, a, c=c)),
@@ -271,7 +237,7 @@ def print_stand_in() -> None:
         f"call, median of {ROUNDS} rounds of {CALLS} calls after >= {WARMUP_S} s of warm-up"
     )
     for hopper, kernel in ((True, "gemm_sm90.cu"), (False, "gemm_fp16.cu")):
-        with _stand_in(hopper):
+        with stand_in(hopper):
             rows = measure(stand_in_rows(hopper), lambda: None)
         print_rows(f"float16, 256 x 256 x 256, the path to {kernel}", rows)
 

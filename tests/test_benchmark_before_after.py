@@ -39,6 +39,15 @@ def test_the_table_has_a_row_per_mode():
         assert 0 < float(ratio) < 10 and float(before) > 0 and float(after) > 0
 
 
+def test_the_gpu_stand_in_runs_both_versions_on_the_gpu_path():
+    done = run("--before", "HEAD", "--gpu-stand-in", "--modes", "O2", "--steps", "4")
+    assert done.returncode == 0, done.stderr
+    assert "on the GPU path, CuPy and the GPU stood in for: before " in done.stdout
+    assert re.search(r"^\| O2 \| [\d.]+ \| [\d.]+ \| [\d.]+ \|$", done.stdout, re.M)
+    refused = run("--before", "HEAD", "--gpu-stand-in", "--workload", "gpt")
+    assert refused.returncode == 1 and "drop --workload gpt" in refused.stderr
+
+
 def test_a_revision_that_is_not_there_is_refused_with_the_reason():
     done = run("--before", "no-such-revision-here")
     assert done.returncode == 1

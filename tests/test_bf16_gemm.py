@@ -16,7 +16,15 @@ import pytest
 from test_gemm import LAYOUTS, exact
 
 import minitorch_amp as mt
-from minitorch_amp.backend import device, gemm, gemm_bf16_sm90, gemm_sm90, kernels, nvrtc
+from minitorch_amp.backend import (
+    device,
+    gemm,
+    gemm_bf16_sm90,
+    gemm_sm90,
+    kernels,
+    nvrtc,
+    tensor_maps,
+)
 from minitorch_amp.backend import primitives as prim
 from minitorch_amp.backend.dtypes import bfloat16, float16, float32
 from minitorch_amp.backend.gemm import gemm as run_gemm
@@ -122,35 +130,26 @@ def test_bf16_scatter_add_sums_in_float32_and_rounds_once():
 
 
 # ---- 2. which kernel a launch picks (run on the CPU with the launches recorded) -------------
-class _Recorder:
-    def __init__(self):
-        self.calls = []
-
-    def launch(self, *args):
-        self.calls.append(("hopper", args[0].dtype, args[-2].dtype))
-
-    def kernel(self, file, name, grid, block, args, shared_mem=0):
-        self.calls.append(("mma.sync", name))
-
-
 @pytest.mark.parametrize("hopper", [True, False])
 @pytest.mark.parametrize("in_dtype", [float16, bfloat16])
 def test_each_input_dtype_goes_to_its_own_kernel(monkeypatch, hopper, in_dtype):
-    record = _Recorder()
+    calls = []
     monkeypatch.setattr(gemm_sm90, "usable", lambda a, b, k: hopper)
-    monkeypatch.setattr(gemm_sm90, "launch", record.launch)
-    monkeypatch.setattr(gemm_bf16_sm90, "launch", lambda *args: record.calls.append(("bf16",)))
-    monkeypatch.setattr(kernels, "launch", record.kernel)
+    monkeypatch.setattr(gemm_sm90, "sm_count", lambda: 132)
+    monkeypatch.setattr(tensor_maps, "encode", lambda array, box: None)  # (no driver here)
+    monkeypatch.setattr(kernels, "launch", lambda file, name, *args: calls.append((file, name)))
     a, b = np.ones((4, 8), in_dtype), np.ones((8, 4), in_dtype)
     epilogue = gemm._Epilogue(None, False, np.float32(1), np.float32(0))
     gemm._launch_2d(a, b, False, True, epilogue, np.empty((4, 4), in_dtype))
+    ((file, name),) = calls
     if hopper:
-        assert record.calls == [
-            ("bf16",) if in_dtype == bfloat16 else ("hopper", in_dtype, in_dtype)
-        ]
+        own = gemm_bf16_sm90 if in_dtype == bfloat16 else gemm_sm90
+        assert file == own.FILE and name in own.NAMES
+        operands = "__nv_bfloat16" if in_dtype == bfloat16 else "__half"  # out, then input
+        assert name.startswith(f"gemm_sm90<false,true,{operands},{operands},")
     else:
-        name = "gemm_bf16<false,true,__nv_bfloat16>" if in_dtype == bfloat16 else None
-        assert record.calls == [("mma.sync", name or "gemm_f16<false,true,__half>")]
+        bf16, f16 = "gemm_bf16<false,true,__nv_bfloat16>", "gemm_f16<false,true,__half>"
+        assert (file, name) == (gemm.FILE, bf16 if in_dtype == bfloat16 else f16)
 
 
 # ---- 3. the kernel files ---------------------------------------------------------------------

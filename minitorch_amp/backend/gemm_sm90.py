@@ -281,20 +281,49 @@ def launch(a, b, transpose_a, transpose_b, epilogue, out, flags: int, variant=FL
     """Run ``out = epilogue(alpha * op(a) @ op(b))`` on 2-D contiguous CuPy arrays, with the
     kernels of ``variant`` (float16 operands unless told; ``backend/gemm.py`` has checked
     everything)."""
-    m, n = out.shape
     k = a.shape[0] if transpose_a else a.shape[1]
-    r = recipe(m, n, k, transpose_a, transpose_b, out.dtype, variant)
+    m, n = out.shape
+    prepared = prepare(m, n, k, transpose_a, transpose_b, epilogue, out.dtype, flags, variant)
+    prepared(a, b, epilogue.bias, out)
+
+
+def prepare(m, n, k, transpose_a, transpose_b, epilogue, out_dtype, flags, variant=FLOAT16):
+    """The :class:`Launch` of an ``m x n x k`` problem: everything but the arrays."""
+    r = recipe(m, n, k, transpose_a, transpose_b, out_dtype, variant)
     p = r.plan
-    map_a = operand_map(a, k_major=not transpose_a, rows=BM)
-    map_b = operand_map(b, k_major=transpose_b, rows=p.bn)
-    bias = epilogue.bias if epilogue.bias is not None else out
-    partial, counts = out, _NULL
-    if p.splits > 1:  # the splits' sums, and where each tile piece counts its splits done
-        partial = _device.cupy.empty((p.splits, m, n), dtype=float32)
-        counts = split_counts(math.ceil(m / BM) * math.ceil(n / p.bn) * SPLIT_COUNTS_PER_TILE)
-    args = (map_a, map_b, out, bias, partial, counts, *r.sizes, epilogue.alpha, epilogue.beta)
-    args += (np.int32(flags), np.int32(p.splits))
-    kernels.launch(variant.file, r.name, (p.grid, 1, 1), (THREADS, 1, 1), args, r.shared_mem)
+    scalars = (*r.sizes, epilogue.alpha, epilogue.beta, np.int32(flags), np.int32(p.splits))
+    boxes = operand_box(not transpose_a, BM), operand_box(transpose_b, p.bn)
+    grid = (p.grid, 1, 1)
+    return Launch(variant.file, r.name, grid, r.shared_mem, *boxes, p.bn, p.splits, scalars)
+
+
+class Launch(NamedTuple):
+    """One Hopper launch decided but for its arrays: ``launch(a, b, bias, out)`` finds the
+    operands' tensor maps (by address) and launches. ``backend/gemm.py`` keeps one per kind
+    of call, so a step's repeated GEMMs skip the checks and the recipe."""
+
+    file: str
+    name: str
+    grid: tuple
+    shared_mem: int
+    box_a: tuple  # the operands' TMA boxes (operand_box)
+    box_b: tuple
+    bn: int  # the tile's width (plan)
+    splits: int  # split-K: more than 1 adds a float32 partial per split
+    scalars: tuple  # (M, N, K, ldc, alpha, beta, flags, splits), as the kernel takes them
+
+    def __call__(self, a, b, bias, out) -> None:
+        map_a = tensor_maps.encode(a, self.box_a)
+        map_b = tensor_maps.encode(b, self.box_b)
+        partial, counts = out, _NULL
+        if self.splits > 1:  # the splits' sums, and where each tile piece counts its splits done
+            m, n = out.shape
+            partial = _device.cupy.empty((self.splits, m, n), dtype=float32)
+            tiles = math.ceil(m / BM) * math.ceil(n / self.bn)
+            counts = split_counts(tiles * SPLIT_COUNTS_PER_TILE)
+        bias = bias if bias is not None else out  # a valid pointer, never read without the flag
+        args = (map_a, map_b, out, bias, partial, counts, *self.scalars)
+        kernels.launch(self.file, self.name, self.grid, (THREADS, 1, 1), args, self.shared_mem)
 
 
 _NULL = np.int64(0)  # a null pointer: RawKernel passes an int64 by value, 8 zero bytes

@@ -17,6 +17,8 @@ HOST_FLOAT16 = "minitorch_amp/backend/host_float16.py"
 FLOAT16_C = "csrc/float16.c"
 POW2 = "tests/test_pow2_scale.py"
 QUIET = "tests/test_quiet_twins.py"
+GEMM = "minitorch_amp/backend/gemm.py"
+KEPT = "tests/test_gemm_kept.py"  # issue 24's GPU path: a GEMM call's launch kept
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -343,5 +345,53 @@ MUTANTS: list[Mutant] = [
         "",
         (QUIET,),
         "the CPU's bias gradient warns about an inf gradient or a masked inf, values on purpose",
+    ),
+    Mutant(
+        "kept-gemm-ignores-relu",
+        GEMM,
+        "        transpose_a, transpose_b, relu, alpha, beta,",
+        "        transpose_a, transpose_b, alpha, beta,",
+        (KEPT,),
+        "a GEMM call with ReLU is taken for the same call without it: its kept launch drops the ReLU",
+    ),
+    Mutant(
+        "kept-gemm-ignores-alignment",
+        GEMM,
+        "        (a.data.ptr | b.data.ptr) % 16 == 0,",
+        "        a.data.ptr % 1 == 0,",
+        (KEPT,),
+        "a misaligned operand reuses an aligned call's Hopper launch, whose TMA cannot read it",
+    ),
+    Mutant(
+        "kept-gemm-ignores-kernel-setting",
+        GEMM,
+        '        kernels.setting(_sm90.KERNEL_ENV, ""),',
+        '        "",',
+        (KEPT,),
+        "MINITORCH_AMP_GEMM_KERNEL=sm80 set after a call is ignored by that call's kept launch",
+    ),
+    Mutant(
+        "kept-gemm-ignores-transpose",
+        GEMM,
+        "        transpose_a, transpose_b, relu, alpha, beta,",
+        "        transpose_a, relu, alpha, beta,",
+        (KEPT,),
+        "a square GEMM with b transposed is taken for the one without: the wrong product",
+    ),
+    Mutant(
+        "kept-gemm-ignores-product-dtype",
+        GEMM,
+        "        key += (product_dtype,)",
+        "        key += (None,)",
+        (KEPT,),
+        "a float32 GEMM whose product is rounded to float16 is taken for the plain float32 one",
+    ),
+    Mutant(
+        "kept-gemm-ignores-c",
+        GEMM,
+        "            out = c if c is not None else _device.cupy.empty(self.shape, dtype=self.dtype)",
+        "            out = _device.cupy.empty(self.shape, dtype=self.dtype)",
+        (KEPT,),
+        "a kept call with c= writes a new array, not c, and returns it",
     ),
 ]

@@ -1,0 +1,239 @@
+"""CuPy and a Hopper GPU stood in for on the CPU: the GPU path's own Python, timed anywhere.
+
+On a GPU, the host time of an eager step is the library's Python around each op, plus
+CuPy's share: its launches and its memory pool. The first part is the same Python on any
+machine, and it is most of the step (docs/benchmarks.md: the H200's host profile). Inside
+:func:`stand_in`, that Python runs on the CPU:
+
+- ``backend.device.cupy`` is a module of NumPy's functions whose arrays pose as CuPy ones
+  (:class:`StandInArray`: ``.data.ptr``, ``.device``), counted per call;
+- ``kernels.launch`` records the launch (file and kernel name) and runs nothing;
+- the Hopper GEMM asks its device questions of an H100/H200 (compute capability 9.0, 132
+  SMs, ``hopper=True``) or of an sm_80 GPU (``hopper=False``), and its tensor maps hold
+  what they describe (address, shape, row stride, box, element size), not the driver's
+  encoding (no driver call is made);
+- the C files of the CPU backend are off (``host_c.load`` finds none: they would return
+  plain NumPy arrays, not stand-ins).
+
+So a step takes the GPU path's every branch, launch and allocation, with nothing computed
+by the kernels: its results are meaningless, its host time is the library's Python with
+CuPy's share left out (NumPy's calls on a tiny step's arrays cost about a microsecond each,
+where a CuPy launch costs several). Read such a time as what a change saves on the GPU's
+host, not as the GPU's step time.
+
+    with gpu_stand_in.stand_in() as stand:
+        mt.set_device("gpu:0")
+        step()
+        stand.launches   # [(file, kernel name)] of the step, in order
+        stand.calls      # Counter: CuPy function name -> calls
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import Counter
+from types import SimpleNamespace
+from unittest import mock
+
+import numpy as np
+
+SM_COUNT = 132  # an H100 SXM's and an H200's multiprocessors
+
+
+class StandInDevice:
+    """``cupy.cuda.Device``: a context with an ``id``, and what the library asks of one."""
+
+    def __init__(self, index: int = 0, hopper: bool = True):
+        self.id = index
+        self.compute_capability = "90" if hopper else "80"
+        self.attributes = {"MultiProcessorCount": SM_COUNT}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def use(self):
+        pass
+
+    def synchronize(self):
+        pass
+
+
+_DEVICE = StandInDevice()
+
+
+class StandInArray(np.ndarray):
+    """A NumPy array posing as a CuPy one: ``.data.ptr`` (kept, as CuPy's is) and
+    ``.device``."""
+
+    device = _DEVICE
+
+    @property
+    def data(self):
+        data = self.__dict__.get("_data")
+        if data is None:
+            data = self.__dict__["_data"] = SimpleNamespace(ptr=self.ctypes.data)
+        return data
+
+    def get(self):
+        return np.array(self).view(np.ndarray)
+
+
+def _wrap(out):
+    if isinstance(out, np.ndarray) and not isinstance(out, StandInArray):
+        return out.view(StandInArray)
+    if isinstance(out, tuple):
+        return tuple(_wrap(o) for o in out)
+    return out
+
+
+class _Event:
+    """``cupy.cuda.Event``: host time at ``record``."""
+
+    def record(self, stream=None):
+        self.time = time.perf_counter()
+
+    def synchronize(self):
+        pass
+
+
+class _Generator:
+    """``cupy.random.Generator``: NumPy's, its arrays stand-ins."""
+
+    def __init__(self, seed=None):
+        self._rng = np.random.default_rng(seed)
+
+    def __getattr__(self, name):
+        function = getattr(self._rng, name)
+        return lambda *args, **kwargs: _wrap(function(*args, **kwargs))
+
+
+class StandInCupy:
+    """``cupy``: NumPy's functions on :class:`StandInArray`, each call counted in
+    ``calls``; a function is looked up and wrapped once, then kept as an attribute."""
+
+    __version__ = "stand-in"
+    ndarray = StandInArray
+
+    def __init__(self, hopper: bool = True):
+        import ml_dtypes
+
+        self.calls: Counter = Counter()
+        self.bfloat16 = ml_dtypes.bfloat16  # CuPy 14's is ml_dtypes'
+        device = StandInDevice(0, hopper)
+        stream = SimpleNamespace(ptr=0, done=True, synchronize=lambda: None)
+        pool = SimpleNamespace(
+            used_bytes=lambda: 0,
+            total_bytes=lambda: 0,
+            free_bytes=lambda: 0,
+            get_limit=lambda: 0,
+            free_all_blocks=lambda: None,
+        )
+        runtime = SimpleNamespace(
+            getDevice=lambda: 0,
+            getDeviceCount=lambda: 1,
+            memGetInfo=lambda: (2**36, 2**37),
+            getDeviceProperties=lambda index: {"name": b"a stand-in for a GPU, on the CPU"},
+        )
+        allocator = [lambda size: None]
+        self.cuda = SimpleNamespace(
+            Device=lambda index=0: device,
+            runtime=runtime,
+            Event=_Event,
+            get_elapsed_time=lambda start, end: (end.time - start.time) * 1e3,
+            get_current_stream=lambda: stream,
+            get_allocator=lambda: allocator[0],
+            set_allocator=lambda f: allocator.__setitem__(0, f),
+            memory=SimpleNamespace(OutOfMemoryError=MemoryError),
+        )
+        self.random = SimpleNamespace(default_rng=_Generator)
+        self.get_default_memory_pool = lambda: pool
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        value = getattr(np, name)
+        if callable(value) and not isinstance(value, type):
+            value = self._counted(name, value)
+        setattr(self, name, value)  # found here from now on, without __getattr__
+        return value
+
+    def _counted(self, name, function):
+        calls = self.calls
+
+        def call(*args, **kwargs):
+            calls[name] += 1
+            return _wrap(function(*args, **kwargs))
+
+        return call
+
+    def asarray(self, a, dtype=None):
+        self.calls["asarray"] += 1
+        if isinstance(a, StandInArray):
+            return a if dtype is None else a.astype(dtype)
+        return np.array(a, dtype=dtype).view(StandInArray)
+
+    array = asarray
+
+    def asnumpy(self, a):
+        self.calls["asnumpy"] += 1
+        return np.array(a).view(np.ndarray)
+
+
+class StandIn(SimpleNamespace):
+    """What :func:`stand_in` yields: ``cupy`` (the :class:`StandInCupy`), ``launches`` (the
+    raw launches, ``(file, kernel name)``), ``calls`` (CuPy's, by function name)."""
+
+    def clear(self) -> None:
+        self.launches.clear()
+        self.calls.clear()
+
+
+@contextlib.contextmanager
+def stand_in(hopper: bool = True):
+    """CuPy and the GPU stood in for (see the module docstring) until the block ends; the
+    device is set back to the CPU after it.
+
+    NOTE: the package is imported here, not above: ``before_after.py`` stands in for the GPU
+    under two versions of it, each imported in turn (this is any version's stand-in; the
+    C files' switch is patched only where a version has them).
+    """
+    import importlib
+    import importlib.util
+
+    import minitorch_amp as mt
+    from minitorch_amp.backend import device as _device
+    from minitorch_amp.backend import gemm_sm90, kernels, tensor_maps
+
+    cupy = StandInCupy(hopper)
+    launches: list = []
+
+    def encode_now(array, box):  # what the map describes, in its first 56 bytes
+        described = (array.data.ptr, *array.shape, array.strides[0], *box, array.itemsize)
+        tensor_map = np.zeros(1, tensor_maps.TENSOR_MAP)
+        tensor_map.view(np.uint64)[: len(described)] = described
+        return tensor_map[0]
+
+    def launch(file, name, grid, block, args, shared_mem=0):
+        launches.append((file, name))
+
+    launch.__module__, launch.__qualname__ = kernels.__name__, "launch"  # (host_parts' label)
+
+    with contextlib.ExitStack() as stack:
+        for owner, name, value in (
+            (_device, "cupy", cupy),
+            (kernels, "launch", launch),
+            (gemm_sm90, "device_is_hopper", lambda: hopper),
+            (gemm_sm90, "sm_count", lambda: SM_COUNT),
+            (tensor_maps, "_encode_now", encode_now),
+        ):
+            stack.enter_context(mock.patch.object(owner, name, value))
+        if importlib.util.find_spec("minitorch_amp.backend.host_c") is not None:
+            host_c = importlib.import_module("minitorch_amp.backend.host_c")
+            stack.enter_context(mock.patch.object(host_c, "load", lambda name: None))
+        stack.enter_context(np.errstate(all="ignore"))  # the kernels compute nothing
+        stack.callback(mt.set_device, "cpu")
+        yield StandIn(cupy=cupy, launches=launches, calls=cupy.calls)

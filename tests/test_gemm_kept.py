@@ -1,0 +1,187 @@
+"""``gemm.gemm`` keeps a GPU call's launch under its signature: the next call like it launches
+exactly what a fresh call would, and a call that differs in anything checked is not taken for
+it. Run on the CPU with CuPy and a Hopper (or an sm_80) GPU stood in for
+(``benchmarks/gpu_stand_in.py``): the launches are recorded with their arguments."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import pytest
+
+from minitorch_amp.backend import gemm, gemm_sm90
+from minitorch_amp.backend.dtypes import bfloat16, float16, float32
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import gpu_stand_in
+
+
+@pytest.fixture(params=[True, False], ids=["hopper", "sm80"])
+def gpu(request):
+    """The stand-in; ``kernels.launch`` records ``(file, name, grid, args, shared_mem)``."""
+    calls = []
+
+    def record(file, name, grid, block, args, shared_mem=0):
+        calls.append((file, name, grid, args, shared_mem))
+
+    with (
+        gpu_stand_in.stand_in(hopper=request.param) as stand,
+        mock.patch.object(gemm.kernels, "launch", record),
+    ):
+        stand.recorded = calls
+        stand.hopper = request.param
+        yield stand
+
+
+def on_gpu(array):
+    return np.ascontiguousarray(array).view(gpu_stand_in.StandInArray)
+
+
+def operands(m, k, n, dtype=float16, seed=0):
+    rng = np.random.default_rng(seed)
+    return on_gpu(rng.standard_normal((m, k)).astype(dtype)), on_gpu(
+        rng.standard_normal((k, n)).astype(dtype)
+    )
+
+
+def same(x, y) -> bool:
+    """Launch arguments alike: arrays by shape, strides and dtype (each call allocates its
+    own output); scalars by type and value; tensor maps by bytes (the stand-in's hold the
+    operand's address, shape, row stride and box)."""
+    if isinstance(x, np.ndarray):
+        return (x.shape, x.strides, x.dtype) == (y.shape, y.strides, y.dtype)
+    return type(x) is type(y) and np.asarray(x).tobytes() == np.asarray(y).tobytes()
+
+
+def fresh(call):
+    """What ``call()`` launches with nothing kept: ``(launch, result)``."""
+    saved = dict(gemm._kept)
+    gemm._kept.clear()
+    try:
+        return call()
+    finally:
+        gemm._kept.clear()
+        gemm._kept.update(saved)
+
+
+def assert_same_launch(first, second):
+    (file, name, grid, args, shared), (file2, name2, grid2, args2, shared2) = first, second
+    assert (file, name, grid, shared) == (file2, name2, grid2, shared2)
+    assert len(args) == len(args2) and all(map(same, args, args2))
+
+
+def test_a_call_made_again_is_kept_and_launches_what_it_launched_first(gpu):
+    a, b = operands(64, 32, 48)
+    bias = on_gpu(np.ones(48, float16))
+    gemm.gemm(a, b, bias=bias, relu=True)
+    assert len(gemm._kept) == 1
+    checks = []
+    original = gemm._check
+    gemm._check = lambda *args: checks.append(args) or original(*args)
+    try:
+        out = gemm.gemm(a, b, bias=bias, relu=True)
+    finally:
+        gemm._check = original
+    assert checks == []  # the kept call checks nothing again
+    first, again = gpu.recorded
+    assert_same_launch(first, again)
+    assert isinstance(out, gpu_stand_in.StandInArray)
+    assert (out.shape, out.dtype) == ((64, 48), float16) and again[3][2] is out  # (a, b, out)
+
+
+def variants(a, b, bias, c32):
+    """Calls that differ from ``gemm(a, b)`` in one thing each."""
+    at, bt = on_gpu(np.asarray(a).T), on_gpu(np.asarray(b).T)
+    square = on_gpu(np.asarray(b)[:, :32])  # (32, 32): its transpose has its shape
+    shifted = on_gpu(np.zeros(a.size + 8, float16))[1 : a.size + 1].reshape(a.shape)
+    shifted[...] = a
+    return {
+        "plain": lambda: gemm.gemm(a, b),
+        "bias": lambda: gemm.gemm(a, b, bias=bias),
+        "relu": lambda: gemm.gemm(a, b, relu=True),
+        "alpha": lambda: gemm.gemm(a, b, alpha=0.5),
+        "float32 out": lambda: gemm.gemm(a, b, out_dtype=float32),
+        "float16 product": lambda: gemm.gemm(a, b, out_dtype=float32, product_dtype=float16),
+        "c": lambda: gemm.gemm(a, b, beta=1.0, c=c32),
+        "a transposed": lambda: gemm.gemm(at, b, transpose_a=True),
+        "b transposed": lambda: gemm.gemm(a, bt, transpose_b=True),
+        "square": lambda: gemm.gemm(square, square),
+        "square, a transposed": lambda: gemm.gemm(square, square, transpose_a=True),
+        "square, b transposed": lambda: gemm.gemm(square, square, transpose_b=True),
+        "another shape": lambda: gemm.gemm(a[:32], b),
+        "misaligned a": lambda: gemm.gemm(shifted, b),
+    }
+
+
+def test_every_call_launches_what_a_fresh_call_launches(gpu):
+    """Each variant, called after all the others were kept, launches the kernel and the
+    arguments it launches with nothing kept: no call is taken for another."""
+    a, b = operands(64, 32, 48)
+    bias = on_gpu(np.ones(48, float16))
+    c32 = on_gpu(np.zeros((64, 48), float32))
+    calls = variants(a, b, bias, c32)
+    for call in calls.values():
+        call()
+    kept = len(gemm._kept)
+    assert kept == len(calls)
+    for what, call in calls.items():
+        gpu.recorded.clear()
+        out = call()
+        assert (out is c32) == (what == "c"), what  # c is written into and returned
+        fresh(call)
+        assert len(gpu.recorded) == 2, what
+        assert_same_launch(*gpu.recorded)
+    assert len(gemm._kept) == kept
+
+
+def test_a_kept_signature_still_refuses_what_it_refused(gpu):
+    a, b = operands(16, 16, 16)
+    gemm.gemm(a, b)
+    with pytest.raises(TypeError, match="different devices"):
+        gemm.gemm(a, np.asarray(b).view(np.ndarray))
+    with pytest.raises(TypeError, match="bias must be float16"):
+        gemm.gemm(a, b, bias=on_gpu(np.ones(16, float32)))
+    gemm.gemm(a, b, bias=on_gpu(np.ones(16, float16)))
+    with pytest.raises(TypeError, match="different devices"):
+        gemm.gemm(a, b, bias=np.ones(16, float16))
+
+
+def test_the_bfloat16_and_float16_calls_of_one_shape_are_kept_apart(gpu):
+    a, b = operands(64, 32, 48)
+    a16, b16 = on_gpu(np.asarray(a).astype(bfloat16)), on_gpu(np.asarray(b).astype(bfloat16))
+    gemm.gemm(a, b)
+    gemm.gemm(a16, b16)
+    gemm.gemm(a16, b16)
+    names = [name for _, name, *_ in gpu.recorded]
+    assert names[1] == names[2] != names[0] and "bf16" in (names[1] + gpu.recorded[1][0])
+
+
+def test_the_kernel_setting_is_part_of_the_signature(gpu, monkeypatch):
+    a, b = operands(64, 32, 48)
+    gemm.gemm(a, b)
+    monkeypatch.setenv(gemm_sm90.KERNEL_ENV, "sm80")
+    gemm.gemm(a, b)
+    files = [file for file, *_ in gpu.recorded]
+    assert files == [gemm_sm90.FILE if gpu.hopper else gemm.FILE, gemm.FILE]
+
+
+def test_a_forced_plan_keeps_nothing_and_batches_are_not_kept(gpu):
+    a, b = operands(256, 64, 256)
+    with gemm_sm90.forced_plan(128, 1):
+        gemm.gemm(a, b)
+    assert gemm._kept == {}
+    batch = on_gpu(np.ones((3, 16, 16), float16))
+    gemm.gemm(batch, on_gpu(np.ones((3, 16, 16), float16)))
+    gemm.gemm(on_gpu(np.asarray(a).T), b, transpose_a=True, transpose_b=False)
+    gemm.gemm(a, b)
+    assert len(gemm._kept) == 2  # the 2-D calls only
+
+
+def test_the_kept_calls_are_bounded(gpu, monkeypatch):
+    monkeypatch.setattr(gemm, "KEPT_CALLS", 4)
+    for m in range(1, 10):
+        gemm.gemm(*operands(m, 16, 16))
+        assert len(gemm._kept) <= 4
