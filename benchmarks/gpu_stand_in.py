@@ -31,6 +31,7 @@ host, not as the GPU's step time.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import time
 from collections import Counter
 from types import SimpleNamespace
@@ -75,11 +76,21 @@ class StandInArray(np.ndarray):
     def data(self):
         data = self.__dict__.get("_data")
         if data is None:
-            data = self.__dict__["_data"] = SimpleNamespace(ptr=self.ctypes.data)
+            data = self.__dict__["_data"] = SimpleNamespace(ptr=_address(self))
         return data
 
     def get(self):
         return np.array(self).view(np.ndarray)
+
+
+def _address(array) -> int:
+    """The array's first byte: through the buffer protocol where NumPy allows it (about
+    0.7 µs), else ``ndarray.ctypes`` (about 3 µs: a step's new arrays would pay it in every
+    GEMM call, where CuPy's ``data.ptr`` costs a tenth of a microsecond)."""
+    try:
+        return ctypes.addressof(ctypes.c_byte.from_buffer(array))
+    except (TypeError, ValueError, BufferError):  # read-only or not contiguous
+        return array.ctypes.data
 
 
 def _wrap(out):

@@ -185,3 +185,24 @@ def test_the_kept_calls_are_bounded(gpu, monkeypatch):
     for m in range(1, 10):
         gemm.gemm(*operands(m, 16, 16))
         assert len(gemm._kept) <= 4
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_kept_call_gives_the_first_calls_bits():
+    from minitorch_amp.backend import device
+
+    cp = device.cupy
+    rng = np.random.default_rng(3)
+    a = cp.asarray(rng.standard_normal((256, 128)).astype(float16))
+    b = cp.asarray(rng.standard_normal((128, 192)).astype(float16))
+    bias = cp.asarray(rng.standard_normal(192).astype(float16))
+    first = cp.asnumpy(gemm.gemm(a, b, bias=bias, relu=True))
+    again = cp.asnumpy(gemm.gemm(a, b, bias=bias, relu=True))  # the kept launch
+    plain = cp.asnumpy(gemm.gemm(a, b))  # another signature: no bias, no ReLU
+    assert len(gemm._kept) == 2
+    assert first.tobytes() == again.tobytes()
+    twin = gemm.twin(cp.asnumpy(a), cp.asnumpy(b), bias=cp.asnumpy(bias), relu=True)
+    np.testing.assert_allclose(
+        first.astype(np.float32), twin.astype(np.float32), rtol=2e-2, atol=2e-2
+    )
+    assert (plain < 0).any() and not (first < 0).any()
