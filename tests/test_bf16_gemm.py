@@ -20,6 +20,7 @@ from minitorch_amp.backend import (
     device,
     gemm,
     gemm_bf16_sm90,
+    gemm_gpu,
     gemm_sm90,
     kernels,
     nvrtc,
@@ -140,7 +141,7 @@ def test_each_input_dtype_goes_to_its_own_kernel(monkeypatch, hopper, in_dtype):
     monkeypatch.setattr(kernels, "launch", lambda file, name, *args: calls.append((file, name)))
     a, b = np.ones((4, 8), in_dtype), np.ones((8, 4), in_dtype)
     epilogue = gemm._Epilogue(None, False, np.float32(1), np.float32(0))
-    gemm._launch_2d(a, b, False, True, epilogue, np.empty((4, 4), in_dtype))
+    gemm_gpu._launch_2d(a, b, False, True, epilogue, np.empty((4, 4), in_dtype))
     ((file, name),) = calls
     if hopper:
         own = gemm_bf16_sm90 if in_dtype == bfloat16 else gemm_sm90

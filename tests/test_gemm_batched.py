@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from minitorch_amp.backend import gemm, gemm_sm90, kernels
+from minitorch_amp.backend import gemm, gemm_gpu, gemm_sm90, kernels
 from minitorch_amp.backend.dtypes import float16, float32
 
 
@@ -78,7 +78,7 @@ def run(a, b, ta=False, tb=False, bias=None, out_dtype=float16):
     n = b.shape[-2] if tb else b.shape[-1]
     out = np.full((*batch, m, n), np.nan, dtype=out_dtype)
     epilogue = gemm._Epilogue(bias, False, np.float32(1), np.float32(0), out_dtype)
-    gemm._on_gpu(a, b, ta, tb, epilogue, out, batch)
+    gemm_gpu._on_gpu(a, b, ta, tb, epilogue, out, batch)
     return out
 
 
@@ -119,7 +119,7 @@ def test_a_batch_broadcast_inside_launches_per_entry(launches, monkeypatch):
 @pytest.mark.parametrize("shared_b", [False, True])
 def test_more_entries_than_a_grid_holds_take_more_launches(launches, monkeypatch, shared_b):
     """Chunks of MAX_BATCHES entries; a shared b (stride 0) is the same matrix in each."""
-    monkeypatch.setattr(gemm, "MAX_BATCHES", 4)
+    monkeypatch.setattr(gemm_gpu, "MAX_BATCHES", 4)
     rng = np.random.default_rng(3)
     a, b = halves(rng, 10, 4, 3), halves(rng, *((4, 2) if shared_b else (10, 4, 2)))
     out = run(a, b, ta=True)
@@ -131,10 +131,10 @@ def test_big_entries_on_hopper_take_a_launch_each_of_the_hopper_kernel(launches,
     """From HOPPER_ENTRY_FROM multiply-adds an entry, the faster kernel wins its launch back."""
     rng = np.random.default_rng(6)
     a, b = halves(rng, 3, 4, 5), halves(rng, 3, 5, 6)
-    monkeypatch.setattr(gemm, "HOPPER_ENTRY_FROM", 4 * 5 * 6 + 1)
+    monkeypatch.setattr(gemm_gpu, "HOPPER_ENTRY_FROM", 4 * 5 * 6 + 1)
     run(a, b)
     assert len(launches.hopper) == 0 and len(launches.launches) == 1
-    monkeypatch.setattr(gemm, "HOPPER_ENTRY_FROM", 4 * 5 * 6)
+    monkeypatch.setattr(gemm_gpu, "HOPPER_ENTRY_FROM", 4 * 5 * 6)
     run(a, b)
     assert len(launches.hopper) == 3 and len(launches.launches) == 1
 
@@ -171,13 +171,13 @@ def test_on_a_gpu_attention_scores_are_one_launch_with_each_entrys_bits(monkeypa
 
 def test_a_shape_launched_again_finds_its_launch_recipe(launches):
     """Grid, name and scalar arguments are worked out once per shape and kept."""
-    gemm._mma_sync_recipe.cache_clear()
+    gemm_gpu._mma_sync_recipe.cache_clear()
     rng = np.random.default_rng(3)
     a, b = halves(rng, 2, 4, 5, 6), halves(rng, 2, 4, 6, 7)
     first = run(a, b)
     again = run(a, b)
     run(halves(rng, 2, 4, 6, 5), b, ta=True)  # another layout: its own recipe
-    info = gemm._mma_sync_recipe.cache_info()
+    info = gemm_gpu._mma_sync_recipe.cache_info()
     assert (info.misses, info.hits) == (2, 1)
     np.testing.assert_array_equal(first, again)
     np.testing.assert_array_equal(first, gemm.twin(a, b))

@@ -12,7 +12,7 @@ from unittest import mock
 import numpy as np
 import pytest
 
-from minitorch_amp.backend import gemm, gemm_sm90
+from minitorch_amp.backend import gemm, gemm_gpu, gemm_sm90
 from minitorch_amp.backend.dtypes import bfloat16, float16, float32
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -29,7 +29,7 @@ def gpu(request):
 
     with (
         gpu_stand_in.stand_in(hopper=request.param) as stand,
-        mock.patch.object(gemm.kernels, "launch", record),
+        mock.patch.object(gemm_gpu.kernels, "launch", record),
     ):
         stand.recorded = calls
         stand.hopper = request.param
@@ -58,13 +58,13 @@ def same(x, y) -> bool:
 
 def fresh(call):
     """What ``call()`` launches with nothing kept: ``(launch, result)``."""
-    saved = dict(gemm._kept)
-    gemm._kept.clear()
+    saved = dict(gemm_gpu.KEPT)
+    gemm_gpu.KEPT.clear()
     try:
         return call()
     finally:
-        gemm._kept.clear()
-        gemm._kept.update(saved)
+        gemm_gpu.KEPT.clear()
+        gemm_gpu.KEPT.update(saved)
 
 
 def assert_same_launch(first, second):
@@ -77,7 +77,7 @@ def test_a_call_made_again_is_kept_and_launches_what_it_launched_first(gpu):
     a, b = operands(64, 32, 48)
     bias = on_gpu(np.ones(48, float16))
     gemm.gemm(a, b, bias=bias, relu=True)
-    assert len(gemm._kept) == 1
+    assert len(gemm_gpu.KEPT) == 1
     checks = []
     original = gemm._check
     gemm._check = lambda *args: checks.append(args) or original(*args)
@@ -125,7 +125,7 @@ def test_every_call_launches_what_a_fresh_call_launches(gpu):
     calls = variants(a, b, bias, c32)
     for call in calls.values():
         call()
-    kept = len(gemm._kept)
+    kept = len(gemm_gpu.KEPT)
     assert kept == len(calls)
     for what, call in calls.items():
         gpu.recorded.clear()
@@ -134,7 +134,7 @@ def test_every_call_launches_what_a_fresh_call_launches(gpu):
         fresh(call)
         assert len(gpu.recorded) == 2, what
         assert_same_launch(*gpu.recorded)
-    assert len(gemm._kept) == kept
+    assert len(gemm_gpu.KEPT) == kept
 
 
 def test_a_kept_signature_still_refuses_what_it_refused(gpu):
@@ -172,19 +172,19 @@ def test_a_forced_plan_keeps_nothing_and_batches_are_not_kept(gpu):
     a, b = operands(256, 64, 256)
     with gemm_sm90.forced_plan(128, 1):
         gemm.gemm(a, b)
-    assert gemm._kept == {}
+    assert gemm_gpu.KEPT == {}
     batch = on_gpu(np.ones((3, 16, 16), float16))
     gemm.gemm(batch, on_gpu(np.ones((3, 16, 16), float16)))
     gemm.gemm(on_gpu(np.asarray(a).T), b, transpose_a=True, transpose_b=False)
     gemm.gemm(a, b)
-    assert len(gemm._kept) == 2  # the 2-D calls only
+    assert len(gemm_gpu.KEPT) == 2  # the 2-D calls only
 
 
 def test_the_kept_calls_are_bounded(gpu, monkeypatch):
-    monkeypatch.setattr(gemm, "KEPT_CALLS", 4)
+    monkeypatch.setattr(gemm_gpu, "KEPT_CALLS", 4)
     for m in range(1, 10):
         gemm.gemm(*operands(m, 16, 16))
-        assert len(gemm._kept) <= 4
+        assert len(gemm_gpu.KEPT) <= 4
 
 
 @pytest.mark.gpu
@@ -199,7 +199,7 @@ def test_on_a_gpu_a_kept_call_gives_the_first_calls_bits():
     first = cp.asnumpy(gemm.gemm(a, b, bias=bias, relu=True))
     again = cp.asnumpy(gemm.gemm(a, b, bias=bias, relu=True))  # the kept launch
     plain = cp.asnumpy(gemm.gemm(a, b))  # another signature: no bias, no ReLU
-    assert len(gemm._kept) == 2
+    assert len(gemm_gpu.KEPT) == 2
     assert first.tobytes() == again.tobytes()
     twin = gemm.twin(cp.asnumpy(a), cp.asnumpy(b), bias=cp.asnumpy(bias), relu=True)
     np.testing.assert_allclose(

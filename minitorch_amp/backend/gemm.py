@@ -21,6 +21,8 @@ with one definition of the numerics on both backends (the kernel's semantics):
 Kernels: float16 runs ``gemm_f16`` (``mma.sync`` m16n8k16 f16) and bfloat16 ``gemm_bf16``
 (the same body with the bf16 ``mma.sync``); on compute capability 9.0 both go to the Hopper
 kernel instead (``gemm_sm90.py``, and ``gemm_bf16_sm90.py`` for its bfloat16 instantiation).
+``gemm_gpu.py`` is the GPU side: the kernel's names and tiles, the batch, which kernel runs,
+and each kind of call's launch, kept so that a step's repeated calls skip the checks.
 
 NOTE: the bias is added to the rounded product, not before the rounding: that is what a
 matmul followed by an add gives, and Paddle's ``F.linear`` is exactly those two ops. One
@@ -56,55 +58,35 @@ Example:
 
 from __future__ import annotations
 
-import functools
-import math
 from typing import NamedTuple
 
 import numpy as np
 
-from . import device as _device
-from . import gemm_bf16_sm90 as _sm90_bf16
-from . import gemm_sm90 as _sm90
-from . import kernels
+from . import gemm_gpu as _gpu
 from .cast import convert, copy_into
 from .device import get_array_module
 from .dtypes import bfloat16, float16, float32
-from .kernels import check_array, register
+from .gemm_gpu import (  # noqa: F401 (the kernel file's tiles and names, read here by many)
+    BF16_NAMES,
+    BLOCK_K,
+    BLOCK_M,
+    BLOCK_N,
+    FILE,
+    KERNELS,
+    NAMES,
+    SHARED_MEM_BYTES,
+    STAGES,
+    THREADS,
+    kernel_name,
+    rows_cols,
+)
+from .kernels import check_array
 
-# Tile sizes and pipeline depth of cuda/gemm_fp16.cu (tests/test_gemm.py checks they agree).
-BLOCK_M = 128
-BLOCK_N = 128
-BLOCK_K = 32
-STAGES = 4
-THREADS = 256
-SHARED_MEM_BYTES = STAGES * (BLOCK_M + BLOCK_N) * BLOCK_K * 2  # 64 KiB of 16-bit tiles
 EPILOGUE_BIAS = 1
 EPILOGUE_RELU = 2
 EPILOGUE_PRODUCT_F16 = 4  # the product rounded to float16 in a float32 result, ...
 EPILOGUE_PRODUCT_BF16 = 8  # ... or to bfloat16 (a 16-bit matmul, then a float32 add or cast)
-
-FILE = "gemm_fp16.cu"
-_LAYOUTS = {(False, False): "false,false", (False, True): "false,true", (True, False): "true,false"}
-_OUT_TYPES = {float16: "__half", float32: "float"}
-_BF16_OUT_TYPES = {bfloat16: "__nv_bfloat16", float32: "float"}
 INPUT_DTYPES = (float16, bfloat16)
-_INT32_MAX = 2**31 - 1
-
-
-def kernel_name(transpose_a: bool, transpose_b: bool, out_dtype, in_dtype=float16) -> str:
-    """The name expression of the instantiation for this layout, output and input dtype."""
-    layout = _LAYOUTS[(transpose_a, transpose_b)]
-    if np.dtype(in_dtype) == bfloat16:
-        return f"gemm_bf16<{layout},{_BF16_OUT_TYPES[np.dtype(out_dtype)]}>"
-    return f"gemm_f16<{layout},{_OUT_TYPES[np.dtype(out_dtype)]}>"
-
-
-NAMES = tuple(kernel_name(ta, tb, out) for out in _OUT_TYPES for ta, tb in _LAYOUTS)
-# The bfloat16 instantiations: the same body with the bf16 mma.sync.
-BF16_NAMES = tuple(
-    kernel_name(ta, tb, out, bfloat16) for out in _BF16_OUT_TYPES for ta, tb in _LAYOUTS
-)
-KERNELS = register(FILE, names=NAMES + BF16_NAMES, options=(f"-DGEMM_STAGES={STAGES}",), split=True)
 
 
 def gemm(
@@ -151,11 +133,12 @@ def gemm(
             ``c``.
     """
     xp = get_array_module(a)
-    key = None  # the call's signature, as the caller wrote it
-    if xp is not np and type(b) is type(a) and _sm90._forced is None:
-        key = (*_signature(a, b, transpose_a, transpose_b, bias, relu, alpha, beta, c), out_dtype)
-        key += (product_dtype,)
-        kept = _kept.get(key)
+    key = None  # the call's signature (gemm_gpu.py): a call made before is launched as it was
+    if xp is not np:
+        key = _gpu.signature(
+            a, b, transpose_a, transpose_b, bias, relu, alpha, beta, c, out_dtype, product_dtype
+        )
+        kept = _gpu.KEPT.get(key)
         if kept is not None:
             return kept(a, b, bias, c)
     for x in (b, bias, c):
@@ -167,62 +150,7 @@ def gemm(
     epilogue = _Epilogue(bias, relu, np.float32(alpha), np.float32(beta), product_dtype)
     if xp is np:
         return twin(a, b, transpose_a, transpose_b, *epilogue[:4], c, out_dtype, product_dtype)
-    with a.device:  # launch where the data is, not on whichever device is current
-        out = c if c is not None else xp.empty((*batch, m, n), dtype=out_dtype)
-        if batch or (transpose_a and transpose_b):
-            _on_gpu(a, b, transpose_a, transpose_b, epilogue, out, batch)
-            return out
-        launch = _launch_2d(a, b, transpose_a, transpose_b, epilogue, out)
-    if key is not None and launch is not None:
-        if len(_kept) >= KEPT_CALLS:
-            _kept.clear()
-        _kept[key] = _Kept(out.shape, out.dtype, launch)
-    return out
-
-
-# ---- kept calls: a step's GEMMs, checked and planned once --------------------------------
-#
-# A training step makes the same few GEMM calls step after step: the same shapes, dtypes,
-# flags and devices, often the same buffers. Everything a call checks and decides (the
-# arguments, the kernel, its plan, its scalar arguments) follows from what
-# :func:`_signature` lists, so a 2-D call keeps its launch (``gemm_sm90.Launch`` or
-# ``_MmaSync``) under its signature, and the next call with that signature only allocates
-# its output and launches: the tensor maps are still looked up by address (their own cache).
-# A float16 call's own Python on the Hopper path, on the CPU with the GPU stood in for
-# (``benchmarks/launch_cost.py --stand-in``, docs/benchmarks.md): 19.7 µs before, 7.8 after.
-KEPT_CALLS = 1024  # signatures kept; the dict is emptied when full (a step needs a dozen)
-_kept: dict = {}  # (*signature, out_dtype, product_dtype) as the caller passed them -> _Kept
-
-
-def _signature(a, b, transpose_a, transpose_b, bias, relu, alpha, beta, c) -> tuple:
-    """What a GPU call's checks and choices depend on: the arrays' shapes, strides and dtypes
-    (``b``, ``bias`` and ``c`` with their type: a NumPy one is refused, not kept), the flags
-    and scalars, TMA's alignment of the operands, and the device: its id, whether it is a
-    Hopper GPU and its SM count (asked of the current device: a cheap, safe superset) and
-    ``MINITORCH_AMP_GEMM_KERNEL``."""
-    return (
-        a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype,
-        (a.data.ptr | b.data.ptr) % 16 == 0,
-        None if bias is None else (type(bias), bias.shape, bias.strides, bias.dtype),
-        None if c is None else (type(c), c.shape, c.strides, c.dtype),
-        transpose_a, transpose_b, relu, alpha, beta,
-        a.device.id, _sm90.device_is_hopper(), _sm90.sm_count(),
-        kernels.setting(_sm90.KERNEL_ENV, ""),
-    )  # fmt: skip
-
-
-class _Kept(NamedTuple):
-    """A kept call: its output's shape and dtype, and its launch."""
-
-    shape: tuple
-    dtype: np.dtype
-    launch: object  # gemm_sm90.Launch or _MmaSync: launch(a, b, bias, out)
-
-    def __call__(self, a, b, bias, c):
-        with a.device:
-            out = c if c is not None else _device.cupy.empty(self.shape, dtype=self.dtype)
-            self.launch(a, b, bias, out)
-        return out
+    return _gpu.launch(a, b, transpose_a, transpose_b, epilogue, c, (*batch, m, n), out_dtype, key)
 
 
 class _Epilogue(NamedTuple):
@@ -278,8 +206,8 @@ def _check(a, b, transpose_a, transpose_b, bias, c, beta, out_dtype):
         if x.ndim < 2:
             raise ValueError(f"{name} must have at least 2 dimensions, got shape {x.shape}")
         check_array(x, in_dtype, name)
-    m, k = _rows_cols(a.shape, transpose_a)
-    k_b, n = _rows_cols(b.shape, transpose_b)
+    m, k = rows_cols(a.shape, transpose_a)
+    k_b, n = rows_cols(b.shape, transpose_b)
     if k_b != k:
         raise ValueError(
             f"op(a) is {m}x{k} but op(b) is {k_b}x{n}: the inner dimensions must agree "
@@ -304,11 +232,6 @@ def _check(a, b, transpose_a, transpose_b, bias, c, beta, out_dtype):
     elif beta != 0:
         raise ValueError("beta != 0 adds beta * c: pass c (the array to accumulate into)")
     return batch, m, n, k
-
-
-def _rows_cols(shape, transpose: bool) -> tuple[int, int]:
-    """Rows and columns of ``op(x)`` for an array of ``shape``."""
-    return (shape[-1], shape[-2]) if transpose else (shape[-2], shape[-1])
 
 
 # NOTE: overflow to inf is the specified result (the loss scaler looks for it), not an error;
@@ -365,129 +288,3 @@ def twin(
 def _wide(x):
     """``x`` in float32 for reading: itself when it is float32 already (no copy)."""
     return x if x.dtype == float32 else convert(x, float32)
-
-
-# --- the kernel -------------------------------------------------------------------------
-
-
-def _on_gpu(a, b, transpose_a, transpose_b, epilogue: _Epilogue, out, batch) -> None:
-    """Launch the kernel once, or once per batch entry, writing into ``out``."""
-    if transpose_a and transpose_b:  # no kernel for TT (no backward pass needs it)
-        a = _device.cupy.ascontiguousarray(a.swapaxes(-1, -2))
-        transpose_a = False
-    if not batch:
-        _launch_2d(a, b, transpose_a, transpose_b, epilogue, out)
-        return
-    if b.ndim == 2 and not transpose_a and a.shape[:-2] == batch:
-        # the batch folds into M: (..., M, K) @ (K, N) is one (batch * M, K) @ (K, N)
-        rows = math.prod(a.shape[:-1])
-        a2 = a.reshape(rows, a.shape[-1])
-        _launch_2d(a2, b, False, transpose_b, epilogue, out.reshape(rows, out.shape[-1]))
-        return
-    entries, (m, n) = math.prod(batch), out.shape[-2:]
-    if entries == 0:
-        return
-    a3, b3 = (x.reshape(-1, *x.shape[-2:]) for x in (a, b))
-    k = _rows_cols(a.shape, transpose_a)[1]
-    strides = _batch_stride(a, batch), _batch_stride(b, batch)
-    # a launch per entry where no one stride walks the entries ((2, 1) with (1, 3)), or where
-    # each entry is big enough for the Hopper kernel to win back its launch
-    big = m * n * k >= HOPPER_ENTRY_FROM and _sm90.usable(a3[0], b3[0], k)
-    if None in strides or big:
-        for index in np.ndindex(*batch):
-            a2, b2 = _batch_item(a, index), _batch_item(b, index)
-            _launch_2d(a2, b2, transpose_a, transpose_b, epilogue, out[index])
-        return
-    # every entry in one launch (the kernel's gridDim.y), MAX_BATCHES at a time
-    out3 = out.reshape(entries, m, n)
-    for start in range(0, entries, MAX_BATCHES):
-        count = min(MAX_BATCHES, entries - start)
-        a2, b2 = (x3[start if stride else 0] for x3, stride in zip((a3, b3), strides))
-        batched = (count, *strides, m * n)
-        _launch_2d(a2, b2, transpose_a, transpose_b, epilogue, out3[start], batched)
-
-
-MAX_BATCHES = 65535  # entries per launch: gridDim.y's limit
-# NOTE: M * N * K of one entry from which a launch per entry on the Hopper kernel should beat
-# one mma.sync launch for all (an estimate, not measured: mma.sync runs at 0.3-0.4x cuBLAS on
-# an H100, the Hopper kernel at 0.88-0.94x, and a launch costs 40-50 us of host time, so the
-# Hopper kernel wins once an entry takes it about 20 us, some 2**32 multiply-adds).
-HOPPER_ENTRY_FROM = 2**32
-
-
-def _batch_stride(x, batch) -> int | None:
-    """Elements between consecutive batch entries of the C-contiguous ``x``: a matrix's size
-    when ``x`` has the whole batch, 0 when it has none (one matrix for all), else None."""
-    if x.shape[:-2] == batch:
-        return x.shape[-2] * x.shape[-1]
-    if math.prod(x.shape[:-2]) == 1:
-        return 0
-    return None
-
-
-def _batch_item(x, index):
-    """``x``'s matrix for entry ``index`` of the broadcast batch shape."""
-    own = index[len(index) - (x.ndim - 2) :]
-    return x[tuple(i if size != 1 else 0 for i, size in zip(own, x.shape[:-2]))]
-
-
-def _launch_2d(a, b, transpose_a, transpose_b, epilogue: _Epilogue, out, batched=(1, 0, 0, 0)):
-    """One launch on 2-D contiguous arrays; ``out`` already holds ``c`` when ``beta != 0``.
-    Returns the launch made, kept for the next call like this one (None: nothing launched).
-
-    The one place that picks the kernel: ``gemm_sm90.cu`` (wgmma + TMA; bfloat16 through
-    ``gemm_bf16_sm90.cu``) on compute capability 9.0 when TMA can address the operands, else
-    this file's ``gemm_fp16.cu`` (``mma.sync``, sm_80 and later; ``gemm_f16`` or
-    ``gemm_bf16``). All compute the same specification.
-
-    ``batched`` is ``(entries, stride_a, stride_b, stride_out)``: ``a``, ``b`` and ``out``
-    are the first entry's matrices, the others ``stride_*`` elements further on (0: the same
-    matrix). More than one entry runs on ``gemm_fp16.cu``, whose blocks take their entry
-    from ``blockIdx.y``: one launch where a launch per entry cost its host time each
-    (attention's scores and weighted sums, a matrix per batch row and head).
-    """
-    m, n = out.shape
-    k = _rows_cols(a.shape, transpose_a)[1]
-    if m == 0 or n == 0:
-        return None
-    lda, ldb = a.shape[1], b.shape[1]
-    if max(m, n, k, lda, ldb, math.ceil(m / BLOCK_M) * math.ceil(n / BLOCK_N)) > _INT32_MAX:
-        raise ValueError(f"gemm dimensions must fit in int32, got M={m}, N={n}, K={k}")
-    flags = epilogue.flags()
-    if batched[0] == 1 and _sm90.usable(a, b, k):
-        variant = _sm90_bf16.BFLOAT16 if a.dtype == bfloat16 else _sm90.FLOAT16
-        dtype = out.dtype
-        launch = _sm90.prepare(m, n, k, transpose_a, transpose_b, epilogue, dtype, flags, variant)
-    else:
-        grid, name, sizes, tail = _mma_sync_recipe(
-            m, n, k, lda, ldb, flags, batched, transpose_a, transpose_b, out.dtype, a.dtype
-        )
-        launch = _MmaSync(name, grid, (*sizes, epilogue.alpha, epilogue.beta, *tail))
-    launch(a, b, epilogue.bias, out)
-    return launch
-
-
-class _MmaSync(NamedTuple):
-    """One ``gemm_fp16.cu`` launch decided but for its arrays (as ``gemm_sm90.Launch``)."""
-
-    name: str
-    grid: tuple
-    scalars: tuple  # (M, N, K, lda, ldb, ldc, alpha, beta, flags, the three batch strides)
-
-    def __call__(self, a, b, bias, out) -> None:
-        bias = bias if bias is not None else out  # a valid pointer, never read without the flag
-        args = (a, b, out, bias, *self.scalars)
-        kernels.launch(FILE, self.name, self.grid, (THREADS, 1, 1), args, SHARED_MEM_BYTES)
-
-
-@functools.lru_cache(maxsize=1024)
-def _mma_sync_recipe(m, n, k, lda, ldb, flags, batched, transpose_a, transpose_b, out, in_):
-    """The grid, kernel name and scalar arguments of a ``gemm_fp16.cu`` launch, before and
-    after ``alpha, beta``: ``(M, N, K, lda, ldb, ldc)`` as int32, then ``flags`` and the
-    three batch strides. Kept per shape, as ``gemm_sm90.recipe`` keeps the Hopper kernel's
-    (a step launches the same few shapes again and again)."""
-    entries, stride_a, stride_b, stride_out = batched
-    blocks = math.ceil(m / BLOCK_M) * math.ceil(n / BLOCK_N)
-    sizes = tuple(np.int32(x) for x in (m, n, k, lda, ldb, n))  # ldc = N: out is C-contiguous
-    tail = (np.int32(flags), *(np.int64(x) for x in (stride_a, stride_b, stride_out)))
-    return (blocks, entries, 1), kernel_name(transpose_a, transpose_b, out, in_), sizes, tail

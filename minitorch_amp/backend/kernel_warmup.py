@@ -43,7 +43,7 @@ LAUNCHERS = (
     "fp8_scale",
     "fused_optim",
     "gelu",
-    "gemm",
+    "gemm_gpu",
     "gemm_bf16_sm90",
     "gemm_sm90",
     "global_norm",

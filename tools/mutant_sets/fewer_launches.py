@@ -232,7 +232,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "batched-launch-offsets-a-shared-operand",
-        "minitorch_amp/backend/gemm.py",
+        "minitorch_amp/backend/gemm_gpu.py",
         "        a2, b2 = (x3[start if stride else 0] for x3, stride in zip((a3, b3), strides))",
         "        a2, b2 = (x3[start] for x3 in (a3, b3))",
         (BATCH_TESTS,),
@@ -240,7 +240,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "batched-launch-overfills-the-grid",
-        "minitorch_amp/backend/gemm.py",
+        "minitorch_amp/backend/gemm_gpu.py",
         "        count = min(MAX_BATCHES, entries - start)",
         "        count = entries - start",
         (BATCH_TESTS,),

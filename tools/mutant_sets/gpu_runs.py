@@ -156,14 +156,14 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "split-launch-counts-in-too-few",
         "minitorch_amp/backend/gemm_sm90.py",
-        "        counts = split_counts(math.ceil(m / BM) * math.ceil(n / p.bn) * SPLIT_COUNTS_PER_TILE)\n",
-        "        counts = split_counts(math.ceil(m / BM) * math.ceil(n / p.bn))\n",
+        "            counts = split_counts(tiles * SPLIT_COUNTS_PER_TILE)\n",
+        "            counts = split_counts(tiles)\n",
         ("tests/test_gemm_sm90_host.py::test_a_forced_plan_is_used_and_never_kept",),
         "split-K counts one entry per tile where the kernel counts per warp of each consumer: the last tiles' warps count past the array",
     ),
     Mutant(
         "mma-sync-strides-passed-as-int32",
-        "minitorch_amp/backend/gemm.py",
+        "minitorch_amp/backend/gemm_gpu.py",
         "    tail = (np.int32(flags), *(np.int64(x) for x in (stride_a, stride_b, stride_out)))\n",
         "    tail = (np.int32(flags), *(np.int32(x) for x in (stride_a, stride_b, stride_out)))\n",
         ("tests/test_gemm_batched.py::test_a_matrix_shared_by_every_entry_has_stride_0",),

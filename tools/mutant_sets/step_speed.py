@@ -17,7 +17,7 @@ HOST_FLOAT16 = "minitorch_amp/backend/host_float16.py"
 FLOAT16_C = "csrc/float16.c"
 POW2 = "tests/test_pow2_scale.py"
 QUIET = "tests/test_quiet_twins.py"
-GEMM = "minitorch_amp/backend/gemm.py"
+GEMM = "minitorch_amp/backend/gemm_gpu.py"  # the GPU side: its kept launches
 KEPT = "tests/test_gemm_kept.py"  # issue 24's GPU path: a GEMM call's launch kept
 
 MUTANTS: list[Mutant] = [
@@ -381,8 +381,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "kept-gemm-ignores-product-dtype",
         GEMM,
-        "        key += (product_dtype,)",
-        "        key += (None,)",
+        "        out_dtype, product,",
+        "        out_dtype, None,",
         (KEPT,),
         "a float32 GEMM whose product is rounded to float16 is taken for the plain float32 one",
     ),
