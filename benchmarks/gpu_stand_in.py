@@ -93,11 +93,14 @@ def _address(array) -> int:
         return array.ctypes.data
 
 
-def _wrap(out):
-    if isinstance(out, np.ndarray) and not isinstance(out, StandInArray):
-        return out.view(StandInArray)
+def wrap(out, array_type=StandInArray):
+    """A NumPy result as CuPy returns it: a device array (0-d for a scalar)."""
+    if isinstance(out, np.ndarray) and not isinstance(out, array_type):
+        return out.view(array_type)
+    if isinstance(out, np.generic):
+        return np.asarray(out).view(array_type)
     if isinstance(out, tuple):
-        return tuple(_wrap(o) for o in out)
+        return tuple(wrap(o, array_type) for o in out)
     return out
 
 
@@ -111,22 +114,25 @@ class _Event:
         pass
 
 
-class _Generator:
-    """``cupy.random.Generator``: NumPy's, its arrays stand-ins."""
+class Generator:
+    """``cupy.random.Generator``: NumPy's, its arrays stand-ins (each draw counted by
+    ``counted``)."""
 
-    def __init__(self, seed=None):
-        self._rng = np.random.default_rng(seed)
+    def __init__(self, *args, counted=None, **kwargs):
+        self._rng = np.random.default_rng(*args, **kwargs)
+        self._counted = counted
 
     def __getattr__(self, name):
-        function = getattr(self._rng, name)
-        return lambda *args, **kwargs: _wrap(function(*args, **kwargs))
+        draw = self._counted(f"random.{name}", getattr(self._rng, name))
+        setattr(self, name, draw)
+        return draw
 
 
 class StandInCupy:
     """``cupy``: NumPy's functions on :class:`StandInArray`, each call counted in
     ``calls``; a function is looked up and wrapped once, then kept as an attribute."""
 
-    __version__ = "stand-in"
+    __version__ = "14.0.0 (a NumPy stand-in)"  # (bfloat16 asks for CuPy 14)
     ndarray = StandInArray
 
     def __init__(self, hopper: bool = True):
@@ -160,7 +166,9 @@ class StandInCupy:
             set_allocator=lambda f: allocator.__setitem__(0, f),
             memory=SimpleNamespace(OutOfMemoryError=MemoryError),
         )
-        self.random = SimpleNamespace(default_rng=_Generator)
+        self.random = SimpleNamespace(
+            default_rng=lambda *args, **kwargs: Generator(*args, counted=self._counted, **kwargs)
+        )
         self.get_default_memory_pool = lambda: pool
 
     def __getattr__(self, name):
@@ -177,7 +185,7 @@ class StandInCupy:
 
         def call(*args, **kwargs):
             calls[name] += 1
-            return _wrap(function(*args, **kwargs))
+            return wrap(function(*args, **kwargs))
 
         return call
 
@@ -204,9 +212,11 @@ class StandIn(SimpleNamespace):
 
 
 @contextlib.contextmanager
-def stand_in(hopper: bool = True):
+def stand_in(hopper: bool = True, cupy=None, launch=None):
     """CuPy and the GPU stood in for (see the module docstring) until the block ends; the
-    device is set back to the CPU after it.
+    device is set back to the CPU after it. ``cupy``: a :class:`StandInCupy` of one's own
+    (``launch_count.py``'s counts what it computes); ``launch``: called for each raw launch
+    with ``kernels.launch``'s arguments, instead of recording it.
 
     NOTE: the package is imported here, not above: ``before_after.py`` stands in for the GPU
     under two versions of it, each imported in turn (this is any version's stand-in; the
@@ -219,7 +229,7 @@ def stand_in(hopper: bool = True):
     from minitorch_amp.backend import device as _device
     from minitorch_amp.backend import gemm_sm90, kernels, tensor_maps
 
-    cupy = StandInCupy(hopper)
+    cupy = cupy if cupy is not None else StandInCupy(hopper)
     launches: list = []
 
     def encode_now(array, box):  # what the map describes, in its first 56 bytes
@@ -228,9 +238,10 @@ def stand_in(hopper: bool = True):
         tensor_map.view(np.uint64)[: len(described)] = described
         return tensor_map[0]
 
-    def launch(file, name, grid, block, args, shared_mem=0):
+    def record(file, name, grid, block, args, shared_mem=0):
         launches.append((file, name))
 
+    launch = launch or record
     launch.__module__, launch.__qualname__ = kernels.__name__, "launch"  # (host_parts' label)
 
     with contextlib.ExitStack() as stack:

@@ -51,19 +51,17 @@ import time
 import traceback
 import types
 from pathlib import Path
-from types import SimpleNamespace
 from unittest import mock
 
-import ml_dtypes
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
+import gpu_stand_in
+
 import minitorch_amp as mt
-from minitorch_amp.backend import device as _device
-from minitorch_amp.backend import gemm_sm90, kernels, tensor_maps
 
 hopper = [False]  # --hopper: the stand-in device is a Hopper (see stand_in)
 counts: collections.Counter = collections.Counter()
@@ -105,49 +103,11 @@ def _plain(x):
 
 
 def _wrap(x):
-    """A NumPy result as CuPy returns it: a device array (0-d for a scalar)."""
-    if isinstance(x, np.ndarray) and not isinstance(x, DeviceArray):
-        return x.view(DeviceArray)
-    if isinstance(x, np.generic):
-        return np.asarray(x).view(DeviceArray)
-    if isinstance(x, tuple):
-        return tuple(_wrap(v) for v in x)
-    return x
+    return gpu_stand_in.wrap(x, DeviceArray)
 
 
-class _Device:
-    id = 0
-    compute_capability = "80"  # the mma.sync GEMM (an sm_90 device takes the Hopper one)
-
-    def __init__(self, index=0):
-        self.id = index
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def use(self):
-        pass
-
-    def synchronize(self):
-        pass
-
-
-class DeviceArray(np.ndarray):
+class DeviceArray(gpu_stand_in.StandInArray):
     """A NumPy array posing as a CuPy one; what is done to it is counted (see above)."""
-
-    @property
-    def data(self):
-        return SimpleNamespace(ptr=self.ctypes.data)
-
-    @property
-    def device(self):
-        return _Device()
-
-    def get(self):
-        return np.array(self).view(np.ndarray)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         _count(f"{ufunc.__name__}" + ("" if method == "__call__" else f".{method}"))
@@ -191,43 +151,18 @@ _FREE = {  # CuPy functions that launch nothing
 }  # fmt: skip
 
 
-class _CuPy:
-    """The ``cupy`` module, stood in for by NumPy (see the module docstring)."""
+class _CuPy(gpu_stand_in.StandInCupy):
+    """The ``cupy`` module, stood in for by NumPy (see the module docstring): each call that
+    computes is counted once, nested calls not again."""
 
-    __version__ = "14.0.0 (a NumPy stand-in)"
     ndarray = DeviceArray
-    bfloat16 = ml_dtypes.bfloat16
 
-    def __init__(self):
-        pool = SimpleNamespace(
-            used_bytes=lambda: 0, total_bytes=lambda: 0, free_bytes=lambda: 0,
-            get_limit=lambda: 0, free_all_blocks=lambda: None,
-        )  # fmt: skip
-        runtime = SimpleNamespace(
-            getDevice=lambda: 0, getDeviceCount=lambda: 1, memGetInfo=lambda: (2**34, 2**34)
-        )
-        stream = SimpleNamespace(done=True, synchronize=lambda: None, ptr=0)
-        self.cuda = SimpleNamespace(
-            Device=_Device,
-            runtime=runtime,
-            get_current_stream=lambda: stream,
-            memory=SimpleNamespace(OutOfMemoryError=MemoryError),
-        )
-        self.get_default_memory_pool = lambda: pool
-        self.random = SimpleNamespace(default_rng=lambda *a, **k: _Generator(*a, **k))
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        value = getattr(np, name)
-        if not callable(value) or isinstance(value, type):
-            return value
-
+    def _counted(self, name, function):
         def call(*args, **kwargs):
             if name not in _FREE:
                 _count(name)
             with _inside():
-                return _wrap(value(*args, **kwargs))
+                return _wrap(function(*args, **kwargs))
 
         return call
 
@@ -248,20 +183,6 @@ class _CuPy:
 
     def asnumpy(self, a):
         return np.array(a).view(np.ndarray)
-
-
-class _Generator:
-    def __init__(self, *args, **kwargs):
-        self._rng = np.random.default_rng(*args, **kwargs)
-
-    def __getattr__(self, name):
-        draw = getattr(self._rng, name)
-
-        def call(*args, **kwargs):
-            _count(f"random.{name}")
-            return _wrap(draw(*args, **kwargs))
-
-        return call
 
 
 def _scatter_add(a, indices, values):
@@ -285,8 +206,8 @@ def _module_stood_in(name: str, module):
 
 @contextlib.contextmanager
 def stand_in():
-    """CuPy stood in for, launches recorded in ``counts``, the current device ``gpu:0``
-    (a Hopper with 132 SMs while ``hopper[0]`` is True: see ``--hopper``)."""
+    """CuPy stood in for (``gpu_stand_in``), launches counted in ``counts``, the current
+    device ``gpu:0`` (a Hopper with 132 SMs while ``hopper[0]`` is True: see ``--hopper``)."""
     cupyx = types.ModuleType("cupyx")
     cupyx.scatter_add = _scatter_add
 
@@ -294,27 +215,14 @@ def stand_in():
         _count(name.split("<")[0])
 
     with contextlib.ExitStack() as stack:
-        if hopper[0]:
-            blank_map = np.zeros(1, tensor_maps.TENSOR_MAP)[0]  # (TMA: the driver's call)
-            for owner, name, value in (
-                (_Device, "compute_capability", "90"),
-                (gemm_sm90, "device_is_hopper", lambda: True),
-                (gemm_sm90, "sm_count", lambda: 132),
-                (tensor_maps, "_encode_now", lambda array, box: blank_map),
-            ):
-                stack.enter_context(mock.patch.object(owner, name, value))
-        stack.enter_context(mock.patch.object(_device, "cupy", _CuPy()))
-        stack.enter_context(mock.patch.object(kernels, "launch", launch))
+        cupy = _CuPy(hopper[0])
+        stack.enter_context(gpu_stand_in.stand_in(hopper[0], cupy=cupy, launch=launch))
         # NOTE: only this key: patch.dict(sys.modules) would also drop, on exit, every module
         # imported inside (torch, by the GPT's step), and a second import of torch fails
         stack.enter_context(_module_stood_in("cupyx", cupyx))
         stack.enter_context(mock.patch.dict("os.environ", {"MINITORCH_AMP_RAW_KERNELS": "1"}))
-        stack.enter_context(np.errstate(all="ignore"))  # (raw kernels' outputs are not written)
         mt.set_device("gpu:0")
-        try:
-            yield
-        finally:
-            mt.set_device("cpu")
+        yield
 
 
 def simple_net_step(mode: str, width: int = 1024, batch: int = 64, dtype: str = "float16"):

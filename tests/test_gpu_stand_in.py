@@ -97,5 +97,5 @@ def test_host_profile_profiles_the_gpu_path_on_the_stand_in():
         [*command, "--warmup", "0", "--top", "3"], capture_output=True, text=True, timeout=300
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("gpu:0: a stand-in for a GPU, on the CPU, CuPy stand-in;")
+    assert out.stdout.startswith("gpu:0: a stand-in for a GPU, on the CPU, CuPy 14.0.0 (a NumPy")
     assert f"| raw kernel launches (kernels.launch) | {sum(O2_STEP.values())} |" in out.stdout
