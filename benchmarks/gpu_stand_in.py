@@ -189,6 +189,13 @@ class StandInCupy:
 
         return call
 
+    def ascontiguousarray(self, a, dtype=None):
+        self.calls["ascontiguousarray"] += 1
+        if isinstance(a, StandInArray) and a.flags.c_contiguous:  # CuPy's: the array itself
+            if dtype is None or np.dtype(dtype) == a.dtype:
+                return a
+        return wrap(np.ascontiguousarray(a, dtype=dtype))
+
     def asarray(self, a, dtype=None):
         self.calls["asarray"] += 1
         if isinstance(a, StandInArray):
