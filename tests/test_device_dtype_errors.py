@@ -253,3 +253,13 @@ def test_a_convolution_called_on_host_data_says_to_make_a_tensor(layer, data):
     with pytest.raises(TypeError, match=r"conv[12]d: got a (list|ndarray) .*to_tensor\(data\)"):
         conv(data)
     assert np.array_equal(conv.weight.numpy(), weight)
+
+
+@pytest.mark.parametrize("name", ["float16", "float32", "float64", "int32", "int64"])
+def test_a_supported_dtype_in_the_other_byte_order_is_still_refused(name):
+    """``convert_dtype`` answers a supported np.dtype from a dict; a byte-swapped one has the
+    same class but is not supported, and is refused as before."""
+    native = np.dtype(name)
+    assert dtypes.convert_dtype(native) is native
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        dtypes.convert_dtype(native.newbyteorder("S"))

@@ -88,7 +88,9 @@ def bias_grad(grad, bias_dtype, product_dtype=None, relu_out=None, out=None):
         product_dtype = None
     xp = get_array_module(grad)
     name = _KERNELS.get((grad.dtype, bias_dtype, product_dtype or grad.dtype))
-    contiguous = all(a is None or a.flags.c_contiguous for a in (grad, relu_out, out))
+    contiguous = grad.flags.c_contiguous and all(
+        a.flags.c_contiguous for a in (relu_out, out) if a is not None
+    )  # fmt: skip
     same_dtype = relu_out is None or relu_out.dtype == grad.dtype
     if xp is np or name is None or not kernels.enabled() or not contiguous or not same_dtype:
         return _twin(grad, bias_dtype, product_dtype, relu_out, out)

@@ -39,6 +39,8 @@ float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)  # 5 exponent bits, 2 mantissa; in
 FP8 = (float8_e4m3fn, float8_e5m2)
 FP8_MAX = {float8_e4m3fn: 448.0, float8_e5m2: 57344.0}  # the largest finite values
 SUPPORTED = (float16, bfloat16, float32, float64, int32, int64, bool_, *FP8)
+_SUPPORTED_CLASSES = frozenset(d.__class__ for d in SUPPORTED)  # each dtype's own class
+_CANONICAL = {d: d for d in SUPPORTED}
 FLOATING = (float16, bfloat16, float32, float64)
 LOW_PRECISION = (float16, bfloat16)  # the 16-bit floats AMP computes in
 
@@ -52,6 +54,10 @@ def convert_dtype(dtype) -> np.dtype:
         TypeError: the dtype is not one of float16, bfloat16, float32, float64, int32, int64,
             bool, float8_e4m3fn, float8_e5m2.
     """
+    if dtype.__class__ in _SUPPORTED_CLASSES:  # an np.dtype: most calls, a dict lookup
+        found = _CANONICAL.get(dtype)  # (None for another byte order: refused below)
+        if found is not None:
+            return found
     if dtype is float:
         return _default_dtype
     if dtype is int:

@@ -394,4 +394,12 @@ MUTANTS: list[Mutant] = [
         (KEPT,),
         "a kept call with c= writes a new array, not c, and returns it",
     ),
+    Mutant(
+        "convert-dtype-takes-any-byte-order",
+        "minitorch_amp/backend/dtypes.py",
+        "        found = _CANONICAL.get(dtype)  # (None for another byte order: refused below)",
+        "        found = dtype",
+        ("tests/test_device_dtype_errors.py",),
+        "a big-endian float16 is taken for float16: the kernels would read its bytes backwards",
+    ),
 ]
