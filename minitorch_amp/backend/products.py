@@ -150,7 +150,7 @@ def linear(x, weight, bias=None):
         rows = x.reshape(-1, x.shape[-1]) if x.ndim != 2 else x
         rows, weight = xp.ascontiguousarray(rows), xp.ascontiguousarray(weight)
         out = _gemm.gemm(rows, weight, bias=bias, out_dtype=out_dtype, product_dtype=x.dtype)
-        return out.reshape((*x.shape[:-1], weight.shape[1]))
+        return out if x.ndim == 2 else out.reshape((*x.shape[:-1], weight.shape[1]))
     out = matmul(x, weight)
     if bias is None:
         return out

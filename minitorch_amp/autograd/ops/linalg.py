@@ -195,13 +195,14 @@ class Linear(Op):
         x, w = ctx.x, ctx.weight
         needs_x, needs_w, needs_b = (*ctx.needs_grad, False)[:3]
         _, w_out, b_out = ctx.grad_out or (None, None, None)  # the parameters' grad buffers
+        flat = x.ndim != 2  # a stack of rows: one GEMM over all of them (2-D: no reshapes)
         rows = math.prod(x.shape[:-1])
-        g2, gb = grad.reshape(rows, grad.shape[-1]), None
-        product = np.result_type(x.dtype, w.dtype)
+        g2, gb = grad.reshape(rows, grad.shape[-1]) if flat else grad, None
+        product = x.dtype if x.dtype == w.dtype else np.result_type(x.dtype, w.dtype)
         cast = product if grad.dtype != product else None  # back through the add's cast
         mask = getattr(ctx, "relu_mask", None)  # a ReLU's output: its mask left to us
-        if mask is not None:
-            mask, cast = mask.reshape(g2.shape), product  # the masked grad comes back as gp
+        if mask is not None:  # the masked grad comes back as gp
+            mask, cast = mask.reshape(g2.shape) if flat else mask, product
         if ctx.has_bias and needs_b:  # in the add's dtype, the bias's; on the GPU one kernel
             out = _same(b_out, None, grad.dtype)
             gb, gp = bias_grad(g2, grad.dtype, cast, relu_out=mask, out=out)
@@ -213,10 +214,11 @@ class Linear(Op):
         if needs_x:  # widened when its AMP cast's backward is left to this GEMM (widen_fold)
             widen = getattr(ctx, "widen_grad", ())
             product_of = matmul_widened if 0 in widen else matmul
-            gx = product_of(g2, w, False, True).reshape(x.shape)
+            gx = product_of(g2, w, False, True)
+            gx = gx.reshape(x.shape) if flat else gx
         gw = None
         if needs_w:  # written straight into the weight's gradient buffer when it has one
-            x2 = x.reshape(rows, x.shape[-1])
+            x2 = x.reshape(rows, x.shape[-1]) if flat else x
             if 1 in getattr(ctx, "widen_grad", ()):  # an O1 weight's float32 buffer
                 gw = matmul_widened(x2, g2, True, False, out=_same(w_out, None, float32))
             else:
