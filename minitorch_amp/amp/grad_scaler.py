@@ -35,11 +35,11 @@ from ..autograd.dispatch import apply, hooks
 from ..autograd.tensor import Tensor
 from ..backend import device as _device
 from ..backend import sync as _sync
-from ..backend.loss_scaling import inverse_scale, unscale_and_check
+from ..backend.loss_scaling import by_dtype, inverse_scale, unscale_and_check
 from ..backend.scale_update import update_loss_scaling
 from .bf16 import disable_for_bfloat16
 from .found_inf import reduce_found_inf, run_skipping
-from .scaled_loss import ScaleLoss
+from .scaled_loss import ScaleLoss, check_scale_input
 from .scaler_args import parse_scaler_args
 from .scaler_rules import check_attr
 from .scaler_settings import ScalerSettings
@@ -161,7 +161,7 @@ class AmpScaler(ScalerSettings):
         ``var`` may also be a list or tuple of tensors, nested (Paddle 3.x, PyTorch): each
         tensor is scaled and the same structure returned.
         """
-        _check_scale_input(var, "var")  # the whole structure, before anything is scaled
+        check_scale_input(var, "var")  # the whole structure, before anything is scaled
         if self._enable and self._use_dynamic_loss_scaling:
             disable_for_bfloat16(self)  # Paddle: dynamic scaling is off for bfloat16
         if not self._enable:
@@ -195,7 +195,7 @@ class AmpScaler(ScalerSettings):
             )
         if entry["state"] is OptimizerState.STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
-        buckets = _by_dtype([g._data for g in map(_GRAD, params) if g is not None])
+        buckets = by_dtype([g._data for g in map(_GRAD, params) if g is not None])
         found_inf = self._found_infs.get(id(optimizer))
         if found_inf is None:
             xp = _device.get_array_module(self._scale._data)
@@ -396,29 +396,3 @@ class GradScaler(AmpScaler):
 
 # ---- helpers ------------------------------------------------------------------------------
 _GRAD = operator.attrgetter("_grad")  # the property: a stale (cleared) gradient reads as zeros
-_DTYPE = operator.attrgetter("dtype")
-
-
-def _by_dtype(grads: list) -> dict:
-    """``{dtype: grads}``: one unscale launch per bucket (usually one bucket)."""
-    dtypes = set(map(_DTYPE, grads))
-    if len(dtypes) == 1:
-        return {dtypes.pop(): grads}
-    buckets: dict = {}
-    for g in grads:
-        buckets.setdefault(g.dtype, []).append(g)
-    return buckets
-
-
-def _check_scale_input(var, path: str) -> None:
-    """TypeError unless ``var`` is a Tensor or a (nested) list or tuple of Tensors."""
-    if isinstance(var, Tensor):
-        return
-    if isinstance(var, (list, tuple)):
-        for i, v in enumerate(var):
-            _check_scale_input(v, f"{path}[{i}]")
-        return
-    raise TypeError(
-        f"GradScaler.scale() needs a Tensor (the loss) or a list/tuple of Tensors; "
-        f"{path} is {type(var).__name__}"
-    )

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..autograd.higher_order import DOUBLE_BACKWARD
 from ..autograd.ops.elementwise import Multiply
+from ..autograd.tensor import Tensor
 from ..backend.loss_scaling import scale_loss
 
 
@@ -46,3 +47,17 @@ class ScaleLoss(Multiply, register=False):  # (the op table's multiply is Multip
 
 
 DOUBLE_BACKWARD[ScaleLoss] = DOUBLE_BACKWARD[Multiply]  # (a gradient penalty scales its loss)
+
+
+def check_scale_input(var, path: str) -> None:
+    """TypeError unless ``var`` is a Tensor or a (nested) list or tuple of Tensors."""
+    if isinstance(var, Tensor):
+        return
+    if isinstance(var, (list, tuple)):
+        for i, v in enumerate(var):
+            check_scale_input(v, f"{path}[{i}]")
+        return
+    raise TypeError(
+        f"GradScaler.scale() needs a Tensor (the loss) or a list/tuple of Tensors; "
+        f"{path} is {type(var).__name__}"
+    )

@@ -42,7 +42,7 @@ from .device import get_array_module
 from .dtypes import accumulation_dtype, bfloat16, bool_, float16, float32, float64
 from .pow2_scale import power_of_two_exponent, times_power_of_two
 
-__all__ = ["inverse_scale", "scale_loss", "unscale_and_check"]
+__all__ = ["by_dtype", "inverse_scale", "scale_loss", "unscale_and_check"]
 
 _UNSCALE_KERNELS = {
     float16: "unscale_and_check<__half>",
@@ -138,6 +138,21 @@ def _fits_one_thread_kernel(arrays) -> bool:
     return all(
         isinstance(a, cupy.ndarray) and a.shape == (1,) and a.dtype == dtype for a, dtype in arrays
     )
+
+
+_DTYPE = operator.attrgetter("dtype")
+
+
+def by_dtype(grads: list) -> dict:
+    """``{dtype: grads}``: what :func:`unscale_and_check` takes, one call (one launch on a
+    GPU) per dtype; usually one."""
+    dtypes = set(map(_DTYPE, grads))
+    if len(dtypes) == 1:
+        return {dtypes.pop(): grads}
+    buckets: dict = {}
+    for g in grads:
+        buckets.setdefault(g.dtype, []).append(g)
+    return buckets
 
 
 def unscale_and_check(grads: list, inv_scale, found_inf) -> None:
