@@ -127,8 +127,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "fp8-gemm-map-in-bytes",
         "minitorch_amp/backend/fp8_gemm.py",
-        "map_a = _sm90.operand_map(a8.view(np.float16), k_major=True, rows=_sm90.BM)",
-        "map_a = _sm90.operand_map(a8, k_major=True, rows=_sm90.BM)",
+        "map_a = _sm90.operand_map(a.view(np.uint8).view(np.float16), True, _sm90.BM)",
+        "map_a = _sm90.operand_map(a.view(np.uint8), True, _sm90.BM)",
         (f"{GEMM}::test_the_launcher_feeds_the_kernel_k_major_words_and_device_scales",),
         "the launcher encodes A's tensor map over bytes, not the two-byte words the kernel steps",
     ),

@@ -19,6 +19,7 @@ POW2 = "tests/test_pow2_scale.py"
 QUIET = "tests/test_quiet_twins.py"
 GEMM = "minitorch_amp/backend/gemm_gpu.py"  # the GPU side: its kept launches
 KEPT = "tests/test_gemm_kept.py"  # issue 24's GPU path: a GEMM call's launch kept
+FP8_KEPT = "tests/test_fp8_gemm_kept.py"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -401,5 +402,29 @@ MUTANTS: list[Mutant] = [
         "        found = dtype",
         ("tests/test_device_dtype_errors.py",),
         "a big-endian float16 is taken for float16: the kernels would read its bytes backwards",
+    ),
+    Mutant(
+        "kept-fp8-gemm-ignores-formats",
+        "minitorch_amp/backend/fp8_gemm.py",
+        "        a.shape, a.strides, a.dtype, a_code, b_t.shape, b_t.strides, b_t.dtype, b_code,",
+        "        a.shape, a.strides, a.dtype, a_code, b_t.shape, b_t.strides, b_t.dtype,",
+        (FP8_KEPT,),
+        "an E4M3 x E5M2 FP8 GEMM reuses the E4M3 x E4M3 launch: the weight's bytes decoded in the wrong format",
+    ),
+    Mutant(
+        "kept-fp8-gemm-ignores-bias-and-out",
+        "minitorch_amp/backend/fp8_gemm.py",
+        "        _kind(scale_a), _kind(scale_b), out_dtype, _kind(out), _kind(bias),",
+        "        _kind(scale_a), _kind(scale_b), out_dtype,",
+        (FP8_KEPT,),
+        "an FP8 GEMM with a bias (or an out) is taken for the same call without it",
+    ),
+    Mutant(
+        "kept-fp8-gemm-ignores-alignment",
+        "minitorch_amp/backend/fp8_gemm.py",
+        "        (a.data.ptr | b_t.data.ptr) % 16 == 0,",
+        "        a.data.ptr % 1 == 0,",
+        (FP8_KEPT,),
+        "a misaligned FP8 operand reuses an aligned call's launch, whose TMA cannot read it",
     ),
 ]
