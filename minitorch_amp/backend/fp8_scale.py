@@ -31,7 +31,7 @@ from . import kernels
 from .device import get_array_module
 from .dtypes import float32
 
-__all__ = ["ALGOS", "numerator", "update", "update_in_cast"]
+__all__ = ["ALGOS", "check_in_cast", "numerator", "update", "update_in_cast"]
 
 FILE = "fp8_scale.cu"
 NAME = "fp8_delayed_scale_update"
@@ -84,7 +84,8 @@ def update(amax_history, scale, scale_inv, fp8_max: float, margin: float, algo: 
 
 
 def update_in_cast(
-    amax_history, scale, scale_inv, fp8_max: float, margin: float, algo: str, amax, blocks_done
+    amax_history, scale, scale_inv, fp8_max: float, margin: float, algo: str, amax, blocks_done,
+    checked: bool = False,
 ):  # fmt: skip
     """``(args, used)``: :func:`update` as the tail of a cast (``cuda/fp8_cast.cu``: its last
     block runs the same code once every block has folded its amax into ``amax``), so a
@@ -97,11 +98,23 @@ def update_in_cast(
             takes them (``amax`` required: the slot every block of the cast folds into).
         blocks_done: uint32 [1] on the same device, 0 (the kernel counts its blocks there and
             sets it back to 0).
+        checked: True when these very arguments passed the checks before (a scaling state
+            checks its own once: :class:`~minitorch_amp.amp.fp8.scaling.ScalingState`).
 
     Raises:
         TypeError, ValueError: as :func:`update`, or a wrong ``amax`` or ``blocks_done``;
             nothing is written or allocated then.
     """
+    if not checked:
+        check_in_cast(amax_history, scale, scale_inv, fp8_max, margin, algo, amax, blocks_done)
+    with amax_history.device:
+        used = _device.cupy.empty(1, float32)
+    args = (amax_history, scale_inv, used, blocks_done, np.int32(amax_history.size))
+    return (*args, numerator(fp8_max, margin), np.int32(ALGOS[algo])), used
+
+
+def check_in_cast(amax_history, scale, scale_inv, fp8_max, margin, algo, amax, blocks_done):
+    """Raise unless :func:`update_in_cast` may run on these arguments (what it checks)."""
     _check(amax_history, scale, scale_inv, fp8_max, margin, algo, amax)
     if amax is None:
         raise ValueError("update_in_cast: pass amax, the slot every block of the cast folds into")
@@ -112,10 +125,6 @@ def update_in_cast(
         or blocks_done.shape != (1,)
     ):
         raise ValueError("blocks_done must be a uint32 array of shape [1] on amax_history's device")
-    with amax_history.device:
-        used = _device.cupy.empty(1, float32)
-    args = (amax_history, scale_inv, used, blocks_done, np.int32(amax_history.size))
-    return (*args, numerator(fp8_max, margin), np.int32(ALGOS[algo])), used
 
 
 def _check(amax_history, scale, scale_inv, fp8_max, margin, algo, amax) -> None:

@@ -427,4 +427,12 @@ MUTANTS: list[Mutant] = [
         (FP8_KEPT,),
         "a misaligned FP8 operand reuses an aligned call's launch, whose TMA cannot read it",
     ),
+    Mutant(
+        "fp8-update-checked-once-for-good",
+        "minitorch_amp/amp/fp8/scaling.py",
+        "        if self._checked_key is not None and self._checked_key[0] == key:",
+        "        if self._checked_key is not None:",
+        ("tests/test_fp8_scale_checked.py",),
+        "a scaling state whose scale was replaced by a float64 array launches the update unchecked",
+    ),
 ]

@@ -125,6 +125,7 @@ class ScalingState:
         self.scale_inv = xp.ones(1, dtype=float32)
         self._amax_slot = None  # the GPU cast's amax, zero between casts (_cast_fused)
         self._blocks_done = None  # and the count of its finished blocks, zero between casts
+        self._checked_key = None  # the update's arguments checked last (_checked)
 
     @classmethod
     def restored(cls, scale, scale_inv, amax_history) -> ScalingState:
@@ -133,7 +134,7 @@ class ScalingState:
         state = cls.__new__(cls)
         state.recipe, state.dtype = None, None
         state.scale, state.scale_inv, state.amax_history = scale, scale_inv, amax_history
-        state._amax_slot = state._blocks_done = None
+        state._amax_slot = state._blocks_done = state._checked_key = None
         return state
 
     def cast(self, x, saturate: bool = True):
@@ -190,6 +191,19 @@ class ScalingState:
         margin, algo = recipe.margin, recipe.amax_compute_algo
         return self.amax_history, self.scale, self.scale_inv, fp8_max, margin, algo
 
+    def _checked(self, args: tuple) -> bool:
+        """Whether ``update_in_cast``'s arguments passed its checks already: the same arrays
+        (by identity, with the same shapes) and the same recipe knobs as the last time,
+        when they did. Checked once here, not at every cast (some 10 µs of host time each).
+        """
+        arrays = (*args[:3], *args[6:])  # amax_history, scale, scale_inv, amax, blocks_done
+        key = (*map(id, arrays), *((a.shape, a.dtype) for a in arrays), *args[3:6])
+        if self._checked_key is not None and self._checked_key[0] == key:
+            return True
+        _fp8_scale.check_in_cast(*args)
+        self._checked_key = (key, arrays)  # (the arrays kept alive: their ids stay theirs)
+        return True
+
     def _fused(self, x) -> bool:
         """Whether the delayed cast runs as the two kernels: CuPy arrays, raw kernels on."""
         return _xp(x) is not np and _xp(self.amax_history) is not np and _kernels.enabled()
@@ -215,7 +229,7 @@ class ScalingState:
         update = scale_inv = None
         if x.size and not reduces:  # the update in the cast's last block
             args = (*self._update_args(fp8_max), amax, self._blocks_done)
-            update, scale_inv = _fp8_scale.update_in_cast(*args)
+            update, scale_inv = _fp8_scale.update_in_cast(*args, checked=self._checked(args))
         code, out_t = FP8_DTYPE_CODE[self.dtype], None
         if transpose:  # the transposed bytes in the same pass (a 2-D x)
             cast = _fp8_kernels.cast_transpose_fp8
