@@ -17,6 +17,7 @@ the median step of each, and the median over the rounds of each round's after / 
         --optimizer SGD                                                 # a wider SimpleNet
     python benchmarks/before_after.py --before HEAD~1 --control       # and the harness's noise
     python benchmarks/before_after.py --before HEAD~1 --gpu-stand-in  # the GPU path's Python
+    python benchmarks/before_after.py --before HEAD~1 --workload fp8 --gpu-stand-in  # FP8's
 
 ``--control`` adds a third contestant, the working tree imported a second time: *after* against
 its own copy measures what this harness calls a change when there is none (on the 2-core
@@ -28,7 +29,9 @@ names; ``--width``, ``--batch`` and ``--optimizer`` change it); the GPT workload
 ``benchmarks/gpt_step.py``'s fp32 step (batch 16, 1 BLAS thread when threadpoolctl is
 installed). Each version runs its own copy of those scripts. ``--gpu-stand-in`` runs the
 SimpleNet step on the GPU path with CuPy and a Hopper GPU stood in for
-(``benchmarks/gpu_stand_in.py``): the library's own Python of a GPU step, on the CPU.
+(``benchmarks/gpu_stand_in.py``): the library's own Python of a GPU step, on the CPU. The
+fp8 workload is ``benchmarks/step_kernels.py``'s O2 step with FP8 GEMMs (bfloat16 O2 under
+``amp.fp8_autocast``, SGD, no scaler), width 64 and batch 16 unless told.
 
 NOTE: two versions of one package in one process. Each version's modules are kept apart and
 put back into ``sys.modules`` at the start of each of its turns: a function that imports
@@ -125,11 +128,7 @@ def tiny_steps(modes, width: int = 64, batch: int = 8, optimizer: str = "Adam", 
         bench = script("simple_net")
         import minitorch_amp as mt
 
-        if stand_in is not None:
-            import gpu_stand_in  # this checkout's (benchmarks/ is first on the path)
-
-            stand_in.enter_context(gpu_stand_in.stand_in())  # patches this version's modules
-            mt.set_device("gpu:0")
+        _on_the_stand_in(stand_in, mt)
 
         rng = np.random.default_rng(0)
         x, y = (rng.standard_normal((batch, width)).astype(np.float32) for _ in range(2))
@@ -137,6 +136,31 @@ def tiny_steps(modes, width: int = 64, batch: int = 8, optimizer: str = "Adam", 
         return {mode: bench.ours_step(mode, width, batches, optimizer)[0] for mode in modes}
 
     return build
+
+
+def fp8_steps(width: int, batch: int, stand_in=None):
+    """``build`` for ``benchmarks/step_kernels.py``'s O2 step with FP8 GEMMs (bfloat16 O2
+    under ``amp.fp8_autocast``, SGD, no scaler): {'O2 FP8': step}."""
+
+    def build(script):
+        bench = script("step_kernels")
+        import minitorch_amp as mt
+
+        _on_the_stand_in(stand_in, mt)
+        return {"O2 FP8": bench.make_step("O2", "float8", width, batch)}
+
+    return build
+
+
+def _on_the_stand_in(stand_in, mt) -> None:
+    """With ``stand_in`` (an open ``ExitStack``), the GPU stood in for under ``mt``, the
+    version being loaded (``gpu_stand_in`` patches the modules it imports now)."""
+    if stand_in is None:
+        return
+    import gpu_stand_in  # this checkout's (benchmarks/ is first on the path)
+
+    stand_in.enter_context(gpu_stand_in.stand_in())
+    mt.set_device("gpu:0")
 
 
 def gpt_steps():
@@ -198,10 +222,12 @@ def main(argv=None) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--before", required=True, help="the earlier revision (git)")
-    parser.add_argument("--workload", choices=("tiny", "gpt"), default="tiny")
+    parser.add_argument("--workload", choices=("tiny", "fp8", "gpt"), default="tiny")
     parser.add_argument("--modes", nargs="+", choices=TINY_MODES, default=list(TINY_MODES))
-    parser.add_argument("--width", type=int, default=64, help="the SimpleNet workload's width")
-    parser.add_argument("--batch", type=int, default=8, help="the SimpleNet workload's rows")
+    parser.add_argument("--width", type=int, default=64, help="the SimpleNet workloads' width")
+    parser.add_argument(
+        "--batch", type=int, default=None, help="the SimpleNet workloads' rows (tiny 8, fp8 16)"
+    )
     parser.add_argument("--optimizer", choices=("Adam", "SGD"), default="Adam")
     parser.add_argument("--steps", type=int, default=None, help="timed steps (tiny 300, gpt 16)")
     parser.add_argument("--warmup", type=int, default=None, help="untimed steps (tiny 30, gpt 3)")
@@ -217,9 +243,11 @@ def main(argv=None) -> None:
         help="the SimpleNet step on the GPU path, CuPy and the GPU stood in for on the CPU",
     )
     args = parser.parse_args(argv)
-    tiny = args.workload == "tiny"
+    tiny = args.workload != "gpt"  # a SimpleNet step: tiny or fp8
     if args.gpu_stand_in and not tiny:
-        raise SystemExit("--gpu-stand-in runs the SimpleNet workload: drop --workload gpt")
+        raise SystemExit("--gpu-stand-in runs the SimpleNet workloads: drop --workload gpt")
+    if args.batch is None:  # (an FP8 GEMM's K is at least 16: the weight gradients' is batch)
+        args.batch = 16 if args.workload == "fp8" else 8
     steps = args.steps or (300 if tiny else 16)
     warmup = args.warmup if args.warmup is not None else (30 if tiny else 3)
     block = args.block or (10 if tiny else 2)
@@ -235,11 +263,12 @@ def main(argv=None) -> None:
         except ImportError:
             print("threadpoolctl is not installed: NumPy's BLAS keeps its default thread count")
     stand_in = contextlib.ExitStack() if args.gpu_stand_in else None
-    build = (
-        tiny_steps(args.modes, args.width, args.batch, args.optimizer, stand_in)
-        if tiny
-        else gpt_steps()
-    )
+    if args.workload == "fp8":
+        build = fp8_steps(args.width, args.batch, stand_in)
+    elif tiny:
+        build = tiny_steps(args.modes, args.width, args.batch, args.optimizer, stand_in)
+    else:
+        build = gpt_steps()
     with tempfile.TemporaryDirectory() as scratch, stand_in or contextlib.nullcontext():
         before_root = Path(scratch)
         described = extract(args.before, before_root)
@@ -253,6 +282,10 @@ def main(argv=None) -> None:
         results = measure(versions, names, steps, warmup, block)
     size = f"width {args.width}, batch {args.batch}, {args.optimizer}"
     simple_net_label = f"{'tiny ' if (args.width, args.batch) == (64, 8) else ''}SimpleNet ({size})"
+    if args.workload == "fp8":
+        simple_net_label = (
+            f"SimpleNet O2 with FP8 GEMMs (bfloat16, width {args.width}, batch {args.batch}, SGD)"
+        )
     where = "on the GPU path, CuPy and the GPU stood in for" if args.gpu_stand_in else "on the CPU"
     print(
         f"{simple_net_label if tiny else 'GPT (batch 16)'} {where}: "

@@ -191,9 +191,9 @@ class StandInCupy:
 
     def ascontiguousarray(self, a, dtype=None):
         self.calls["ascontiguousarray"] += 1
-        if isinstance(a, StandInArray) and a.flags.c_contiguous:  # CuPy's: the array itself
-            if dtype is None or np.dtype(dtype) == a.dtype:
-                return a
+        same_dtype = dtype is None or np.dtype(dtype) == a.dtype
+        if isinstance(a, StandInArray) and a.flags.c_contiguous and same_dtype:
+            return a  # CuPy's: the array itself
         return wrap(np.ascontiguousarray(a, dtype=dtype))
 
     def asarray(self, a, dtype=None):

@@ -48,6 +48,14 @@ def test_the_gpu_stand_in_runs_both_versions_on_the_gpu_path():
     assert refused.returncode == 1 and "drop --workload gpt" in refused.stderr
 
 
+def test_the_fp8_workload_times_the_fp8_step_of_both_versions():
+    done = run("--before", "HEAD", "--workload", "fp8", "--steps", "4", "--warmup", "1")
+    assert done.returncode == 0, done.stderr
+    label = "SimpleNet O2 with FP8 GEMMs (bfloat16, width 64, batch 16, SGD) on the CPU"
+    assert label in done.stdout
+    assert re.search(r"^\| O2 FP8 \| [\d.]+ \| [\d.]+ \| [\d.]+ \|$", done.stdout, re.M)
+
+
 def test_a_revision_that_is_not_there_is_refused_with_the_reason():
     done = run("--before", "no-such-revision-here")
     assert done.returncode == 1
