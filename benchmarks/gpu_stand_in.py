@@ -12,8 +12,9 @@ machine, and it is most of the step (docs/benchmarks.md: the H200's host profile
   SMs, ``hopper=True``) or of an sm_80 GPU (``hopper=False``), and its tensor maps hold
   what they describe (address, shape, row stride, box, element size), not the driver's
   encoding (no driver call is made);
-- the C files of the CPU backend are off (``host_c.load`` finds none: they would return
-  plain NumPy arrays, not stand-ins).
+- the C files of the CPU backend are off (``host_c.load`` finds none, as on a machine
+  without a compiler): the stand-in's arrays are NumPy arrays underneath, and no path that
+  takes them for host arrays should reach compiled code that returns plain ones.
 
 So a step takes the GPU path's every branch, launch and allocation, with nothing computed
 by the kernels: its results are meaningless, its host time is the library's Python with

@@ -81,7 +81,7 @@ def signature(a, b, transpose_a, transpose_b, bias, relu, alpha, beta, c, out_dt
     alignment of the operands, and the device: its id, whether it is a Hopper GPU and its
     SM count (asked of the current device: a cheap, safe superset) and
     ``MINITORCH_AMP_GEMM_KERNEL``. Inside ``gemm_sm90.forced_plan`` nothing is kept."""
-    if type(b) is not type(a) or _sm90._forced is not None:
+    if type(b) is not type(a) or _sm90.plan_forced():
         return None
     return (
         a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype,

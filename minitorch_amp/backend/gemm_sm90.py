@@ -132,6 +132,11 @@ def forced_plan(bn: int, splits: int, pingpong: bool = False):
         _forced = previous
 
 
+def plan_forced() -> bool:
+    """Whether a :func:`forced_plan` is in force (then ``gemm_gpu`` keeps no launch)."""
+    return _forced is not None
+
+
 def plan(m: int, n: int, k: int, sms: int) -> Plan:
     """Tile width, split-K and grid for an ``m x n x k`` product on ``sms`` SMs."""
     if _forced is not None:
