@@ -25,8 +25,11 @@ Example:
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
+from . import device as _device
 from . import kernels
 from .device import get_array_module
 from .dtypes import FLOATING, LOW_PRECISION, bfloat16, convert_dtype, float16, float32
@@ -83,6 +86,12 @@ def bias_grad(grad, bias_dtype, product_dtype=None, relu_out=None, out=None):
         TypeError: a dtype that is not a float, a ``bias_dtype`` other than the two above,
             or an ``out`` or ``relu_out`` of the wrong dtype.
     """
+    key = None  # a GPU call's signature: a call made before is launched as it was
+    if grad.__class__ is not np.ndarray and get_array_module(grad) is not np:
+        key = _signature(grad, bias_dtype, product_dtype, relu_out, out)
+        kept = KEPT.get(key)
+        if kept is not None:
+            return kept(grad, relu_out, out)
     bias_dtype, product_dtype = _check(grad, bias_dtype, product_dtype, relu_out, out)
     if product_dtype == grad.dtype and relu_out is None:
         product_dtype = None
@@ -95,15 +104,52 @@ def bias_grad(grad, bias_dtype, product_dtype=None, relu_out=None, out=None):
     if xp is np or name is None or not kernels.enabled() or not contiguous or not same_dtype:
         return _twin(grad, bias_dtype, product_dtype, relu_out, out)
     rows, n = grad.shape
-    with grad.device:
-        gb = xp.empty(n, bias_dtype) if out is None else out
-        gp = None if product_dtype is None else xp.empty((rows, n), product_dtype)
-        if n:
-            blocks = min(-(-n // _COLUMNS), _MAX_BLOCKS)
-            mask = _NULL if relu_out is None else relu_out
-            args = (grad, mask, np.int64(rows), np.int64(n), gb, _NULL if gp is None else gp)
-            kernels.launch("reduction.cu", name, (blocks,), (_THREADS,), args)
-    return gb, gp
+    blocks = min(-(-n // _COLUMNS), _MAX_BLOCKS)
+    launch = _Launch(name, (blocks,), (np.int64(rows), np.int64(n)), bias_dtype, product_dtype)
+    if key is not None:
+        if len(KEPT) >= KEPT_CALLS:
+            KEPT.clear()
+        KEPT[key] = launch
+    return launch(grad, relu_out, out)
+
+
+# ---- kept launches: a step's bias gradients, checked once (as gemm_gpu.py's GEMMs) ---------
+KEPT_CALLS = 256  # signatures kept; the dict is emptied when full
+KEPT: dict = {}  # signature -> _Launch
+
+
+def _signature(grad, bias_dtype, product_dtype, relu_out, out) -> tuple:
+    """What a GPU call's checks and choices follow from: the arrays' kinds, the dtypes as
+    passed, the device and ``MINITORCH_AMP_RAW_KERNELS``."""
+    return (
+        kernels.array_kind(grad), bias_dtype, product_dtype,
+        kernels.array_kind(relu_out), kernels.array_kind(out),
+        grad.device.id, kernels.enabled(),
+    )  # fmt: skip
+
+
+class _Launch(NamedTuple):
+    """One ``bias_grad`` launch decided but for its arrays."""
+
+    name: str
+    grid: tuple
+    sizes: tuple  # (rows, n) as the kernel's int64 arguments
+    bias_dtype: np.dtype
+    product_dtype: np.dtype | None  # None: no cast of the gradient made
+
+    def __call__(self, grad, relu_out, out):
+        xp = _device.cupy
+        n = int(self.sizes[1])
+        with grad.device:
+            gb = xp.empty(n, self.bias_dtype) if out is None else out
+            gp = None
+            if self.product_dtype is not None:
+                gp = xp.empty((int(self.sizes[0]), n), self.product_dtype)
+            if n:
+                mask = _NULL if relu_out is None else relu_out
+                args = (grad, mask, *self.sizes, gb, _NULL if gp is None else gp)
+                kernels.launch("reduction.cu", self.name, self.grid, (_THREADS,), args)
+        return gb, gp
 
 
 # NOTE: inf and NaN are values here, as on GPUs: inf * 0 is NaN where a ReLU unit is off,

@@ -29,6 +29,7 @@ from . import device as _device
 from . import gemm_sm90 as _sm90
 from . import kernels, tensor_maps
 from .fp8_kernels import _NULL, E4M3, E5M2, FORMATS, _bfloat16, format_of
+from .kernels import array_kind as kind
 
 
 def twin_gemm(a, b, scale_a, scale_b, out_dtype, a_code=None, b_code=None, bias=None):
@@ -192,15 +193,11 @@ def _signature(a, b_t, scale_a, scale_b, out_dtype, a_code, b_code, out, bias):
         return None
     return (
         a.shape, a.strides, a.dtype, a_code, b_t.shape, b_t.strides, b_t.dtype, b_code,
-        _kind(scale_a), _kind(scale_b), out_dtype, _kind(out), _kind(bias),
+        kind(scale_a), kind(scale_b), out_dtype, kind(out), kind(bias),
         (a.data.ptr | b_t.data.ptr) % 16 == 0,
         a.device.id, _sm90.device_is_hopper(), _sm90.sm_count(),
         kernels.setting(_sm90.KERNEL_ENV, ""),
     )  # fmt: skip
-
-
-def _kind(x):
-    return None if x is None else (type(x), x.shape, x.strides, x.dtype)
 
 
 class _Launch(NamedTuple):

@@ -86,8 +86,7 @@ def signature(a, b, transpose_a, transpose_b, bias, relu, alpha, beta, c, out_dt
     return (
         a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype,
         (a.data.ptr | b.data.ptr) % 16 == 0,
-        None if bias is None else (type(bias), bias.shape, bias.strides, bias.dtype),
-        None if c is None else (type(c), c.shape, c.strides, c.dtype),
+        kernels.array_kind(bias), kernels.array_kind(c),
         transpose_a, transpose_b, relu, alpha, beta,
         out_dtype, product,
         a.device.id, _sm90.device_is_hopper(), _sm90.sm_count(),

@@ -218,6 +218,13 @@ def launch(file: str, name: str, grid, block, args, shared_mem: int = 0) -> None
     get_function(file, name, shared_mem)(grid, block, args, shared_mem=shared_mem)
 
 
+def array_kind(array):
+    """What a kept launch's signature holds of an argument array (None stays None): its
+    type, shape, strides and dtype, which decide every check and choice a launcher makes of
+    it (its address aside)."""
+    return None if array is None else (type(array), array.shape, array.strides, array.dtype)
+
+
 def check_array(array, dtype, name: str) -> None:
     """Raise unless ``array`` has ``dtype`` and is C-contiguous (a raw kernel sees only bytes)."""
     if array.dtype != dtype:

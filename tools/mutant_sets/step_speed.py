@@ -414,8 +414,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "kept-fp8-gemm-ignores-bias-and-out",
         "minitorch_amp/backend/fp8_gemm.py",
-        "        _kind(scale_a), _kind(scale_b), out_dtype, _kind(out), _kind(bias),",
-        "        _kind(scale_a), _kind(scale_b), out_dtype,",
+        "        kind(scale_a), kind(scale_b), out_dtype, kind(out), kind(bias),",
+        "        kind(scale_a), kind(scale_b), out_dtype,",
         (FP8_KEPT,),
         "an FP8 GEMM with a bias (or an out) is taken for the same call without it",
     ),
@@ -434,5 +434,21 @@ MUTANTS: list[Mutant] = [
         "        if self._checked_key is not None:",
         ("tests/test_fp8_scale_checked.py",),
         "a scaling state whose scale was replaced by a float64 array launches the update unchecked",
+    ),
+    Mutant(
+        "kept-bias-grad-ignores-the-mask",
+        "minitorch_amp/backend/bias_grad.py",
+        "        kernels.array_kind(relu_out), kernels.array_kind(out),",
+        "        kernels.array_kind(out),",
+        ("tests/test_bias_grad_kept.py",),
+        "a bias gradient with a ReLU's mask is taken for one without: the mask is not applied",
+    ),
+    Mutant(
+        "kept-bias-grad-ignores-raw-kernels-off",
+        "minitorch_amp/backend/bias_grad.py",
+        "        grad.device.id, kernels.enabled(),",
+        "        grad.device.id,",
+        ("tests/test_bias_grad_kept.py",),
+        "MINITORCH_AMP_RAW_KERNELS=0 set after a call is ignored by that call's kept launch",
     ),
 ]

@@ -1,0 +1,92 @@
+"""``bias_grad`` keeps a GPU call's launch under its signature, as ``gemm.gemm`` does
+(``tests/test_gemm_kept.py``): the next call like it launches exactly what a fresh call
+would, and a call that differs in anything checked is not taken for it. On the CPU, with
+CuPy and a GPU stood in for (``benchmarks/gpu_stand_in.py``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import pytest
+from test_gemm_kept import assert_same_launch
+
+from minitorch_amp.backend import bias_grad as bg
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import gpu_stand_in
+
+
+@pytest.fixture
+def gpu():
+    calls = []
+
+    def record(file, name, grid, block, args, shared_mem=0):
+        calls.append((file, name, grid, args, shared_mem))
+
+    with gpu_stand_in.stand_in() as stand, mock.patch.object(bg.kernels, "launch", record):
+        stand.recorded = calls
+        yield stand
+
+
+def on_gpu(array):
+    return np.ascontiguousarray(array).view(gpu_stand_in.StandInArray)
+
+
+def variants():
+    rng = np.random.default_rng(0)
+    g = on_gpu(rng.standard_normal((8, 64)).astype(np.float16))
+    y = on_gpu(np.maximum(rng.standard_normal((8, 64)), 0).astype(np.float16))
+    g32 = on_gpu(rng.standard_normal((8, 64)).astype(np.float32))
+    out = on_gpu(np.zeros(64, np.float32))
+    return (
+        out,
+        {
+            "plain": lambda: bg.bias_grad(g, np.float32),
+            "float16 bias": lambda: bg.bias_grad(g, np.float16),
+            "cast": lambda: bg.bias_grad(g32, np.float32, np.float16),  # (O1's)
+            "relu": lambda: bg.bias_grad(g, np.float32, np.float16, relu_out=y),
+            "no relu": lambda: bg.bias_grad(g, np.float32, np.float16),  # (no cast: gp is None)
+            "out": lambda: bg.bias_grad(g, np.float32, out=out),
+            "another shape": lambda: bg.bias_grad(g[:4], np.float32),
+        },
+    )
+
+
+def test_every_call_launches_what_a_fresh_call_launches(gpu):
+    out, calls = variants()
+    for call in calls.values():
+        call()
+    assert len(bg.KEPT) == len(calls)
+    for what, call in calls.items():
+        gpu.recorded.clear()
+        gb, gp = call()
+        assert (gb is out) == (what == "out"), what
+        assert (gp is None) == (what not in ("cast", "relu")), what
+        saved = dict(bg.KEPT)
+        bg.KEPT.clear()
+        call()
+        bg.KEPT.update(saved)
+        assert len(gpu.recorded) == 2, what
+        assert_same_launch(*gpu.recorded)
+
+
+def test_raw_kernels_off_is_part_of_the_signature(gpu, monkeypatch):
+    _, calls = variants()
+    calls["plain"]()
+    monkeypatch.setenv("MINITORCH_AMP_RAW_KERNELS", "0")  # CuPy's twin: no launch
+    gpu.recorded.clear()
+    calls["plain"]()
+    assert gpu.recorded == []
+
+
+def test_a_kept_signature_still_refuses_what_it_refused(gpu):
+    _, calls = variants()
+    calls["plain"]()
+    g = on_gpu(np.zeros((8, 64), np.float16))
+    with pytest.raises(TypeError, match="bias_dtype must be"):
+        bg.bias_grad(g, np.float64)
+    with pytest.raises(ValueError, match="out must have shape"):
+        bg.bias_grad(g, np.float32, out=on_gpu(np.zeros(63, np.float32)))
