@@ -11,7 +11,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from test_gemm_kept import assert_same_launch
+from test_gemm_kept import assert_same_launch, fresh
 
 from minitorch_amp.backend import bias_grad as bg
 
@@ -65,10 +65,7 @@ def test_every_call_launches_what_a_fresh_call_launches(gpu):
         gb, gp = call()
         assert (gb is out) == (what == "out"), what
         assert (gp is None) == (what not in ("cast", "relu")), what
-        saved = dict(bg.KEPT)
-        bg.KEPT.clear()
-        call()
-        bg.KEPT.update(saved)
+        fresh(call, bg.KEPT)
         assert len(gpu.recorded) == 2, what
         assert_same_launch(*gpu.recorded)
 

@@ -12,7 +12,7 @@ from unittest import mock
 import ml_dtypes
 import numpy as np
 import pytest
-from test_gemm_kept import assert_same_launch
+from test_gemm_kept import assert_same_launch, fresh
 
 from minitorch_amp.backend import fp8_gemm as fg
 from minitorch_amp.backend import gemm_sm90
@@ -49,16 +49,6 @@ def fp8(shape, seed):
     return on_gpu(rng.integers(0, 256, shape, dtype=np.uint8))  # FP8 bytes (codes given)
 
 
-def fresh(call):
-    saved = dict(fg.KEPT)
-    fg.KEPT.clear()
-    try:
-        return call()
-    finally:
-        fg.KEPT.clear()
-        fg.KEPT.update(saved)
-
-
 def variants():
     a, w = fp8((64, 128), 0), fp8((96, 128), 1)  # b = w.T: K-major already
     scale = on_gpu(np.ones(1, np.float32))
@@ -87,7 +77,7 @@ def test_every_call_launches_what_a_fresh_call_launches(gpu):
         gpu.recorded.clear()
         result = call()
         assert (result is out) == (what == "out"), what  # out is written into and returned
-        fresh(call)
+        fresh(call, fg.KEPT)
         if what == "misaligned a":
             assert gpu.recorded == [], what
             continue

@@ -56,15 +56,17 @@ def same(x, y) -> bool:
     return type(x) is type(y) and np.asarray(x).tobytes() == np.asarray(y).tobytes()
 
 
-def fresh(call):
-    """What ``call()`` launches with nothing kept: ``(launch, result)``."""
-    saved = dict(gemm_gpu.KEPT)
-    gemm_gpu.KEPT.clear()
+def fresh(call, kept=None):
+    """``call()`` with nothing kept in ``kept`` (``gemm_gpu.KEPT`` unless told), which holds
+    what it held before afterwards: the launch a first call of its kind makes."""
+    kept = gemm_gpu.KEPT if kept is None else kept
+    saved = dict(kept)
+    kept.clear()
     try:
         return call()
     finally:
-        gemm_gpu.KEPT.clear()
-        gemm_gpu.KEPT.update(saved)
+        kept.clear()
+        kept.update(saved)
 
 
 def assert_same_launch(first, second):
