@@ -42,21 +42,21 @@ def args_of(state, fp8_max=None):
 
 def test_the_same_arguments_are_checked_once(state):
     for _ in range(3):
-        assert state._checked(args_of(state)) is True
+        state._check_once(args_of(state))
     assert len(state.checks) == 1
 
 
 def test_another_array_or_knob_is_checked_again_and_a_wrong_one_refused(state):
-    state._checked(args_of(state))
+    state._check_once(args_of(state))
     state.recipe = DelayedScaling(margin=1)  # another knob: checked again
-    state._checked(args_of(state))
+    state._check_once(args_of(state))
     assert len(state.checks) == 2
     state.scale = state.cp.ones(1, dtype=np.float64)  # another array, of the wrong dtype
     with pytest.raises(TypeError, match="scale must be float32"):
-        state._checked(args_of(state))
+        state._check_once(args_of(state))
     state.scale = state.cp.ones(1, dtype=np.float32)
-    state._checked(args_of(state))
+    state._check_once(args_of(state))
     state.amax_history.shape = (1, state.amax_history.size)  # changed in place: 2-D now
     with pytest.raises(ValueError, match="amax_history must be 1-D"):
-        state._checked(args_of(state))
+        state._check_once(args_of(state))
     assert len(state.checks) == 5

@@ -125,7 +125,7 @@ class ScalingState:
         self.scale_inv = xp.ones(1, dtype=float32)
         self._amax_slot = None  # the GPU cast's amax, zero between casts (_cast_fused)
         self._blocks_done = None  # and the count of its finished blocks, zero between casts
-        self._checked_key = None  # the update's arguments checked last (_checked)
+        self._checked_key = None  # the update's arguments checked last (_check_once)
 
     @classmethod
     def restored(cls, scale, scale_inv, amax_history) -> ScalingState:
@@ -191,18 +191,16 @@ class ScalingState:
         margin, algo = recipe.margin, recipe.amax_compute_algo
         return self.amax_history, self.scale, self.scale_inv, fp8_max, margin, algo
 
-    def _checked(self, args: tuple) -> bool:
-        """Whether ``update_in_cast``'s arguments passed its checks already: the same arrays
-        (by identity, with the same shapes) and the same recipe knobs as the last time,
-        when they did. Checked once here, not at every cast (some 10 µs of host time each).
-        """
+    def _check_once(self, args: tuple) -> None:
+        """Raise unless ``update_in_cast`` may run on ``args``; checked once, not at every
+        cast (some 10 µs of host time each): again only when an array (by identity, shape
+        or dtype) or a recipe knob is not what passed the last time."""
         arrays = (*args[:3], *args[6:])  # amax_history, scale, scale_inv, amax, blocks_done
         key = (*map(id, arrays), *((a.shape, a.dtype) for a in arrays), *args[3:6])
         if self._checked_key is not None and self._checked_key[0] == key:
-            return True
+            return
         _fp8_scale.check_in_cast(*args)
         self._checked_key = (key, arrays)  # (the arrays kept alive: their ids stay theirs)
-        return True
 
     def _fused(self, x) -> bool:
         """Whether the delayed cast runs as the two kernels: CuPy arrays, raw kernels on."""
@@ -229,7 +227,8 @@ class ScalingState:
         update = scale_inv = None
         if x.size and not reduces:  # the update in the cast's last block
             args = (*self._update_args(fp8_max), amax, self._blocks_done)
-            update, scale_inv = _fp8_scale.update_in_cast(*args, checked=self._checked(args))
+            self._check_once(args)
+            update, scale_inv = _fp8_scale.update_in_cast(*args, checked=True)
         code, out_t = FP8_DTYPE_CODE[self.dtype], None
         if transpose:  # the transposed bytes in the same pass (a 2-D x)
             cast = _fp8_kernels.cast_transpose_fp8
