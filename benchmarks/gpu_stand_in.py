@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import sys
 import time
+import types
 from collections import Counter
 from types import SimpleNamespace
 from unittest import mock
@@ -210,6 +212,41 @@ class StandInCupy:
         return np.array(a).view(np.ndarray)
 
 
+def stand_in_cupyx(cupy: StandInCupy) -> dict:
+    """``sys.modules`` entries for what the library takes from ``cupyx``: ``scatter_add``
+    (NumPy's ``add.at``) and ``scipy.special.erf`` (the CPU backend's), counted by ``cupy``
+    as ``cupyx.scatter_add`` and ``cupyx.erf``."""
+    from minitorch_amp.backend import special
+
+    def scatter_add(target, index, values):
+        np.add.at(np.asarray(target), np.asarray(index), np.asarray(values))
+
+    cupyx = types.ModuleType("cupyx")
+    cupyx.scatter_add = cupy._counted("cupyx.scatter_add", scatter_add)
+    cupyx.scipy = types.ModuleType("cupyx.scipy")
+    cupyx.scipy.special = types.ModuleType("cupyx.scipy.special")
+    cupyx.scipy.special.erf = cupy._counted("cupyx.erf", special.erf)
+    return {"cupyx": cupyx, "cupyx.scipy": cupyx.scipy, "cupyx.scipy.special": cupyx.scipy.special}
+
+
+@contextlib.contextmanager
+def module_stood_in(name: str, module):
+    """``sys.modules[name]`` is ``module`` inside, what it was (or nothing) after.
+
+    NOTE: only this key: ``mock.patch.dict(sys.modules)`` would also drop, on exit, every
+    module imported inside (torch, by the GPT's step), and a second import of torch fails.
+    """
+    before = sys.modules.get(name)
+    sys.modules[name] = module
+    try:
+        yield
+    finally:
+        if before is None:
+            del sys.modules[name]
+        else:
+            sys.modules[name] = before
+
+
 class StandIn(SimpleNamespace):
     """What :func:`stand_in` yields: ``cupy`` (the :class:`StandInCupy`), ``launches`` (the
     raw launches, ``(file, kernel name)``), ``calls`` (CuPy's, by function name)."""
@@ -264,6 +301,8 @@ def stand_in(hopper: bool = True, cupy=None, launch=None):
         if importlib.util.find_spec("minitorch_amp.backend.host_c") is not None:
             host_c = importlib.import_module("minitorch_amp.backend.host_c")
             stack.enter_context(mock.patch.object(host_c, "load", lambda name: None))
+        for name, module in stand_in_cupyx(cupy).items():
+            stack.enter_context(module_stood_in(name, module))
         stack.enter_context(np.errstate(all="ignore"))  # the kernels compute nothing
         stack.callback(mt.set_device, "cpu")
         yield StandIn(cupy=cupy, launches=launches, calls=cupy.calls)

@@ -49,7 +49,6 @@ import statistics
 import sys
 import time
 import traceback
-import types
 from pathlib import Path
 from unittest import mock
 
@@ -185,31 +184,10 @@ class _CuPy(gpu_stand_in.StandInCupy):
         return np.array(a).view(np.ndarray)
 
 
-def _scatter_add(a, indices, values):
-    _count("cupyx.scatter_add")
-    np.add.at(_plain(a), _plain(indices), _plain(values))
-
-
-@contextlib.contextmanager
-def _module_stood_in(name: str, module):
-    """``sys.modules[name]`` is ``module`` inside, what it was (or nothing) after."""
-    before = sys.modules.get(name)
-    sys.modules[name] = module
-    try:
-        yield
-    finally:
-        if before is None:
-            del sys.modules[name]
-        else:
-            sys.modules[name] = before
-
-
 @contextlib.contextmanager
 def stand_in():
     """CuPy stood in for (``gpu_stand_in``), launches counted in ``counts``, the current
     device ``gpu:0`` (a Hopper with 132 SMs while ``hopper[0]`` is True: see ``--hopper``)."""
-    cupyx = types.ModuleType("cupyx")
-    cupyx.scatter_add = _scatter_add
 
     def launch(file, name, grid, block, args, shared_mem=0):
         _count(name.split("<")[0])
@@ -217,9 +195,6 @@ def stand_in():
     with contextlib.ExitStack() as stack:
         cupy = _CuPy(hopper[0])
         stack.enter_context(gpu_stand_in.stand_in(hopper[0], cupy=cupy, launch=launch))
-        # NOTE: only this key: patch.dict(sys.modules) would also drop, on exit, every module
-        # imported inside (torch, by the GPT's step), and a second import of torch fails
-        stack.enter_context(_module_stood_in("cupyx", cupyx))
         stack.enter_context(mock.patch.dict("os.environ", {"MINITORCH_AMP_RAW_KERNELS": "1"}))
         mt.set_device("gpu:0")
         yield

@@ -96,13 +96,14 @@ def signature(a, b, transpose_a, transpose_b, bias, relu, alpha, beta, c, out_dt
 
 def launch(a, b, transpose_a, transpose_b, epilogue, c, shape, out_dtype, key) -> object:
     """``out`` (``c``, else a new array of ``shape`` and ``out_dtype``) computed on the GPU
-    by a checked call (``gemm.py``'s); a single 2-D launch is kept under ``key``."""
+    by a checked call (``gemm.py``'s). A call done by one launch is kept under ``key``: a
+    2-D call, and a batch done by one ``gemm_fp16.cu`` launch (:func:`_on_gpu`)."""
     with a.device:  # launch where the data is, not on whichever device is current
         out = c if c is not None else _device.cupy.empty(shape, dtype=out_dtype)
         if len(shape) > 2 or (transpose_a and transpose_b):
-            _on_gpu(a, b, transpose_a, transpose_b, epilogue, out, shape[:-2])
-            return out
-        made = _launch_2d(a, b, transpose_a, transpose_b, epilogue, out)
+            made = _on_gpu(a, b, transpose_a, transpose_b, epilogue, out, shape[:-2])
+        else:
+            made = _launch_2d(a, b, transpose_a, transpose_b, epilogue, out)
     if key is not None and made is not None:
         if len(KEPT) >= KEPT_CALLS:
             KEPT.clear()
@@ -124,23 +125,27 @@ class _Kept(NamedTuple):
         return out
 
 
-def _on_gpu(a, b, transpose_a, transpose_b, epilogue, out, batch) -> None:
-    """Launch the kernel once, or once per batch entry, writing into ``out``."""
+def _on_gpu(a, b, transpose_a, transpose_b, epilogue, out, batch) -> _MmaSync | None:
+    """Launch the kernel once, or once per batch entry, writing into ``out``. Returns the
+    launch when one ``gemm_fp16.cu`` launch on the arrays' first bytes did the whole call
+    (it reads each array at its address: the next call like this one gives it ``a``, ``b``
+    and ``out`` themselves), else None."""
     if transpose_a and transpose_b:  # no kernel for TT (no backward pass needs it)
         a = _device.cupy.ascontiguousarray(a.swapaxes(-1, -2))
         transpose_a = False
+        _on_gpu(a, b, transpose_a, transpose_b, epilogue, out, batch)
+        return None  # (its launch reads the copy)
     if not batch:
-        _launch_2d(a, b, transpose_a, transpose_b, epilogue, out)
-        return
+        return _launch_2d(a, b, transpose_a, transpose_b, epilogue, out)
     if b.ndim == 2 and not transpose_a and a.shape[:-2] == batch:
         # the batch folds into M: (..., M, K) @ (K, N) is one (batch * M, K) @ (K, N)
         rows = math.prod(a.shape[:-1])
         a2 = a.reshape(rows, a.shape[-1])
-        _launch_2d(a2, b, False, transpose_b, epilogue, out.reshape(rows, out.shape[-1]))
-        return
+        made = _launch_2d(a2, b, False, transpose_b, epilogue, out.reshape(rows, out.shape[-1]))
+        return made if isinstance(made, _MmaSync) else None  # (the Hopper one maps a2's shape)
     entries, (m, n) = math.prod(batch), out.shape[-2:]
     if entries == 0:
-        return
+        return None
     a3, b3 = (x.reshape(-1, *x.shape[-2:]) for x in (a, b))
     k = rows_cols(a.shape, transpose_a)[1]
     strides = _batch_stride(a, batch), _batch_stride(b, batch)
@@ -151,14 +156,16 @@ def _on_gpu(a, b, transpose_a, transpose_b, epilogue, out, batch) -> None:
         for index in np.ndindex(*batch):
             a2, b2 = _batch_item(a, index), _batch_item(b, index)
             _launch_2d(a2, b2, transpose_a, transpose_b, epilogue, out[index])
-        return
+        return None
     # every entry in one launch (the kernel's gridDim.y), MAX_BATCHES at a time
     out3 = out.reshape(entries, m, n)
     for start in range(0, entries, MAX_BATCHES):
         count = min(MAX_BATCHES, entries - start)
         a2, b2 = (x3[start if stride else 0] for x3, stride in zip((a3, b3), strides))
         batched = (count, *strides, m * n)
-        _launch_2d(a2, b2, transpose_a, transpose_b, epilogue, out3[start], batched)
+        made = _launch_2d(a2, b2, transpose_a, transpose_b, epilogue, out3[start], batched)
+    one = entries <= MAX_BATCHES and isinstance(made, _MmaSync)  # (not the Hopper kernel's:
+    return made if one else None  # its maps hold a2's shape; entry 0 starts where a starts)
 
 
 MAX_BATCHES = 65535  # entries per launch: gridDim.y's limit
