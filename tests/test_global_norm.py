@@ -189,3 +189,91 @@ def test_the_environment_reports_check_passes_on_the_emulator(gpu):
         "scale_tensors<float>",
         "scale_tensors<__nv_bfloat16>",
     ]
+
+
+def test_a_clip_called_again_on_the_same_pairs_keeps_its_launches_and_result(gpu, monkeypatch):
+    """The second call with the same parameters, gradient tensors and arrays checks and
+    plans nothing again, launches the same kernels, and gives the same outputs' bits."""
+    grads = gradients(1.0)
+    params = [Parameter(np.zeros(1, np.float32)) for _ in grads]
+    pairs = list(zip(params, grads))
+    clipper = ClipGradByGlobalNorm(1.0)
+    first = clipper(pairs)
+    want = [emulated_gpu.to_host(g._data).copy() for _, g in first]
+    first_launches = list(gpu)
+    gpu.clear()
+    for name in ("applies", "plan"):
+        monkeypatch.setattr(global_norm, name, lambda *args, name=name: pytest.fail(name))
+    again = clipper(pairs)
+    assert gpu == first_launches
+    assert [g for _, g in again] == [g for _, g in first] and again is not first
+    for g, w in zip(again, want):
+        assert_same_bits(emulated_gpu.to_host(g[1]._data), w)
+
+
+def test_a_kept_clip_reads_the_clip_norm_of_the_call(gpu, monkeypatch):
+    grads = gradients(1.0, seed=3)
+    params = [Parameter(np.zeros(1, np.float32)) for _ in grads]
+    clipper = ClipGradByGlobalNorm(1.0)
+    clipper(list(zip(params, grads)))
+    clipper.clip_norm = 0.25
+    got = [emulated_gpu.to_host(g._data).copy() for _, g in clipper(list(zip(params, grads)))]
+    for g, w in zip(got, clip(grads, 0.25)):  # a fresh clip at 0.25
+        assert_same_bits(g, w)
+
+
+def test_a_clip_plans_anew_when_anything_in_its_pairs_changed(gpu, monkeypatch):
+    grads = gradients(1.0, seed=4)
+    params = [Parameter(np.zeros(1, np.float32)) for _ in grads]
+    clipper = ClipGradByGlobalNorm(1.0)
+    planned = []
+    real = global_norm.plan
+    monkeypatch.setattr(global_norm, "plan", lambda *a: planned.append(1) or real(*a))
+    pairs = list(zip(params, grads))
+    clipper(pairs)
+    other = gradients(1.0, seed=5)
+    changes = {
+        "another array": lambda: [(p, other[0] if i == 0 else g) for i, (p, g) in enumerate(pairs)],
+        "another order": lambda: pairs[::-1],
+        "one gradient fewer": lambda: pairs[:-1],
+        "no gradient for one": lambda: [
+            (p, None if i == 1 else g) for i, (p, g) in enumerate(pairs)
+        ],
+    }
+    for what, changed in changes.items():
+        clipper(pairs)
+        before = len(planned)
+        clipper(changed())
+        assert len(planned) == before + 1, what
+    from minitorch_amp.autograd.tensor import Tensor
+
+    wrapped = [(p, Tensor._wrap(g)) for p, g in pairs]  # as an optimizer passes them
+    clipper(wrapped)
+    before = len(planned)
+    wrapped[0][1]._data = other[0]  # the same tensor, holding another array
+    clipper(wrapped)
+    assert len(planned) == before + 1
+    clipper(pairs)
+    before = len(planned)
+    params[2].need_clip = False  # one left out of the norm
+    clipper(pairs)
+    assert len(planned) == before + 1
+    params[2].need_clip = True
+    monkeypatch.setenv("MINITORCH_AMP_RAW_KERNELS", "0")  # raw kernels off: per gradient
+    gpu.clear()
+    clipper(pairs)
+    assert "clip_scale" not in [name for name, _ in gpu] and clipper._kept is None
+
+
+def test_a_copy_of_a_clip_keeps_no_launches(gpu):
+    import copy
+    import pickle
+
+    grads = gradients(1.0)
+    params = [Parameter(np.zeros(1, np.float32)) for _ in grads]
+    clipper = ClipGradByGlobalNorm(1.0)
+    clipper(list(zip(params, grads)))
+    assert clipper._kept is not None
+    assert copy.deepcopy(clipper)._kept is None
+    restored = pickle.loads(pickle.dumps(ClipGradByGlobalNorm(2.0)))
+    assert restored._kept is None and restored.clip_norm == 2.0

@@ -20,6 +20,8 @@ The NumPy twin is the per-gradient path itself (``nn/clip.py``), which the CPU r
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from . import device as _device
@@ -64,7 +66,37 @@ def applies(grads, outs) -> bool:
 def clip_into(grads, outs, clip_norm: float) -> None:
     """``outs[i][...] = grads[i] * scale`` with ClipGradByGlobalNorm's ``scale`` for
     ``clip_norm`` (see the module docstring); the caller checked :func:`applies`."""
-    cupy = _device.cupy
+    plan(grads, outs)(clip_norm)
+
+
+class Clip(NamedTuple):
+    """:func:`clip_into`'s launches for one set of gradients and outputs, decided but for
+    ``clip_norm``: a caller that clips the same arrays step after step keeps it and calls
+    it (``nn.ClipGradByGlobalNorm`` does)."""
+
+    device: object  # the arrays' CuPy device
+    words: object  # the device table (kept alive here: its views below point into it)
+    partials: int  # the partial sums, one per tile of every gradient
+    per_dtype: tuple  # (sum_squares_tensors name, scale_tensors name, table, count, blocks)
+    clip_table: object  # clip_scale's part of the table: every gradient's first partial
+    count: np.int32  # the gradients
+
+    def __call__(self, clip_norm: float) -> None:
+        kernels.using(self.words)  # (a capture keeps it alive)
+        with self.device:
+            buffer = _device.cupy.empty(2 + self.partials, float32)  # scale, norm, partials
+            out, partials = buffer[:2], buffer[2:]
+            for squares, _, table, count, blocks in self.per_dtype:
+                kernels.launch(FILE, squares, (blocks,), (THREADS,), (table, count, partials))
+            args = (partials, self.clip_table, self.count, np.float32(clip_norm), out)
+            kernels.launch(FILE, CLIP_SCALE, (1,), (THREADS,), args)
+            for _, scale, table, count, blocks in self.per_dtype:
+                kernels.launch(FILE, scale, (blocks,), (THREADS,), (table, count, out))
+
+
+def plan(grads, outs) -> Clip:
+    """The :class:`Clip` of ``grads`` into ``outs`` (the caller checked :func:`applies`):
+    its table built and uploaded, or found (:func:`kernels.device_table`)."""
     tiles = [-(-g.size // TILE) for g in grads]
     starts = np.concatenate([[0], np.cumsum(tiles)]).astype(np.int64)
     groups: dict = {}  # dtype -> indices of its gradients, in order
@@ -74,23 +106,18 @@ def clip_into(grads, outs, clip_norm: float) -> None:
         words = kernels.device_table(
             _table_key(grads, outs, groups), lambda: _table(grads, outs, groups, starts)
         )
-        buffer = cupy.empty(2 + int(starts[-1]), float32)  # scale, norm, then the partials
-        out, partials = buffer[:2], buffer[2:]
-        per_dtype, offset = [], 0  # (dtype, its table, its gradients, its blocks)
-        for dtype, members in groups.items():
-            size = 5 * len(members) + 1
-            blocks = min(sum(tiles[i] for i in members), MAX_BLOCKS)
-            per_dtype.append((dtype, words[offset : offset + size], np.int32(len(members)), blocks))
-            offset += size
-        for dtype, table, count, blocks in per_dtype:  # (a dtype without a tile: nothing)
-            if blocks:
-                args = (table, count, partials)
-                kernels.launch(FILE, _SQUARES[dtype], (blocks,), (THREADS,), args)
-        args = (partials, words[offset:], np.int32(len(grads)), np.float32(clip_norm), out)
-        kernels.launch(FILE, CLIP_SCALE, (1,), (THREADS,), args)
-        for dtype, table, count, blocks in per_dtype:
-            if blocks:
-                kernels.launch(FILE, _SCALE[dtype], (blocks,), (THREADS,), (table, count, out))
+    per_dtype, offset = [], 0
+    for dtype, members in groups.items():
+        size = 5 * len(members) + 1
+        blocks = min(sum(tiles[i] for i in members), MAX_BLOCKS)
+        if blocks:  # (a dtype without a tile: nothing to launch)
+            table = words[offset : offset + size]
+            per_dtype.append(
+                (_SQUARES[dtype], _SCALE[dtype], table, np.int32(len(members)), blocks)
+            )
+        offset += size
+    partials, count = int(starts[-1]), np.int32(len(grads))
+    return Clip(grads[0].device, words, partials, tuple(per_dtype), words[offset:], count)
 
 
 def _table_key(grads, outs, groups) -> tuple:
