@@ -18,6 +18,7 @@ the median step of each, and the median over the rounds of each round's after / 
     python benchmarks/before_after.py --before HEAD~1 --control       # and the harness's noise
     python benchmarks/before_after.py --before HEAD~1 --gpu-stand-in  # the GPU path's Python
     python benchmarks/before_after.py --before HEAD~1 --workload fp8 --gpu-stand-in  # FP8's
+    python benchmarks/before_after.py --before HEAD~1 --workload gpt --gpu-stand-in  # GPT O2's
 
 ``--control`` adds a third contestant, the working tree imported a second time: *after* against
 its own copy measures what this harness calls a change when there is none (on the 2-core
@@ -31,7 +32,10 @@ installed). Each version runs its own copy of those scripts. ``--gpu-stand-in`` 
 SimpleNet step on the GPU path with CuPy and a Hopper GPU stood in for
 (``benchmarks/gpu_stand_in.py``): the library's own Python of a GPU step, on the CPU. The
 fp8 workload is ``benchmarks/step_kernels.py``'s O2 step with FP8 GEMMs (bfloat16 O2 under
-``amp.fp8_autocast``, SGD, no scaler), width 64 and batch 16 unless told.
+``amp.fp8_autocast``, SGD, no scaler), width 64 and batch 16 unless told. The GPT on the
+stand-in is its O2 step at context 8, width 16 and batch 1: every op of the example's step
+(4 layers, 4 heads), on arrays small enough that the stand-in's NumPy arithmetic does not
+drown the Python.
 
 NOTE: two versions of one package in one process. Each version's modules are kept apart and
 put back into ``sys.modules`` at the start of each of its turns: a function that imports
@@ -163,15 +167,29 @@ def _on_the_stand_in(stand_in, mt) -> None:
     mt.set_device("gpu:0")
 
 
-def gpt_steps():
-    """``build`` for the GPT step: {'GPT fp32': step}, a new batch each call."""
+def gpt_steps(stand_in=None):
+    """``build`` for the GPT step: {'GPT fp32': step}, a new batch each call; with
+    ``stand_in``, {'GPT O2': step} on the GPU path at :data:`STAND_IN_GPT`'s size."""
 
     def build(script):
         bench = script("gpt_step")
-        ours, _, batches = bench.setup("fp32", 16, None)
-        return {"GPT fp32": lambda: ours(*batches()[0])}
+        level, batch = "fp32", 16
+        if stand_in is not None:
+            import minitorch_amp as mt
+
+            _on_the_stand_in(stand_in, mt)
+            bench.CONFIG.update(STAND_IN_GPT)
+            level, batch = "O2", 1
+        ours, _, batches = bench.setup(level, batch, None)
+        return {f"GPT {level}": lambda: ours(*batches()[0])}
 
     return build
+
+
+# The GPT on the stand-in: the example's 4 layers and 4 heads (every op of its step) on tiny
+# arrays, where NumPy's arithmetic on the stand-in's arrays is small beside the Python (at
+# the example's own size, batch 1, it is about a third of the step).
+STAND_IN_GPT = {"context": 8, "width": 16}
 
 
 def measure(versions: dict, names, steps: int, warmup: int, block: int) -> dict:
@@ -240,12 +258,11 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--gpu-stand-in",
         action="store_true",
-        help="the SimpleNet step on the GPU path, CuPy and the GPU stood in for on the CPU",
+        help="the step on the GPU path, CuPy and the GPU stood in for on the CPU (the GPT: O2, "
+        "context 8, width 16, batch 1)",
     )
     args = parser.parse_args(argv)
     tiny = args.workload != "gpt"  # a SimpleNet step: tiny or fp8
-    if args.gpu_stand_in and not tiny:
-        raise SystemExit("--gpu-stand-in runs the SimpleNet workloads: drop --workload gpt")
     if args.batch is None:  # (an FP8 GEMM's K is at least 16: the weight gradients' is batch)
         args.batch = 16 if args.workload == "fp8" else 8
     steps = args.steps or (300 if tiny else 16)
@@ -268,7 +285,7 @@ def main(argv=None) -> None:
     elif tiny:
         build = tiny_steps(args.modes, args.width, args.batch, args.optimizer, stand_in)
     else:
-        build = gpt_steps()
+        build = gpt_steps(stand_in)
     with tempfile.TemporaryDirectory() as scratch, stand_in or contextlib.nullcontext():
         before_root = Path(scratch)
         described = extract(args.before, before_root)
@@ -287,8 +304,11 @@ def main(argv=None) -> None:
             f"SimpleNet O2 with FP8 GEMMs (bfloat16, width {args.width}, batch {args.batch}, SGD)"
         )
     where = "on the GPU path, CuPy and the GPU stood in for" if args.gpu_stand_in else "on the CPU"
+    gpt_label = "GPT (batch 16)"
+    if args.gpu_stand_in:
+        gpt_label = "GPT O2 (context {context}, width {width}, batch 1)".format(**STAND_IN_GPT)
     print(
-        f"{simple_net_label if tiny else 'GPT (batch 16)'} {where}: "
+        f"{simple_net_label if tiny else gpt_label} {where}: "
         f"before {described}; after the working tree at {head or 'this checkout'}; median of "
         f"{steps} steps each after {warmup} warm-up, taking turns in blocks of {block}; "
         "after / before: the median of the rounds' ratios"

@@ -44,8 +44,16 @@ def test_the_gpu_stand_in_runs_both_versions_on_the_gpu_path():
     assert done.returncode == 0, done.stderr
     assert "on the GPU path, CuPy and the GPU stood in for: before " in done.stdout
     assert re.search(r"^\| O2 \| [\d.]+ \| [\d.]+ \| [\d.]+ \|$", done.stdout, re.M)
-    refused = run("--before", "HEAD", "--gpu-stand-in", "--workload", "gpt")
-    assert refused.returncode == 1 and "drop --workload gpt" in refused.stderr
+
+
+def test_the_gpu_stand_in_runs_the_gpt_o2_step_of_both_versions():
+    done = run(
+        "--before", "HEAD", "--gpu-stand-in", "--workload", "gpt", "--steps", "2", "--block", "1"
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    label = "GPT O2 (context 8, width 16, batch 1) on the GPU path, CuPy and the GPU stood in for"
+    assert label in done.stdout
+    assert re.search(r"^\| GPT O2 \| [\d.]+ \| [\d.]+ \| [\d.]+ \|$", done.stdout, re.M)
 
 
 def test_the_fp8_workload_times_the_fp8_step_of_both_versions():
