@@ -59,6 +59,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
+import gpu_stand_in  # noqa: E402 (this checkout's, whichever version stands on it)
 from timing import SETTLE_S, paired_ratio  # noqa: E402 (benchmarks/ first on the path)
 
 TINY_MODES = ("fp32", "O1", "O2")
@@ -161,8 +162,6 @@ def _on_the_stand_in(stand_in, mt) -> None:
     version being loaded (``gpu_stand_in`` patches the modules it imports now)."""
     if stand_in is None:
         return
-    import gpu_stand_in  # this checkout's (benchmarks/ is first on the path)
-
     stand_in.enter_context(gpu_stand_in.stand_in())
     mt.set_device("gpu:0")
 

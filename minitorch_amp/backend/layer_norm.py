@@ -35,6 +35,7 @@ THREADS = 256  # kThreads in cuda/layer_norm.cu
 COLUMNS = 32  # kColumns: columns per block of layer_norm_backward_params
 MAX_ROW_BLOCKS = 8192  # past that, blocks stride over the rows
 MAX_COLUMN_BLOCKS = 65535  # and over the column tiles
+_INT32_MAX = 2**31 - 1  # (a constant: np.iinfo costs a microsecond a call)
 WEIGHT, BIAS = 1, 2  # the kernels' flags: LN_WEIGHT, LN_BIAS
 
 
@@ -42,12 +43,15 @@ def usable(rows, weight=None, bias=None) -> bool:
     """Whether the kernels take these ``[rows, n]`` float32 rows (and ``[n]`` parameters)."""
     if get_array_module(rows) is np or not kernels.enabled():
         return False
-    arrays = [a for a in (rows, weight, bias) if a is not None]
     return (
         rows.ndim == 2
         and rows.size > 0
-        and max(rows.shape) <= np.iinfo(np.int32).max
-        and all(a.dtype == float32 and a.flags.c_contiguous for a in arrays)
+        and max(rows.shape) <= _INT32_MAX
+        and all(
+            a.dtype == float32 and a.flags.c_contiguous
+            for a in (rows, weight, bias)
+            if a is not None
+        )
     )
 
 
