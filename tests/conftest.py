@@ -43,7 +43,7 @@ def _restore_global_state():
     """Each test starts on the default device and dtype, seed 0, no memory budget, and no
     sticky bfloat16 ``auto_cast`` (Paddle's global, which turns later GradScalers off)."""
     import minitorch_amp as mt
-    from minitorch_amp.backend import bias_grad, fp8_gemm, gemm_gpu
+    from minitorch_amp.backend import bias_grad, fp8_gemm, fp8_kernels, gemm_gpu
 
     auto_cast = importlib.import_module("minitorch_amp.amp.auto_cast")  # the module
 
@@ -54,6 +54,7 @@ def _restore_global_state():
     gemm_gpu.KEPT.clear()  # (GEMM launches kept by a test that patched the kernel choice)
     fp8_gemm.KEPT.clear()
     bias_grad.KEPT.clear()
+    fp8_kernels.KEPT.clear()
     yield
     device.set_device(place)
     mt.set_default_dtype(dtype)

@@ -27,6 +27,7 @@ Example (the twin, without a GPU):
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import ml_dtypes
 import numpy as np
@@ -139,6 +140,57 @@ def _aligned_input(x):
     return x
 
 
+# ---- kept launches: a step's casts, checked and planned once -------------------------------
+#
+# An FP8 step casts the same few tensors step after step (9 casts in an FP8 SimpleNet step),
+# and everything a cast checks and decides follows from :func:`_signature`; so a cast on a
+# GPU keeps its launch (the kernel, grid, output shapes and scalar arguments) and the next
+# cast like it only allocates its outputs and launches, as ``gemm_gpu.KEPT`` does for GEMMs.
+KEPT_CALLS = 256  # signatures kept; the dict is emptied when full
+KEPT: dict = {}  # signature -> _CastLaunch
+
+
+def _signature(x, scale, code, saturate, amax, update, transposed: bool) -> tuple:
+    """What a GPU cast's checks and choices follow from: the kinds of ``x`` (and whether it
+    is 16-byte aligned), ``scale`` and ``amax``, whether an update runs (its arguments'
+    count), the format code, ``saturate`` and the layout, as passed, and the device."""
+    return (
+        kernels.array_kind(x), x.data.ptr % 16 == 0, kernels.array_kind(scale),
+        kernels.array_kind(amax), None if update is None else len(update),
+        code, saturate, transposed, x.device.id,
+    )  # fmt: skip
+
+
+class _CastLaunch(NamedTuple):
+    """One cast decided but for its arrays: ``(out, [out_t,] amax)`` of a call."""
+
+    name: str
+    grid: tuple | None  # None: nothing to launch (an empty x)
+    shapes: tuple  # the uint8 outputs' shapes: (x's,) or (x's, its transpose's)
+    scalars: tuple  # the kernel's arguments between amax and the update's
+
+    def __call__(self, x, scale, amax, update):
+        cp = _device.cupy
+        outs = tuple(cp.empty(shape, dtype=np.uint8) for shape in self.shapes)
+        if amax is None:
+            amax = cp.zeros(1, dtype=np.float32)
+        if self.grid is not None:
+            args = (x, scale, *outs, amax, *self.scalars, *(update or _NO_UPDATE))
+            kernels.launch(CAST_FILE, self.name, self.grid, (_THREADS,), args)
+        return (*outs, amax)
+
+
+def _launch_kept(key, x, scale, amax, update, launch: _CastLaunch):
+    """Run ``launch`` on the checked call's arrays; keep it under ``key`` when ``x`` needed
+    no copy (a kept call is given ``x`` itself)."""
+    aligned = _aligned_input(x)
+    if aligned is x:
+        if len(KEPT) >= KEPT_CALLS:
+            KEPT.clear()
+        KEPT[key] = launch
+    return launch(aligned, scale, amax, update)
+
+
 def cast_fp8_with_amax(
     x, scale, out_dtype_code: int, saturate: bool = True, amax=None, update=None
 ):  # fmt: skip
@@ -160,22 +212,21 @@ def cast_fp8_with_amax(
     Returns:
         ``out``: uint8 array of ``x``'s shape (the FP8 bits), ``amax``: float32 [1].
     """
+    key = None
+    if _device.get_array_module(x) is not np:
+        key = _signature(x, scale, out_dtype_code, saturate, amax, update, False)
+        kept = KEPT.get(key)
+        if kept is not None:
+            return kept(x, scale, amax, update)
     _check_cast_args(x, scale, out_dtype_code, amax)
     _check_update(update, x, amax)
-    if _device.get_array_module(x) is np:  # NumPy: the twin
+    if key is None:  # NumPy: the twin
         return _twin_cast_into(x, scale, out_dtype_code, saturate, amax)
-    cp = _device.cupy
-    x = _aligned_input(x)
-    out = cp.empty(x.shape, dtype=np.uint8)
-    if amax is None:
-        amax = cp.zeros(1, dtype=np.float32)
     n = x.size
-    if n:
-        grid = (min(math.ceil(n / (4 * _THREADS)), _MAX_BLOCKS),)
-        name = f"cast_fp8_amax<{_IN_TYPES[np.dtype(x.dtype)]}>"
-        args = (x, scale, out, amax, np.int64(n), np.int32(out_dtype_code), np.int32(saturate))
-        kernels.launch(CAST_FILE, name, grid, (_THREADS,), args + (update or _NO_UPDATE))
-    return out, amax
+    grid = (min(math.ceil(n / (4 * _THREADS)), _MAX_BLOCKS),) if n else None
+    name = f"cast_fp8_amax<{_IN_TYPES[np.dtype(x.dtype)]}>"
+    scalars = (np.int64(n), np.int32(out_dtype_code), np.int32(saturate))
+    return _launch_kept(key, x, scale, amax, update, _CastLaunch(name, grid, (x.shape,), scalars))
 
 
 def cast_transpose_fp8(
@@ -183,30 +234,28 @@ def cast_transpose_fp8(
 ):  # fmt: skip
     """``(out, out_t, amax)``: :func:`cast_fp8_with_amax` of a 2-D ``x`` [R, C], plus
     ``out_t`` [C, R] = ``out.T`` made contiguous, in the same pass (and ``update`` too)."""
+    key = None
+    if _device.get_array_module(x) is not np:
+        key = _signature(x, scale, out_dtype_code, saturate, amax, update, True)
+        kept = KEPT.get(key)
+        if kept is not None:
+            return kept(x, scale, amax, update)
     _check_cast_args(x, scale, out_dtype_code, amax)
     _check_update(update, x, amax)
     if x.ndim != 2:
         raise ValueError(f"cast_transpose_fp8 takes a 2-D array, got shape {x.shape}")
     if x.shape[0] >= 2**31 or x.shape[1] >= 2**31:
         raise ValueError(f"each dimension must be below 2**31, got shape {x.shape}")
-    if _device.get_array_module(x) is np:  # NumPy: the twin
+    if key is None:  # NumPy: the twin
         out, amax = _twin_cast_into(x, scale, out_dtype_code, saturate, amax)
         return out, np.ascontiguousarray(out.T), amax
-    cp = _device.cupy
-    x = _aligned_input(x)
     rows, cols = x.shape
-    out = cp.empty((rows, cols), dtype=np.uint8)
-    out_t = cp.empty((cols, rows), dtype=np.uint8)
-    if amax is None:
-        amax = cp.zeros(1, dtype=np.float32)
     tiles = math.ceil(rows / _TILE) * math.ceil(cols / _TILE)
-    if tiles:
-        name = f"cast_transpose_fp8_amax<{_IN_TYPES[np.dtype(x.dtype)]}>"
-        args = (x, scale, out, out_t, amax, np.int32(rows), np.int32(cols))
-        args += (np.int32(out_dtype_code), np.int32(saturate), *(update or _NO_UPDATE))
-        grid = (min(tiles, _MAX_BLOCKS),)
-        kernels.launch(CAST_FILE, name, grid, (_THREADS,), args)
-    return out, out_t, amax
+    grid = (min(tiles, _MAX_BLOCKS),) if tiles else None
+    name = f"cast_transpose_fp8_amax<{_IN_TYPES[np.dtype(x.dtype)]}>"
+    scalars = (np.int32(rows), np.int32(cols), np.int32(out_dtype_code), np.int32(saturate))
+    launch = _CastLaunch(name, grid, ((rows, cols), (cols, rows)), scalars)
+    return _launch_kept(key, x, scale, amax, update, launch)
 
 
 # ---- each kernel against its twin (python -m minitorch_amp's kernel check) ------------------

@@ -23,6 +23,7 @@ Example (the host-side numerator the kernel takes):
 from __future__ import annotations
 
 import numbers
+from typing import NamedTuple
 
 import numpy as np
 
@@ -31,7 +32,15 @@ from . import kernels
 from .device import get_array_module
 from .dtypes import float32
 
-__all__ = ["ALGOS", "check_in_cast", "numerator", "update", "update_in_cast"]
+__all__ = [
+    "ALGOS",
+    "InCast",
+    "check_in_cast",
+    "numerator",
+    "prepare_in_cast",
+    "update",
+    "update_in_cast",
+]
 
 FILE = "fp8_scale.cu"
 NAME = "fp8_delayed_scale_update"
@@ -98,19 +107,43 @@ def update_in_cast(
             takes them (``amax`` required: the slot every block of the cast folds into).
         blocks_done: uint32 [1] on the same device, 0 (the kernel counts its blocks there and
             sets it back to 0).
-        checked: True when these very arguments passed the checks before (a scaling state
-            checks its own once: :class:`~minitorch_amp.amp.fp8.scaling.ScalingState`).
+        checked: True when these very arguments passed the checks before.
 
     Raises:
         TypeError, ValueError: as :func:`update`, or a wrong ``amax`` or ``blocks_done``;
             nothing is written or allocated then.
     """
+    args = (amax_history, scale, scale_inv, fp8_max, margin, algo, amax, blocks_done)
+    return prepare_in_cast(*args, checked=checked)()
+
+
+class InCast(NamedTuple):
+    """:func:`update_in_cast` on arguments checked once: each call gives a cast's ``(args,
+    used)``, with only ``used`` made anew (a scaling state keeps one: its arrays and recipe
+    are the same cast after cast)."""
+
+    amax_history: object
+    scale_inv: object
+    blocks_done: object
+    scalars: tuple  # the history's length (int32), the numerator (float32), the algo (int32)
+
+    def __call__(self) -> tuple:
+        with self.amax_history.device:
+            used = _device.cupy.empty(1, float32)
+        history, scale_inv, blocks_done, scalars = self
+        return (history, scale_inv, used, blocks_done, *scalars), used
+
+
+def prepare_in_cast(
+    amax_history, scale, scale_inv, fp8_max: float, margin: float, algo: str, amax, blocks_done,
+    checked: bool = False,
+) -> InCast:  # fmt: skip
+    """The :class:`InCast` of :func:`update_in_cast`'s arguments (checked here unless
+    ``checked``: they passed :func:`check_in_cast` before)."""
     if not checked:
         check_in_cast(amax_history, scale, scale_inv, fp8_max, margin, algo, amax, blocks_done)
-    with amax_history.device:
-        used = _device.cupy.empty(1, float32)
-    args = (amax_history, scale_inv, used, blocks_done, np.int32(amax_history.size))
-    return (*args, numerator(fp8_max, margin), np.int32(ALGOS[algo])), used
+    scalars = (np.int32(amax_history.size), numerator(fp8_max, margin), np.int32(ALGOS[algo]))
+    return InCast(amax_history, scale_inv, blocks_done, scalars)
 
 
 def check_in_cast(amax_history, scale, scale_inv, fp8_max, margin, algo, amax, blocks_done):

@@ -191,16 +191,24 @@ class ScalingState:
         margin, algo = recipe.margin, recipe.amax_compute_algo
         return self.amax_history, self.scale, self.scale_inv, fp8_max, margin, algo
 
-    def _check_once(self, args: tuple) -> None:
-        """Raise unless ``update_in_cast`` may run on ``args``; checked once, not at every
-        cast (some 10 µs of host time each): again only when an array (by identity, shape
-        or dtype) or a recipe knob is not what passed the last time."""
-        arrays = (*args[:3], *args[6:])  # amax_history, scale, scale_inv, amax, blocks_done
-        key = (*map(id, arrays), *((a.shape, a.dtype) for a in arrays), *args[3:6])
-        if self._checked_key is not None and self._checked_key[0] == key:
-            return
+    def _check_once(self, args: tuple) -> _fp8_scale.InCast:
+        """``update_in_cast`` for ``args``, checked once, not at every cast (some 10 µs of
+        host time each): again only when an array (by identity, shape or dtype) or a recipe
+        knob is not what passed the last time. Returns the kept ``fp8_scale.InCast``."""
+        history, scale, scale_inv, fp8_max, margin, algo, amax, done = args
+        key = (
+            id(history), id(scale), id(scale_inv), id(amax), id(done),
+            history.shape, scale.shape, scale_inv.shape, amax.shape, done.shape,
+            history.dtype, scale.dtype, scale_inv.dtype, amax.dtype, done.dtype,
+            fp8_max, margin, algo,
+        )  # fmt: skip
+        kept = self._checked_key
+        if kept is not None and kept[0] == key:
+            return kept[2]
         _fp8_scale.check_in_cast(*args)
-        self._checked_key = (key, arrays)  # (the arrays kept alive: their ids stay theirs)
+        in_cast = _fp8_scale.prepare_in_cast(*args, checked=True)
+        self._checked_key = (key, args, in_cast)  # (the arrays kept alive: ids stay theirs)
+        return in_cast
 
     def _fused(self, x) -> bool:
         """Whether the delayed cast runs as the two kernels: CuPy arrays, raw kernels on."""
@@ -227,8 +235,7 @@ class ScalingState:
         update = scale_inv = None
         if x.size and not reduces:  # the update in the cast's last block
             args = (*self._update_args(fp8_max), amax, self._blocks_done)
-            self._check_once(args)
-            update, scale_inv = _fp8_scale.update_in_cast(*args, checked=True)
+            update, scale_inv = self._check_once(args)()
         code, out_t = FP8_DTYPE_CODE[self.dtype], None
         if transpose:  # the transposed bytes in the same pass (a 2-D x)
             cast = _fp8_kernels.cast_transpose_fp8
