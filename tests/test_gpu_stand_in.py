@@ -90,6 +90,30 @@ def test_the_stand_in_puts_everything_back():
     assert str(mt.get_device()) == "cpu"
 
 
+def test_the_stand_in_and_cupyx_go_back_and_leave_modules_imported_inside():
+    import importlib
+
+    before = sys.modules.get("cupyx")
+    sys.modules.pop("tabnanny", None)
+    with gpu_stand_in.stand_in():
+        assert sys.modules["cupyx"] is not before and sys.modules["cupyx"].scatter_add
+        importlib.import_module("tabnanny")  # a module first imported inside (torch, say)
+    assert sys.modules.get("cupyx") is before and "tabnanny" in sys.modules
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float8_e4m3fn", "uint8"])
+def test_an_arrays_address_is_its_first_byte_whatever_its_layout_and_dtype(dtype):
+    import ml_dtypes
+    import numpy as np
+
+    a = np.zeros((4, 6), getattr(ml_dtypes, dtype, dtype))
+    read_only = a.copy()
+    read_only.flags.writeable = False
+    views = (a, a.T, a[1:], a[:, 2:], a.T[1:], a[:, ::2], a.reshape(-1)[3:], np.asarray(a[1, 1]))
+    for view in (*views, a[:0], read_only):
+        assert gpu_stand_in._address(view) == view.ctypes.data, (view.shape, view.strides)
+
+
 def test_host_profile_profiles_the_gpu_path_on_the_stand_in():
     command = [sys.executable, str(ROOT / "benchmarks" / "host_profile.py"), "--gpu-stand-in"]
     command += ["--sizes", "tiny", "--modes", "O2", "--optimizer", "SGD", "--steps", "2"]
