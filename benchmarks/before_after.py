@@ -168,7 +168,7 @@ def _on_the_stand_in(stand_in, mt) -> None:
 
 def gpt_steps(stand_in=None):
     """``build`` for the GPT step: {'GPT fp32': step}, a new batch each call; with
-    ``stand_in``, {'GPT O2': step} on the GPU path at :data:`STAND_IN_GPT`'s size."""
+    ``stand_in``, {'GPT O2': step} on the GPU path at :data:`gpu_stand_in.GPT_SIZE`'s size."""
 
     def build(script):
         bench = script("gpt_step")
@@ -177,18 +177,12 @@ def gpt_steps(stand_in=None):
             import minitorch_amp as mt
 
             _on_the_stand_in(stand_in, mt)
-            bench.CONFIG.update(STAND_IN_GPT)
+            bench.CONFIG.update(gpu_stand_in.GPT_SIZE)
             level, batch = "O2", 1
         ours, _, batches = bench.setup(level, batch, None)
         return {f"GPT {level}": lambda: ours(*batches()[0])}
 
     return build
-
-
-# The GPT on the stand-in: the example's 4 layers and 4 heads (every op of its step) on tiny
-# arrays, where NumPy's arithmetic on the stand-in's arrays is small beside the Python (at
-# the example's own size, batch 1, it is about a third of the step).
-STAND_IN_GPT = {"context": 8, "width": 16}
 
 
 def measure(versions: dict, names, steps: int, warmup: int, block: int) -> dict:
@@ -305,7 +299,8 @@ def main(argv=None) -> None:
     where = "on the GPU path, CuPy and the GPU stood in for" if args.gpu_stand_in else "on the CPU"
     gpt_label = "GPT (batch 16)"
     if args.gpu_stand_in:
-        gpt_label = "GPT O2 (context {context}, width {width}, batch 1)".format(**STAND_IN_GPT)
+        size = gpu_stand_in.GPT_SIZE
+        gpt_label = f"GPT O2 (context {size['context']}, width {size['width']}, batch 1)"
     print(
         f"{simple_net_label if tiny else gpt_label} {where}: "
         f"before {described}; after the working tree at {head or 'this checkout'}; median of "

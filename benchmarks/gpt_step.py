@@ -305,7 +305,8 @@ def profile(level: str, batch: int, steps: int, block: int, warmup: int, top: in
     (x, y), _ = batches()
     warmup_s = warmup_seconds(str(mt.get_device()).startswith("gpu"))
     result = host_profile.profile_mode(lambda: ours(x, y), steps, block, warmup, warmup_s, level)
-    print(f"GPT step, {level}, batch {batch}: {host_profile.device_line()}\n")
+    size = f"context {CONFIG['context']}, width {CONFIG['width']}, batch {batch}"
+    print(f"GPT step, {level}, {size}: {host_profile.device_line()}\n")
     host_profile.print_steps({level: result})
     print()
     host_profile.print_parts({level: result})
@@ -340,7 +341,27 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--graph", action="store_true", help="both steps replayed as CUDA graphs (a GPU only)"
     )
+    parser.add_argument(
+        "--gpu-stand-in",
+        action="store_true",
+        help="with --profile: the GPU path's Python on the CPU, CuPy and a Hopper GPU stood in "
+        "for (benchmarks/gpu_stand_in.py), at context 8, width 16, batch 1",
+    )
     args = parser.parse_args(argv)
+    if args.gpu_stand_in:
+        if not args.profile or args.device is not None:
+            parser.error("--gpu-stand-in profiles on its own device: add --profile, drop --device")
+        import gpu_stand_in
+
+        saved = dict(CONFIG)
+        try:
+            with gpu_stand_in.stand_in():
+                mt.set_device("gpu:0")
+                CONFIG.update(gpu_stand_in.GPT_SIZE)
+                profile(args.level, 1, args.steps, args.block, args.warmup)
+        finally:
+            CONFIG.update(saved)
+        return
     if args.device is not None:
         mt.set_device(args.device)
     if args.graph and not graphs.is_cuda_graph_supported():

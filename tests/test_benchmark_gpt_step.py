@@ -33,6 +33,18 @@ def test_graph_on_the_cpu_is_refused_and_says_what_it_needs(gpt_step, cpu, capsy
     assert "--graph replays CUDA graphs and needs a GPU" in capsys.readouterr().err
 
 
+def test_the_profile_runs_on_the_gpu_stand_in_at_its_size(gpt_step, capsys):
+    size = dict(gpt_step.CONFIG)
+    gpt_step.main(["--profile", "--gpu-stand-in", "--level", "O2", "--steps", "2", "--block", "1"])
+    out = capsys.readouterr().out
+    assert out.startswith("GPT step, O2, context 8, width 16, batch 1: gpu:0: a stand-in for")
+    assert "| part | O2 µs | O2 % |" in out and "| optimizer |" in out
+    assert size == gpt_step.CONFIG and str(mt.get_device()) == "cpu"  # both put back
+    with pytest.raises(SystemExit) as exit_info:
+        gpt_step.main(["--gpu-stand-in", "--no-torch"])
+    assert exit_info.value.code == 2 and "add --profile" in capsys.readouterr().err
+
+
 def test_then_runs_the_step_then_the_schedule_and_returns_the_loss(gpt_step):
     calls = []
     run = gpt_step.then(
