@@ -14,6 +14,7 @@ machine's speed drifts.
     python benchmarks/gpt_step.py --parity         # 40 steps, fp32: the losses step by step
     python benchmarks/gpt_step.py --level O1       # auto_cast against torch.autocast
     python benchmarks/gpt_step.py --profile        # ours by part and op (host_profile's tables)
+    python benchmarks/gpt_step.py --profile --gpu-stand-in --level O2  # the GPU path's Python
     python benchmarks/gpt_step.py --device gpu --level O2 --batch 64
     python benchmarks/gpt_step.py --device gpu --level O2 --graph   # both replayed as graphs
 
@@ -28,6 +29,7 @@ import argparse
 import math
 import sys
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
@@ -35,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a sourc
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 import gpt
+import gpu_stand_in
 from timing import interleave_rounds, paired_ratio, torch_device, warmup_seconds
 
 import minitorch_amp as mt
@@ -342,26 +345,15 @@ def main(argv=None) -> None:
         "--graph", action="store_true", help="both steps replayed as CUDA graphs (a GPU only)"
     )
     parser.add_argument(
-        "--gpu-stand-in",
-        action="store_true",
-        help="with --profile: the GPU path's Python on the CPU, CuPy and a Hopper GPU stood in "
-        "for (benchmarks/gpu_stand_in.py), at context 8, width 16, batch 1",
+        "--gpu-stand-in", action="store_true", help="--profile the GPU path on the CPU (O2: 8/16/1)"
     )
     args = parser.parse_args(argv)
-    if args.gpu_stand_in:
+    if args.gpu_stand_in:  # (benchmarks/gpu_stand_in.py, at its context, width and batch 1)
         if not args.profile or args.device is not None:
             parser.error("--gpu-stand-in profiles on its own device: add --profile, drop --device")
-        import gpu_stand_in
-
-        saved = dict(CONFIG)
-        try:
-            with gpu_stand_in.stand_in():
-                mt.set_device("gpu:0")
-                CONFIG.update(gpu_stand_in.GPT_SIZE)
-                profile(args.level, 1, args.steps, args.block, args.warmup)
-        finally:
-            CONFIG.update(saved)
-        return
+        with gpu_stand_in.stand_in(), mock.patch.dict(CONFIG, gpu_stand_in.GPT_SIZE):
+            mt.set_device("gpu:0")
+            return profile(args.level, 1, args.steps, args.block, args.warmup)
     if args.device is not None:
         mt.set_device(args.device)
     if args.graph and not graphs.is_cuda_graph_supported():
