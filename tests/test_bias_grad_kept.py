@@ -5,34 +5,13 @@ CuPy and a GPU stood in for (``benchmarks/gpu_stand_in.py``)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-from unittest import mock
-
 import numpy as np
 import pytest
-from test_gemm_kept import assert_same_launch, fresh
+from kept_launches import assert_same_launch, fresh, hopper_stand_in, on_gpu
 
 from minitorch_amp.backend import bias_grad as bg
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import gpu_stand_in
-
-
-@pytest.fixture
-def gpu():
-    calls = []
-
-    def record(file, name, grid, block, args, shared_mem=0):
-        calls.append((file, name, grid, args, shared_mem))
-
-    with gpu_stand_in.stand_in() as stand, mock.patch.object(bg.kernels, "launch", record):
-        stand.recorded = calls
-        yield stand
-
-
-def on_gpu(array):
-    return np.ascontiguousarray(array).view(gpu_stand_in.StandInArray)
+gpu = pytest.fixture(hopper_stand_in)
 
 
 def variants():

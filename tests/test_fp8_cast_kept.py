@@ -6,40 +6,20 @@ checked is not taken for it. On the CPU, with CuPy stood in for
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from unittest import mock
 
 import ml_dtypes
 import numpy as np
 import pytest
-from test_gemm_kept import assert_same_launch, fresh
+from kept_launches import assert_same_launch, fresh, hopper_stand_in, on_gpu
 
 from minitorch_amp.backend import fp8_kernels as fk
 from minitorch_amp.backend import fp8_scale
 from minitorch_amp.backend.fp8_kernels import E4M3, E5M2
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import gpu_stand_in
-
 BF16 = ml_dtypes.bfloat16
 
-
-@pytest.fixture
-def gpu():
-    """The stand-in; ``kernels.launch`` records ``(file, name, grid, args, shared)``."""
-    calls = []
-
-    def record(file, name, grid, block, args, shared_mem=0):
-        calls.append((file, name, grid, args, shared_mem))
-
-    with gpu_stand_in.stand_in() as stand, mock.patch.object(fk.kernels, "launch", record):
-        stand.recorded = calls
-        yield stand
-
-
-def on_gpu(array):
-    return np.ascontiguousarray(array).view(gpu_stand_in.StandInArray)
+gpu = pytest.fixture(hopper_stand_in)
 
 
 def variants():

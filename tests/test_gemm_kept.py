@@ -5,39 +5,18 @@ it. Run on the CPU with CuPy and a Hopper (or an sm_80) GPU stood in for
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-from unittest import mock
-
 import numpy as np
 import pytest
+from kept_launches import assert_same_launch, fresh, gpu_stand_in, on_gpu, recording_stand_in
 
 from minitorch_amp.backend import gemm, gemm_gpu, gemm_sm90
 from minitorch_amp.backend.dtypes import bfloat16, float16, float32
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import gpu_stand_in
-
 
 @pytest.fixture(params=[True, False], ids=["hopper", "sm80"])
 def gpu(request):
-    """The stand-in; ``kernels.launch`` records ``(file, name, grid, args, shared_mem)``."""
-    calls = []
-
-    def record(file, name, grid, block, args, shared_mem=0):
-        calls.append((file, name, grid, args, shared_mem))
-
-    with (
-        gpu_stand_in.stand_in(hopper=request.param) as stand,
-        mock.patch.object(gemm_gpu.kernels, "launch", record),
-    ):
-        stand.recorded = calls
-        stand.hopper = request.param
+    with recording_stand_in(hopper=request.param) as stand:
         yield stand
-
-
-def on_gpu(array):
-    return np.ascontiguousarray(array).view(gpu_stand_in.StandInArray)
 
 
 def operands(m, k, n, dtype=float16, seed=0):
@@ -45,34 +24,6 @@ def operands(m, k, n, dtype=float16, seed=0):
     return on_gpu(rng.standard_normal((m, k)).astype(dtype)), on_gpu(
         rng.standard_normal((k, n)).astype(dtype)
     )
-
-
-def same(x, y) -> bool:
-    """Launch arguments alike: arrays by shape, strides and dtype (each call allocates its
-    own output); scalars by type and value; tensor maps by bytes (the stand-in's hold the
-    operand's address, shape, row stride and box)."""
-    if isinstance(x, np.ndarray):
-        return (x.shape, x.strides, x.dtype) == (y.shape, y.strides, y.dtype)
-    return type(x) is type(y) and np.asarray(x).tobytes() == np.asarray(y).tobytes()
-
-
-def fresh(call, kept=None):
-    """``call()`` with nothing kept in ``kept`` (``gemm_gpu.KEPT`` unless told), which holds
-    what it held before afterwards: the launch a first call of its kind makes."""
-    kept = gemm_gpu.KEPT if kept is None else kept
-    saved = dict(kept)
-    kept.clear()
-    try:
-        return call()
-    finally:
-        kept.clear()
-        kept.update(saved)
-
-
-def assert_same_launch(first, second):
-    (file, name, grid, args, shared), (file2, name2, grid2, args2, shared2) = first, second
-    assert (file, name, grid, shared) == (file2, name2, grid2, shared2)
-    assert len(args) == len(args2) and all(map(same, args, args2))
 
 
 def test_a_call_made_again_is_kept_and_launches_what_it_launched_first(gpu):

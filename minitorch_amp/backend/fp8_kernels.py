@@ -180,6 +180,16 @@ class _CastLaunch(NamedTuple):
         return (*outs, amax)
 
 
+def _kept_call(x, scale, code, saturate, amax, update, transposed: bool):
+    """``(key, result)``: a GPU call's signature (None for NumPy arrays) and, when a launch
+    is kept under it, that launch's result on this call's arrays (else None)."""
+    if _device.get_array_module(x) is np:
+        return None, None
+    key = _signature(x, scale, code, saturate, amax, update, transposed)
+    kept = KEPT.get(key)
+    return key, (None if kept is None else kept(x, scale, amax, update))
+
+
 def _launch_kept(key, x, scale, amax, update, launch: _CastLaunch):
     """Run ``launch`` on the checked call's arrays; keep it under ``key`` when ``x`` needed
     no copy (a kept call is given ``x`` itself)."""
@@ -212,12 +222,9 @@ def cast_fp8_with_amax(
     Returns:
         ``out``: uint8 array of ``x``'s shape (the FP8 bits), ``amax``: float32 [1].
     """
-    key = None
-    if _device.get_array_module(x) is not np:
-        key = _signature(x, scale, out_dtype_code, saturate, amax, update, False)
-        kept = KEPT.get(key)
-        if kept is not None:
-            return kept(x, scale, amax, update)
+    key, done = _kept_call(x, scale, out_dtype_code, saturate, amax, update, False)
+    if done is not None:
+        return done
     _check_cast_args(x, scale, out_dtype_code, amax)
     _check_update(update, x, amax)
     if key is None:  # NumPy: the twin
@@ -234,12 +241,9 @@ def cast_transpose_fp8(
 ):  # fmt: skip
     """``(out, out_t, amax)``: :func:`cast_fp8_with_amax` of a 2-D ``x`` [R, C], plus
     ``out_t`` [C, R] = ``out.T`` made contiguous, in the same pass (and ``update`` too)."""
-    key = None
-    if _device.get_array_module(x) is not np:
-        key = _signature(x, scale, out_dtype_code, saturate, amax, update, True)
-        kept = KEPT.get(key)
-        if kept is not None:
-            return kept(x, scale, amax, update)
+    key, done = _kept_call(x, scale, out_dtype_code, saturate, amax, update, True)
+    if done is not None:
+        return done
     _check_cast_args(x, scale, out_dtype_code, amax)
     _check_update(update, x, amax)
     if x.ndim != 2:
