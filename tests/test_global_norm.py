@@ -262,7 +262,8 @@ def test_a_clip_plans_anew_when_anything_in_its_pairs_changed(gpu, monkeypatch):
     monkeypatch.setenv("MINITORCH_AMP_RAW_KERNELS", "0")  # raw kernels off: per gradient
     gpu.clear()
     clipper(pairs)
-    assert "clip_scale" not in [name for name, _ in gpu] and clipper._kept is None
+    assert "clip_scale" not in [name for name, _ in gpu]
+    assert (len(pairs), id(params[0])) not in clipper._kept  # its plan dropped, not used
 
 
 def test_a_copy_of_a_clip_keeps_no_launches(gpu):
@@ -273,7 +274,27 @@ def test_a_copy_of_a_clip_keeps_no_launches(gpu):
     params = [Parameter(np.zeros(1, np.float32)) for _ in grads]
     clipper = ClipGradByGlobalNorm(1.0)
     clipper(list(zip(params, grads)))
-    assert clipper._kept is not None
-    assert copy.deepcopy(clipper)._kept is None
-    restored = pickle.loads(pickle.dumps(ClipGradByGlobalNorm(2.0)))
-    assert restored._kept is None and restored.clip_norm == 2.0
+    assert len(clipper._kept) == 1
+    assert copy.deepcopy(clipper)._kept == {}
+    restored = pickle.loads(pickle.dumps(clipper))
+    assert restored._kept == {} and restored.clip_norm == 1.0
+
+
+def test_a_clip_shared_by_two_parameter_groups_keeps_both_plans(gpu, monkeypatch):
+    """An optimizer's groups share its clip, each group clipped on its own: the two sets of
+    pairs take turns, and each finds its own kept plan."""
+    grads = gradients(1.0, seed=6)
+    params = [Parameter(np.zeros(1, np.float32)) for _ in grads]
+    first, second = list(zip(params, grads))[:3], list(zip(params, grads))[3:]
+    clipper = ClipGradByGlobalNorm(1.0)
+    planned = []
+    real = global_norm.plan
+    monkeypatch.setattr(global_norm, "plan", lambda *a: planned.append(1) or real(*a))
+    want = [emulated_gpu.to_host(g._data).copy() for _, g in clipper(first)]
+    clipper(second)
+    for _ in range(3):
+        got = clipper(first)
+        clipper(second)
+    assert len(planned) == 2
+    for (_, g), w in zip(got, want):
+        assert_same_bits(emulated_gpu.to_host(g._data), w)

@@ -499,4 +499,12 @@ MUTANTS: list[Mutant] = [
         ("tests/test_fp8_cast_kept.py",),
         "a cast of a strided input is kept: the next one reads the strided array as contiguous",
     ),
+    Mutant(
+        "kept-clip-keeps-one-set",
+        "minitorch_amp/nn/clip.py",
+        "    SETS = 8  # sets of pairs kept per clip (an optimizer's parameter groups share its clip)",
+        "    SETS = 1",
+        ("tests/test_global_norm.py",),
+        "two parameter groups sharing the optimizer's clip re-plan each other's set every step",
+    ),
 ]
