@@ -129,7 +129,10 @@ def install(emulator, monkeypatch, file: str, block: int) -> list:
         asnumpy=lambda a: np.array(a).view(np.ndarray),
         full=lambda shape, fill, dtype: np.full(shape, fill, dtype).view(HostArray),
         sign=np.sign,
-        cuda=SimpleNamespace(Device=lambda index: NoDevice()),
+        cuda=SimpleNamespace(
+            Device=lambda index: NoDevice(), runtime=SimpleNamespace(getDevice=lambda: 0)
+        ),
+        get_default_memory_pool=lambda: SimpleNamespace(used_bytes=lambda: 0),
     )
     monkeypatch.setattr(_device, "cupy", fake_cupy)
     monkeypatch.setattr(kernels, "launch", launch)
@@ -253,7 +256,9 @@ class _StrictCupy:
         pool = SimpleNamespace(
             used_bytes=lambda: 0, free_bytes=lambda: 0, free_all_blocks=lambda: 0
         )
-        runtime = SimpleNamespace(getDeviceCount=lambda: 1, memGetInfo=lambda: (2**34, 2**34))
+        runtime = SimpleNamespace(
+            getDevice=lambda: 0, getDeviceCount=lambda: 1, memGetInfo=lambda: (2**34, 2**34)
+        )
         self.cuda = SimpleNamespace(
             Device=StrictDevice,
             runtime=runtime,

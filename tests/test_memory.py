@@ -96,3 +96,41 @@ def test_out_of_memory_inside_an_op_leaves_its_inputs_alone():
     with pytest.raises(device.OutOfMemoryError):
         a * 2.0
     np.testing.assert_array_equal(a.numpy(), np.arange(1000, dtype=np.float32))
+
+
+def test_on_the_gpu_path_a_tensor_samples_its_pool_without_switching_device():
+    """A CuPy array (here the stand-in's, a NumPy array too: ``benchmarks/gpu_stand_in.py``)
+    is counted by the pool's peak, not by the CPU's ledger; on the current device no
+    ``Device`` context is entered (CuPy's sets the device on the way out, each time), on
+    another one it is."""
+    import sys
+    from pathlib import Path
+    from unittest import mock
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import gpu_stand_in
+
+    from minitorch_amp.autograd.tensor import Tensor
+    from minitorch_amp.backend import memory
+
+    with gpu_stand_in.stand_in() as stand:
+        cupy = stand.cupy
+        used = [4096]
+        entered = []
+        pool = mock.Mock(used_bytes=lambda: used[0])
+        device = cupy.cuda.Device(0)
+        with (
+            mock.patch.object(memory, "_pool", lambda: pool),
+            mock.patch.object(cupy.cuda, "Device", lambda i=0: entered.append(i) or device),
+            mock.patch.dict(memory._gpu_peak, clear=True),
+        ):
+            cpu_before = memory._cpu.allocated
+            Tensor._wrap(cupy.zeros((64, 64), np.float32))
+            assert memory._gpu_peak == {0: 4096} and entered == []
+            assert memory._cpu.allocated == cpu_before  # not the CPU's
+            used[0] = 1024
+            memory._sample_gpu_peak(0)
+            assert memory._gpu_peak == {0: 4096}  # a peak, not the last sample
+            used[0] = 8192
+            memory._sample_gpu_peak(1)  # another device: switched to and back
+            assert entered == [1] and memory._gpu_peak[1] == 8192

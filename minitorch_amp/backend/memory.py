@@ -77,9 +77,11 @@ def track(array, enforce: bool = True) -> None:
         OutOfMemoryError: on the CPU, the array would take the live bytes past the budget
             (never with ``enforce=False``, which restoring code uses for memory it held before).
     """
+    cupy = _device.cupy
+    if cupy is not None and isinstance(array, cupy.ndarray):  # (asked first: a stand-in's
+        _sample_gpu_peak(array.device.id)  # CuPy arrays, benchmarks/gpu_stand_in.py, are
+        return  # NumPy arrays too)
     if not isinstance(array, np.ndarray):
-        if _device.cupy is not None and isinstance(array, _device.cupy.ndarray):
-            _sample_gpu_peak(array.device.id)
         return
     owner = array if array.base is None else _owner(array)
     nbytes = owner.nbytes
@@ -111,8 +113,15 @@ def _pool():
 
 
 def _sample_gpu_peak(index: int) -> None:
-    with _device.cupy.cuda.Device(index):
+    """Fold device ``index``'s pool usage into its peak. Every tensor that takes a CuPy
+    array samples it, so on the current device (the usual case) no device is switched to:
+    CuPy's ``Device`` context calls the runtime to set the device on the way out."""
+    cupy = _device.cupy
+    if cupy.cuda.runtime.getDevice() == index:
         used = _pool().used_bytes()
+    else:
+        with cupy.cuda.Device(index):
+            used = _pool().used_bytes()
     if used > _gpu_peak.get(index, 0):
         _gpu_peak[index] = used
 

@@ -507,4 +507,20 @@ MUTANTS: list[Mutant] = [
         ("tests/test_global_norm.py",),
         "two parameter groups sharing the optimizer's clip re-plan each other's set every step",
     ),
+    Mutant(
+        "gpu-peak-sampled-in-a-device-context",
+        "minitorch_amp/backend/memory.py",
+        "    if cupy.cuda.runtime.getDevice() == index:",
+        "    if False:",
+        ("tests/test_memory.py",),
+        "every tensor on the GPU switches to its device and back to sample the pool's peak",
+    ),
+    Mutant(
+        "stand-in-arrays-on-the-cpu-ledger",
+        "minitorch_amp/backend/memory.py",
+        "    if cupy is not None and isinstance(array, cupy.ndarray):  # (asked first: a stand-in's",
+        "    if cupy is not None and not isinstance(array, np.ndarray) and isinstance(array, cupy.ndarray):  # (",
+        ("tests/test_memory.py",),
+        "the stand-in's CuPy arrays are counted on the CPU's ledger: its GPU path is not the GPU's",
+    ),
 ]
