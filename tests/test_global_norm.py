@@ -298,3 +298,17 @@ def test_a_clip_shared_by_two_parameter_groups_keeps_both_plans(gpu, monkeypatch
     assert len(planned) == 2
     for (_, g), w in zip(got, want):
         assert_same_bits(emulated_gpu.to_host(g._data), w)
+
+
+def test_pairs_given_as_a_generator_are_clipped_like_a_list():
+    """The clip reads its pairs twice (the norm, then the results): an iterator is taken
+    into a list first, where it gave back no pairs at all."""
+    params = [Parameter(np.zeros(2, np.float32)) for _ in range(2)]
+    grads = [np.array([3.0, 0.0], np.float32), np.array([0.0, 4.0], np.float32)]
+    clipper = ClipGradByGlobalNorm(1.0)
+    from_list = clipper(list(zip(params, grads)))
+    from_generator = clipper((p, g) for p, g in zip(params, grads))
+    assert len(from_generator) == 2
+    for (_, a), (_, b) in zip(from_list, from_generator):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    np.testing.assert_allclose(from_generator[1][1].numpy(), [0.0, 0.8], rtol=1e-6)

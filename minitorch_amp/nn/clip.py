@@ -26,7 +26,7 @@ import weakref
 
 from ..autograd.tensor import Tensor
 from ..backend import dtypes as _dtypes
-from ..backend import get_array_module, primitives, sync
+from ..backend import get_array_module, kernels, primitives, sync
 from ..backend import global_norm as _global_norm
 
 __all__ = [
@@ -129,6 +129,8 @@ class ClipGradByGlobalNorm:
         self._kept: dict = {}  # a GPU: per set of pairs, its launches and result (_KeptClip)
 
     def __call__(self, params_grads):
+        if not isinstance(params_grads, (list, tuple)):  # (it is read more than once)
+            params_grads = list(params_grads)
         key = _KeptClip.key(params_grads)
         kept = self.__dict__.setdefault("_kept", {}).get(key)  # (a clip pickled without one)
         if kept is not None and kept.fits(params_grads):
@@ -201,7 +203,7 @@ class _KeptClip:
     def fits(self, params_grads) -> bool:
         """Whether ``params_grads`` are the kept call's pairs (and raw kernels still on)."""
         objects = self.objects
-        if len(objects) != 4 * len(params_grads) or not _global_norm.kernels.enabled():
+        if len(objects) != 4 * len(params_grads) or not kernels.enabled():
             return False
         i = 0
         for p, g in params_grads:
