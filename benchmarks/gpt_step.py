@@ -278,9 +278,10 @@ def setup(
         theirs = torch_training(torch_model.to(device), level, device, learning_rate, graph)
     ours = ours_training(model, level, learning_rate, graph)
     rng = np.random.default_rng(seed)
+    context = CONFIG["context"]  # the models' (a CONFIG patched around setup only holds too)
 
     def batches():
-        x, y = gpt.get_batch(data, batch, CONFIG["context"], rng)
+        x, y = gpt.get_batch(data, batch, context, rng)
         if device is None:
             return (x, y), None
         return (x, y), tuple(torch.from_numpy(t.numpy()).to(device) for t in (x, y))

@@ -34,9 +34,10 @@ and O2, as ``benchmarks/step_kernels.py``; FP8: bfloat16 O2 with FP8 GEMMs under
 (batch 16, AdamW, clipping, O2), each counted on the third of three steps.
 
 ``--time`` also times each step on the stand-in at sizes where NumPy's arithmetic is small
-(SimpleNet width 64, batch 8; the GPT batch 1): the host time of the GPU code path with each
-CuPy call replaced by the stand-in's (a NumPy call wrapped in Python, where CuPy pays its own
-launch and allocation: about 4 to 8 µs on an H200) and each raw launch by a count. Not a GPU
+(SimpleNet width 64, batch 8; the GPT at ``gpu_stand_in.GPT_SIZE``, context 8 and width 16,
+batch 1): the host time of the GPU code path with each CuPy call replaced by the stand-in's
+(a NumPy call wrapped in Python, where CuPy pays its own launch and allocation: about 4 to
+8 µs on an H200) and each raw launch by a count. Not a GPU
 time; a way to compare two versions of the package's Python on that path without a GPU.
 """
 
@@ -208,11 +209,13 @@ def simple_net_step(mode: str, width: int = 1024, batch: int = 64, dtype: str = 
     return make_step(mode, dtype, width, batch)
 
 
-def gpt_step(level: str = "O2", batch: int = 16):
-    """``benchmarks/gpt_step.py``'s step of the GPT example (AdamW, clipping, a schedule)."""
+def gpt_step(level: str = "O2", batch: int = 16, size: dict | None = None):
+    """``benchmarks/gpt_step.py``'s step of the GPT example (AdamW, clipping, a schedule);
+    ``size``: its context and width, if not the example's (``gpu_stand_in.GPT_SIZE``)."""
     import gpt_step as gpt
 
-    ours, _, batches = gpt.setup(level, batch, None)
+    with mock.patch.dict(gpt.CONFIG, size or {}):
+        ours, _, batches = gpt.setup(level, batch, None)
 
     def step():
         (x, y), _ = batches()
@@ -246,7 +249,7 @@ SMALL = {
     "SimpleNet O1": lambda: simple_net_step("O1", 64, 8),
     "SimpleNet O2": lambda: simple_net_step("O2", 64, 8),
     "SimpleNet O2 FP8": lambda: simple_net_step("O2", 64, 8, dtype="float8"),
-    "GPT O2": lambda: gpt_step("O2", batch=1),
+    "GPT O2": lambda: gpt_step("O2", batch=1, size=gpu_stand_in.GPT_SIZE),
 }
 
 
@@ -299,8 +302,9 @@ def main(argv=None) -> int:
         print(f"| {name} | {sum(launched.values())} |")
     if args.time:
         print(
-            "\nhost µs per step on the stand-in (SimpleNet width 64, batch 8; the GPT batch "
-            "1), median of 7 blocks of 20 steps\n| step | µs per step |\n|---|---|"
+            "\nhost µs per step on the stand-in (SimpleNet width 64, batch 8; the GPT context "
+            f"{gpu_stand_in.GPT_SIZE['context']}, width {gpu_stand_in.GPT_SIZE['width']}, "
+            "batch 1), median of 7 blocks of 20 steps\n| step | µs per step |\n|---|---|"
         )
         for name in args.steps:
             print(f"| {name} | {host_time(SMALL[name]):.0f} |", flush=True)

@@ -86,3 +86,32 @@ def test_time_makes_each_step_again_and_prints_its_host_us():
     assert out.returncode == 0, out.stderr
     timed = rows(out.stdout, "| step | µs per step |")
     assert set(timed) == {"SimpleNet O2", "GPT O2"} and all(v > 0 for v in timed.values())
+
+
+def test_the_timed_gpt_step_is_the_stand_in_size_and_its_batches_fit_the_model():
+    """--time's GPT is built at ``gpu_stand_in.GPT_SIZE`` (before_after.py's), the example's
+    size put back once it is built: its batches keep the model's context."""
+    sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "examples")]
+    try:
+        import gpt_step
+        import gpu_stand_in
+        import launch_count
+
+        example = dict(gpt_step.CONFIG)
+        drawn = []
+        real_get_batch = gpt_step.gpt.get_batch
+
+        def get_batch(data, batch, context, rng):
+            drawn.append((batch, context))
+            return real_get_batch(data, batch, context, rng)
+
+        with launch_count.stand_in(), pytest.MonkeyPatch.context() as patch:
+            patch.setattr(gpt_step.gpt, "get_batch", get_batch)
+            step = launch_count.SMALL["GPT O2"]()
+            assert example == gpt_step.CONFIG  # put back
+            step()
+            step()
+        assert drawn == [(1, gpu_stand_in.GPT_SIZE["context"])] * 2
+        assert gpu_stand_in.GPT_SIZE["context"] != example["context"]
+    finally:
+        del sys.path[:2]
