@@ -66,3 +66,22 @@ def test_a_kept_signature_still_refuses_what_it_refused(gpu):
         bg.bias_grad(g, np.float64)
     with pytest.raises(ValueError, match="out must have shape"):
         bg.bias_grad(g, np.float32, out=on_gpu(np.zeros(63, np.float32)))
+
+
+def test_float_means_the_default_dtype_of_each_call(gpu):
+    """``float`` names the default dtype, which ``set_default_dtype`` changes: a call kept
+    under float32 is not taken for the same call under float16."""
+    import minitorch_amp as mt
+
+    g = on_gpu(np.ones((8, 64), np.float16))
+    assert mt.get_default_dtype() == "float32"
+    float32_sum, _ = bg.bias_grad(g, float)
+    mt.set_default_dtype("float16")
+    try:
+        gpu.recorded.clear()
+        float16_sum, _ = bg.bias_grad(g, float)
+        fresh(lambda: bg.bias_grad(g, float), bg.KEPT)
+    finally:
+        mt.set_default_dtype("float32")
+    assert (float32_sum.dtype, float16_sum.dtype) == (np.float32, np.float16)
+    assert_same_launch(*gpu.recorded)

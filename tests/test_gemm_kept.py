@@ -56,6 +56,9 @@ def variants(a, b, bias, c32):
         "bias": lambda: gemm.gemm(a, b, bias=bias),
         "relu": lambda: gemm.gemm(a, b, relu=True),
         "alpha": lambda: gemm.gemm(a, b, alpha=0.5),
+        "alpha 0": lambda: gemm.gemm(a, b, alpha=0.0),
+        "alpha -0": lambda: gemm.gemm(a, b, alpha=-0.0),  # equal to 0.0, not the same bits
+        "alpha, a 0-d array": lambda: gemm.gemm(a, b, alpha=np.array(0.25)),
         "float32 out": lambda: gemm.gemm(a, b, out_dtype=float32),
         "float16 product": lambda: gemm.gemm(a, b, out_dtype=float32, product_dtype=float16),
         "c": lambda: gemm.gemm(a, b, beta=1.0, c=c32),

@@ -120,12 +120,19 @@ KEPT: dict = {}  # signature -> _Launch
 
 def _signature(grad, bias_dtype, product_dtype, relu_out, out) -> tuple:
     """What a GPU call's checks and choices follow from: the arrays' kinds, the dtypes as
-    passed, the device and ``MINITORCH_AMP_RAW_KERNELS``."""
+    passed (``float`` as the default dtype it names now), the device and
+    ``MINITORCH_AMP_RAW_KERNELS``."""
     return (
-        kernels.array_kind(grad), bias_dtype, product_dtype,
+        kernels.array_kind(grad), _named(bias_dtype), _named(product_dtype),
         kernels.array_kind(relu_out), kernels.array_kind(out),
         grad.device.id, kernels.enabled(),
     )  # fmt: skip
+
+
+def _named(dtype):
+    """``dtype`` as a signature holds it: ``float`` means the default dtype, which
+    ``set_default_dtype`` changes; every other spelling names one dtype for good."""
+    return convert_dtype(dtype) if dtype is float else dtype
 
 
 class _Launch(NamedTuple):

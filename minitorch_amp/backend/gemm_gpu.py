@@ -77,21 +77,31 @@ KEPT: dict = {}  # signature -> _Kept
 def signature(a, b, transpose_a, transpose_b, bias, relu, alpha, beta, c, out_dtype, product):
     """What a GPU call's checks and choices depend on (None: nothing may be kept): the
     arrays' shapes, strides and dtypes (``b``, ``bias`` and ``c`` with their type: a NumPy
-    one is refused, not kept), the flags and scalars as the caller passed them, TMA's
-    alignment of the operands, and the device: its id, whether it is a Hopper GPU and its
-    SM count (asked of the current device: a cheap, safe superset) and
-    ``MINITORCH_AMP_GEMM_KERNEL``. Inside ``gemm_sm90.forced_plan`` nothing is kept."""
+    one is refused, not kept), the flags as the caller passed them, the scalars as the
+    kernel gets them (:func:`_scalar`), TMA's alignment of the operands, and the device: its
+    id, whether it is a Hopper GPU and its SM count (asked of the current device: a cheap,
+    safe superset) and ``MINITORCH_AMP_GEMM_KERNEL``. Inside ``gemm_sm90.forced_plan``
+    nothing is kept."""
     if type(b) is not type(a) or _sm90.plan_forced():
         return None
     return (
         a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype,
         (a.data.ptr | b.data.ptr) % 16 == 0,
         kernels.array_kind(bias), kernels.array_kind(c),
-        transpose_a, transpose_b, relu, alpha, beta,
+        transpose_a, transpose_b, relu, _scalar(alpha), _scalar(beta),
         out_dtype, product,
         a.device.id, _sm90.device_is_hopper(), _sm90.sm_count(),
         kernels.setting(_sm90.KERNEL_ENV, ""),
     )  # fmt: skip
+
+
+def _scalar(x):
+    """``alpha`` or ``beta`` in a signature: as the kernel gets it. A Python float with its
+    sign (``-0.0 == 0.0``, but the kernel's ``alpha * acc`` keeps the sign), anything else as
+    its float32 bytes (a 0-d array, which does not hash, an ``np.float32``, a bool)."""
+    if x.__class__ is float:
+        return x, math.copysign(1.0, x)
+    return np.float32(x).tobytes()
 
 
 def launch(a, b, transpose_a, transpose_b, epilogue, c, shape, out_dtype, key) -> object:

@@ -350,8 +350,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "kept-gemm-ignores-relu",
         GEMM,
-        "        transpose_a, transpose_b, relu, alpha, beta,",
-        "        transpose_a, transpose_b, alpha, beta,",
+        "        transpose_a, transpose_b, relu, _scalar(alpha), _scalar(beta),",
+        "        transpose_a, transpose_b, _scalar(alpha), _scalar(beta),",
         (KEPT,),
         "a GEMM call with ReLU is taken for the same call without it: its kept launch drops the ReLU",
     ),
@@ -374,8 +374,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "kept-gemm-ignores-transpose",
         GEMM,
-        "        transpose_a, transpose_b, relu, alpha, beta,",
-        "        transpose_a, relu, alpha, beta,",
+        "        transpose_a, transpose_b, relu, _scalar(alpha), _scalar(beta),",
+        "        transpose_a, relu, _scalar(alpha), _scalar(beta),",
         (KEPT,),
         "a square GEMM with b transposed is taken for the one without: the wrong product",
     ),
