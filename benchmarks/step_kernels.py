@@ -10,6 +10,14 @@ at least 1 s, ``torch.profiler`` (which sees CuPy's kernels too) records ``--ste
 each table lists the kernels, memsets and copies by GPU µs per step, so a mode that is
 slower on the GPU shows where its time goes (issue 28: the FP8 graph step is slower than the
 float16 one). GPU time per step is the sum of the activities' durations, not wall time.
+
+A second table lists the CUDA runtime and driver calls the host made per step (CUPTI's
+records, through the same profiler) with their host µs, the calls that make the host wait
+for the GPU marked: where an eager step that should run ahead of the GPU does not (on an
+H200 the O1 step of ``examples/simple_net.py --compare --full`` took 2.14 ms, where
+``host_profile.py`` timed the host's part of a wide O1 step, with Adam, at 1.57 ms), a call
+that waits shows there. The profiled block ends with one ``synchronize`` of its own:
+``1 / --steps`` of a ``cudaDeviceSynchronize`` per step is that.
 """
 
 from __future__ import annotations
@@ -55,25 +63,50 @@ def make_step(mode: str, dtype: str, width: int, batch: int):
     return step
 
 
-def profile_step(step, sync, steps: int) -> dict[str, list[float]]:
-    """Kernel name -> [launches per step, GPU µs per step] over ``steps`` profiled steps."""
+def profile_step(step, sync, steps: int) -> tuple[dict, dict]:
+    """``(kernels, api)`` over ``steps`` profiled steps: kernel name -> [launches per step,
+    GPU µs per step], and CUDA API call -> [calls per step, host µs per step]."""
     from torch.profiler import ProfilerActivity, profile
 
     end = time.perf_counter() + 1.0  # warm-up: compiles, then clocks up
     while time.perf_counter() < end:
         step()
         sync()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
             step()
         sync()
-    table = defaultdict(lambda: [0.0, 0.0])
-    for event in prof.events():
+    return tabulate(prof.events(), steps)
+
+
+def tabulate(events, steps: int) -> tuple[dict, dict]:
+    """The profiler's events as :func:`profile_step`'s two tables: the GPU's activities by
+    GPU time, and the host's CUDA runtime (``cuda...``) and driver (``cu...``) calls by host
+    time. Anything else the host recorded (PyTorch's own operators) is left out."""
+    kernels, api = defaultdict(lambda: [0.0, 0.0]), defaultdict(lambda: [0.0, 0.0])
+    for event in events:
         if event.device_type.name == "CUDA":
-            row = table[event.name]
-            row[0] += 1 / steps
-            row[1] += event.device_time / steps  # µs
-    return dict(table)
+            row, us = kernels[event.name], event.device_time  # µs
+        elif event.name.startswith("cu"):
+            row, us = api[event.name], event.cpu_time_total  # µs
+        else:
+            continue
+        row[0] += 1 / steps
+        row[1] += us / steps
+    return dict(kernels), dict(api)
+
+
+# Calls that return only once the GPU has done what was queued before them (or, for the
+# allocator's, may): an eager step that makes one per step cannot run ahead of the GPU.
+WAITS = frozenset(
+    {
+        "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+        "cudaMemcpy", "cudaMemcpy2D", "cudaMemset", "cudaMalloc", "cudaFree",
+        "cudaFreeHost", "cudaHostAlloc", "cudaMallocHost", "cuCtxSynchronize",
+        "cuStreamSynchronize", "cuEventSynchronize", "cuMemcpyDtoH_v2", "cuMemcpyHtoD_v2",
+        "cuMemcpy", "cuMemAlloc_v2", "cuMemFree_v2", "cuMemsetD8_v2", "cuMemsetD32_v2",
+    }
+)  # fmt: skip
 
 
 def print_table(title: str, table: dict, top: int) -> None:
@@ -89,10 +122,28 @@ def print_table(title: str, table: dict, top: int) -> None:
         print(f"| {len(ranked) - top} others | | {rest:.1f} | {100 * rest / total:.1f} |")
 
 
+def print_api(title: str, api: dict, top: int) -> None:
+    """The host's CUDA API calls of a step by host time, those in :data:`WAITS` marked."""
+    total = sum(us for _, us in api.values())
+    print(f"\n{title}: CUDA API calls, {total:.1f} host µs per step")
+    if not api:
+        print("(none recorded: this PyTorch's profiler does not report them)")
+        return
+    print("| call | per step | host µs per step | waits for the GPU |\n|---|---|---|---|")
+    ranked = sorted(api.items(), key=lambda item: -item[1][1])
+    for name, (n, us) in ranked[:top]:
+        print(f"| `{name}` | {n:.2f} | {us:.1f} | {'yes' if name in WAITS else ''} |")
+    waiting = [name for name, _ in ranked[top:] if name in WAITS]
+    if len(ranked) > top:
+        rest = sum(us for _, (_, us) in ranked[top:])
+        also = f" (waiting: {', '.join(waiting)})" if waiting else ""
+        print(f"| {len(ranked) - top} others{also} | | {rest:.1f} | |")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="width 4096, batch 512")
-    parser.add_argument("--mode", default="O2", choices=("fp32", "O1", "O2"))
+    parser.add_argument("--mode", nargs="+", default=["O2"], choices=("fp32", "O1", "O2"))
     parser.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=DTYPES)
     parser.add_argument("--steps", type=int, default=5, help="profiled steps")
     parser.add_argument("--top", type=int, default=15, help="kernels listed per table")
@@ -111,10 +162,13 @@ def main(argv=None) -> int:
     width, batch = (4096, 512) if args.full else (1024, 64)
     sync = cp.cuda.Device().synchronize
     name = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode()
-    print(f"one SimpleNet step on {name}: width {width}, batch {batch}, {args.mode}, SGD")
-    for dtype in args.dtypes:
-        step = make_step(args.mode, dtype, width, batch)
-        print_table(f"{args.mode} {dtype}", profile_step(step, sync, args.steps), args.top)
+    modes = ", ".join(args.mode)
+    print(f"one SimpleNet step on {name}: width {width}, batch {batch}, {modes}, SGD")
+    for mode in args.mode:
+        for dtype in args.dtypes:
+            kernels, api = profile_step(make_step(mode, dtype, width, batch), sync, args.steps)
+            print_table(f"{mode} {dtype}", kernels, args.top)
+            print_api(f"{mode} {dtype}", api, args.top)
     return 0
 
 

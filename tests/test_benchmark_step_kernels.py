@@ -51,3 +51,39 @@ def test_the_table_ranks_by_gpu_time_and_sums_the_rest(step_kernels, capsys):
         "| `cast` | 2 | 30.0 | 30.0 |",
         "| 2 others | | 10.0 | 10.0 |",
     ]
+
+
+class Event:
+    """A profiler event as ``tabulate`` reads it."""
+
+    def __init__(self, name, device, us):
+        self.name, self.device_type = name, type("Kind", (), {"name": device})
+        self.device_time = self.cpu_time_total = us
+
+
+def test_the_profile_splits_into_gpu_activities_and_the_hosts_cuda_calls(step_kernels):
+    events = [
+        Event("gemm_sm90<...>", "CUDA", 40.0),
+        Event("gemm_sm90<...>", "CUDA", 44.0),
+        Event("cuLaunchKernel", "CPU", 5.0),
+        Event("cuLaunchKernel", "CPU", 7.0),
+        Event("cudaStreamSynchronize", "CPU", 300.0),
+        Event("aten::empty", "CPU", 2.0),  # PyTorch's own operator: not a CUDA call
+    ]
+    kernels, api = step_kernels.tabulate(events, steps=2)
+    assert kernels == {"gemm_sm90<...>": [1.0, 42.0]}
+    assert api == {"cuLaunchKernel": [1.0, 6.0], "cudaStreamSynchronize": [0.5, 150.0]}
+
+
+def test_the_api_table_marks_the_calls_that_wait_for_the_gpu(step_kernels, capsys):
+    api = {"cuLaunchKernel": [21.0, 120.0], "cudaMalloc": [1.0, 80.0], "cuMemFree_v2": [1.0, 1.0]}
+    step_kernels.print_api("O1 float16", api, top=2)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "O1 float16: CUDA API calls, 201.0 host µs per step"
+    assert lines[4:] == [
+        "| `cuLaunchKernel` | 21.00 | 120.0 |  |",
+        "| `cudaMalloc` | 1.00 | 80.0 | yes |",
+        "| 1 others (waiting: cuMemFree_v2) | | 1.0 | |",
+    ]
+    step_kernels.print_api("O2 float16", {}, top=2)
+    assert "none recorded" in capsys.readouterr().out
