@@ -342,6 +342,21 @@ def test_minimize_applies_existing_grads_and_does_not_run_backward():
     close(p, [0.0, 0.0])
 
 
+def test_minimize_refuses_a_parameter_given_twice_and_updates_nothing():
+    """Listed twice, a parameter was updated once by small buckets and twice by the in-place
+    ones (65536 elements and up): refused, as the constructor refuses it."""
+    p, q = param([1.0, 2.0]), param([3.0, 4.0])
+    opt = SGD(0.5, parameters=[p, q])
+    set_grad(p, [1.0, 1.0])
+    set_grad(q, [1.0, 1.0])
+    with pytest.raises(ValueError, match="appears twice in parameters"):
+        opt.minimize(None, parameters=[q, p, q])
+    close(p, [1.0, 2.0])
+    close(q, [3.0, 4.0])
+    opt.minimize(None, parameters=[q, p])
+    close(p, [0.5, 1.5])
+
+
 def test_clear_grad_zeroes_in_place_or_drops():
     p = param()
     set_grad(p, G1)

@@ -116,6 +116,20 @@ def test_loading_the_optimizers_state_restores_the_masters_exactly(model_first):
         np.testing.assert_array_equal(p.numpy(), want)
 
 
+def test_a_write_after_loading_the_optimizers_state_is_followed_too():
+    """The loaded masters are the truth for the parameters as they were at the load; a later
+    write (another model checkpoint, set_value) is followed as any outside write is."""
+    model, opt = o2_model()
+    train(model, opt, 2)
+    opt.set_state_dict(opt.state_dict())
+    weight = model[0].weight
+    edited = np.full(weight.shape, 0.5, "float16")
+    weight.set_value(edited)
+    with pytest.warns(UserWarning, match="written outside the optimizer"):
+        zero_grad_step(model, opt)
+    np.testing.assert_array_equal(weight.numpy(), edited)
+
+
 def test_the_optimizers_own_writes_raise_no_warning():
     model, opt = o2_model()
     with warnings.catch_warnings():

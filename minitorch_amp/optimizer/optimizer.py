@@ -215,8 +215,14 @@ class Optimizer(UpdateRule, TorchOptimizerMethods):
             ``(optimize_ops, params_grads)``: ``[]`` and the ``(param, grad)`` pairs used
             (the pairs that would have been used, when ``'found_inf'`` skipped the update).
         """
-        found_inf = self._auxiliary_vars.pop("found_inf", None)
         params = self._parameter_list if parameters is None else list(parameters)
+        if len({id(p) for p in params}) != len(params):  # (each would be updated twice)
+            twice = next(p for i, p in enumerate(params) if any(q is p for q in params[:i]))
+            raise ValueError(
+                f"minimize: parameter {twice.name!r} appears twice in parameters; pass each "
+                "parameter once (nothing was updated)"
+            )
+        found_inf = self._auxiliary_vars.pop("found_inf", None)
         skip = set(no_grad_set or ())
         skip_ids = {id(x) for x in skip if isinstance(x, Tensor)}
         skip_names = {x for x in skip if isinstance(x, str)}

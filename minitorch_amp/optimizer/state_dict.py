@@ -14,6 +14,7 @@ the optimizer exactly as it was rather than half old, half new.
 from __future__ import annotations
 
 import warnings
+import weakref
 
 import numpy as np
 
@@ -82,15 +83,19 @@ def load_optimizer_state(opt, state_dict: dict) -> None:
         state.accumulators[id(param)] = fresh
     if masters is not None:  # Paddle replaces the whole dict when the checkpoint has one
         state.masters = {name: master for name, (master, _) in masters.items()}
-        state.master_owner = {name: owner for name, (_, owner) in masters.items()}
-        state.master_seen = {}  # loaded masters are the truth: nothing to follow
+        state.master_owner = {name: id(param) for name, (_, param) in masters.items()}
+        # The loaded masters are the truth for the parameters as they are now; a later write
+        # of a parameter (a model checkpoint loaded after this one, set_value) is followed.
+        state.master_seen = {
+            name: (param._version, weakref.ref(param._data)) for name, (_, param) in masters.items()
+        }
     state.invalidate()  # the next step builds its buffers from the loaded values
     if has_sched:
         scheduler._load_state(state_dict["LR_Scheduler"])
 
 
 def _stage_master_weights(opt, entries):
-    """Checked fp32 copies ``{name: (Tensor, id(param))}`` of the checkpoint's master weights.
+    """Checked fp32 copies ``{name: (Tensor, param)}`` of the checkpoint's master weights.
 
     Returns ``(None, [])`` when the checkpoint has none, and the names that match no
     parameter of ``opt`` (they are left out, with a warning).
@@ -124,7 +129,7 @@ def _stage_master_weights(opt, entries):
             )
         master = _device.to_place(array, _device.place_of(param._data)).copy()
         label = getattr(value, "name", None) or f"{name}_fp32_master_0"
-        staged[name] = (_named_copy(master, label, copy=False), id(param))
+        staged[name] = (_named_copy(master, label, copy=False), param)
     return staged, unknown
 
 
