@@ -304,6 +304,63 @@ def test_a_step_that_cannot_be_captured_runs_eagerly_for_that_signature_after_on
         step(mt.ones([3]))
 
 
+def test_a_warm_up_call_that_raises_is_not_counted():
+    """Only a completed call warms up: the capture still comes after ``warmup`` of them (a
+    first call cut short has not built the step's one-time state)."""
+    calls = []
+
+    def step(x):
+        calls.append(x)
+        if len(calls) == 1:
+            raise RuntimeError("a bad batch")
+        return x * 2
+
+    recorder = Recorder()
+    graphed_step = GraphedFunction(step, recorder, warmup=2)
+    with pytest.raises(RuntimeError, match="a bad batch"):
+        graphed_step(mt.ones([2]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GraphWarning)
+        for _ in range(4):
+            assert graphed_step(mt.ones([2])).numpy().tolist() == [2.0, 2.0]
+    assert graphed_step.cache_info() == (1, 2, 3, 1, 8)  # the raising call and 2 warm-ups
+    assert recorder.attempts == 1
+
+
+def test_numbers_enter_the_signature_by_their_bits():
+    step = fake_graphed(lambda x, s: x * s, warmup=1)
+    for s in (0.0, -0.0, 0.0, -0.0, np.float32(-0.0)):
+        signs = np.signbit(step(mt.ones([2]), s).numpy())
+        assert signs.all() == np.signbit(s), s  # -0.0 == 0.0, but the product's sign differs
+    assert step.cache_info().variants == 3
+    nan = fake_graphed(lambda x, s: x + s, warmup=1, cache_size=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GraphWarning)  # (no eviction: NaN finds its graph)
+        for _ in range(4):
+            assert np.isnan(nan(mt.ones([1]), float("nan")).numpy()).all()
+    assert nan.cache_info().captures == 1
+
+
+def test_inputs_off_the_current_gpu_run_eagerly_after_one_warning(monkeypatch):
+    """A graph records the current GPU's work only: a replay would give back the capture's
+    results for inputs elsewhere. Such calls run eagerly, after one warning that says so."""
+    from minitorch_amp.backend import device as backend_device
+    from minitorch_amp.device.cuda import graphed as graphed_module
+
+    gpu = backend_device.Place("gpu", 0)
+    fake = type("Device", (), {})()
+    fake.current_place, fake.place_of = (lambda: gpu), backend_device.place_of
+    monkeypatch.setattr(graphed_module, "_device", fake)
+    recorder = Recorder()
+    step = GraphedFunction(lambda x: x * 3, recorder, warmup=1)
+    with pytest.warns(GraphWarning, match=r"is on cpu, not on the current device gpu:0") as heard:
+        for value in (1.0, 2.0, 3.0):
+            assert step(mt.to_tensor([value])).numpy().tolist() == [3 * value]
+        step(mt.ones([2]))  # another signature, the same reason: no second warning
+    assert len(heard) == 1
+    assert recorder.attempts == 0 and step.cache_info().eager_calls == 4
+
+
 def test_a_host_read_in_the_step_is_found_by_the_rehearsal_before_any_capture():
     step, state, _ = simple_net_step()
     eager_step, eager_state, _ = simple_net_step()

@@ -8,6 +8,8 @@ stand-in capture; tests/test_graphs_gpu.py captures and replays real steps on a 
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 from training_steps import make_step
@@ -63,6 +65,35 @@ def test_a_wrapped_function_warms_up_eagerly_then_refuses_to_capture_on_the_cpu(
     with pytest.raises(GraphError, match="is_cuda_graph_supported"):
         step(x)
     assert len(calls) == 2
+
+
+def test_a_wrapped_function_refuses_other_arguments_than_it_captured(monkeypatch):
+    """A graph replays the captured call: its tensors (also inside lists, tuples and dicts)
+    at their addresses, its other arguments as they were. A call with anything else is
+    refused, not answered with the captured call's results. (The capture is stood in for:
+    the body runs, a replay does nothing.)"""
+    monkeypatch.setattr(cuda_graphs, "graph", lambda g: contextlib.nullcontext(g))
+    monkeypatch.setattr(CUDAGraph, "replay", lambda self: None)
+    batch, other = [mt.to_tensor([1.0])], mt.to_tensor([100.0])
+    step = wrap_cuda_graph(lambda xs, scale, flags=None: xs[0] * scale, warmup=1)
+    step(batch, 2.0)  # the warm-up
+    assert step(batch, 2.0, flags={"a": batch[0]}).numpy().tolist() == [2.0]  # the capture
+    assert step(batch, 2.0, flags={"a": batch[0]}).numpy().tolist() == [2.0]  # a replay
+    for args, kwargs in (
+        (([other], 2.0), {"flags": {"a": batch[0]}}),  # a new tensor in a list
+        ((batch, 5.0), {"flags": {"a": batch[0]}}),  # another number
+        ((batch, 2.0), {"flags": {"a": other}}),  # a new tensor in a dict
+        ((batch, 2.0), {"flags": {"b": batch[0]}}),  # another key
+        ((batch, 2.0), {}),  # an argument left out
+        ((tuple(batch), 2.0), {"flags": {"a": batch[0]}}),  # a tuple for the list
+    ):
+        with pytest.raises(GraphError, match="same arguments at every call"):
+            step(*args, **kwargs)
+    zero = wrap_cuda_graph(lambda x, scale: x * scale, warmup=1)
+    zero(batch[0], 0.0)
+    zero(batch[0], 0.0)  # the capture
+    with pytest.raises(GraphError, match="same arguments"):
+        zero(batch[0], -0.0)  # equal to 0.0, but the product's sign is not the capture's
 
 
 @needs_cpu_backend

@@ -12,8 +12,9 @@ of the others) it keeps a *variant*: static copies of the Tensor arguments, then
 3. from then on: copy the arguments into the static copies, replay, return the outputs the
    capture returned, now holding this call's values.
 
-A step that cannot be captured (a float32 matmul on cuBLAS, a host read) runs eagerly for
-that signature from then on, after one :class:`GraphWarning` that says why. Where there is no
+A step that cannot be captured (a float32 matmul on cuBLAS, a host read, an input off the
+current GPU) runs eagerly for that signature from then on, after one :class:`GraphWarning`
+per reason that says why. Where there is no
 GPU the step runs eagerly, after one warning. Capturing and replaying are done by a
 *recorder* (``graphs.graphed`` passes the CUDA one), so the bookkeeping here is tested on the
 CPU with a stand-in.
@@ -26,6 +27,8 @@ import copy
 import functools
 import sys
 import warnings
+
+import numpy as np
 
 from ...autograd.creation import zeros_like
 from ...autograd.tensor import Tensor
@@ -42,6 +45,7 @@ CacheInfo.__doc__ = """What a :class:`GraphedFunction` did: graphs captured, rep
 run eagerly (warm-ups, fallbacks, no GPU), variants held now, and the most it holds."""
 
 _COPIED, _AS_IS = "copied tensor", "tensor used as it is"
+_EAGER_KEYS = 1024  # signatures remembered as not capturable (then forgotten, all at once)
 
 
 class GraphWarning(UserWarning):
@@ -106,11 +110,23 @@ class GraphedFunction:
                 "as if it were not wrapped (this is said once)"
             )
             return self._eager(args, kwargs)
-        key = (signature, _device.current_place())
+        place = _device.current_place()
+        key = (signature, place)
         if key in self._eager_keys:
             return self._eager(args, kwargs)
         variant = self._variants.get(key)
         if variant is None:
+            elsewhere = next((t for t in leaves if _device.place_of(t._data) != place), None)
+            if elsewhere is not None:  # a graph records the current GPU's work, nothing else
+                self._give_up(
+                    key,
+                    leaves,
+                    f"an input is on {_device.place_of(elsewhere._data)}, not on the "
+                    f"current device {place}, "
+                    "and a graph records only the current GPU's work (a replay would give the "
+                    "capture's results again); move the inputs there first (Tensor.cuda())",
+                )
+                return self._eager(args, kwargs)
             variant = self._add(key, args, kwargs, leaves)
         else:
             self._variants.move_to_end(key)
@@ -120,9 +136,10 @@ class GraphedFunction:
             self._counts["replays"] += 1
             return variant.outputs
         if variant.warm_ups < self._warmup:
-            variant.warm_ups += 1
-            rehearse = variant.warm_ups == self._warmup > 1
-            return self._warm_up(key, variant, leaves, rehearse)
+            rehearse = variant.warm_ups + 1 == self._warmup > 1
+            outputs = self._warm_up(key, variant, leaves, rehearse)
+            variant.warm_ups += 1  # (after the call: one that raised has not warmed up)
+            return outputs
         return self._capture(key, variant, args, kwargs, leaves)
 
     # ---- the three ways a call runs -------------------------------------------------------------
@@ -190,18 +207,24 @@ class GraphedFunction:
         variant = self._variants.pop(key, None)
         if variant is not None:
             variant.drop()
+        if len(self._eager_keys) >= _EAGER_KEYS:
+            self._eager_keys.clear()  # (such signatures try once more, then come back)
         self._eager_keys.add(key)
         inputs = ", ".join(f"{t.dtype}{t.shape}" for t in leaves) or "no Tensor arguments"
         self._say(
             f"{self!r}: {self._name} cannot be captured as a CUDA graph, so calls with these "
-            f"inputs ({inputs}) run eagerly until reset(): {reason}"
+            f"inputs ({inputs}), and any others it cannot capture for this reason, run eagerly "
+            f"until reset(): {reason}",
+            once=reason,
         )
 
-    def _say(self, message: str) -> None:
-        """Warn once per message, at the caller's line (the first frame outside this file)."""
-        if message in self._said:
+    def _say(self, message: str, once: str | None = None) -> None:
+        """Warn once per message (or per ``once``), at the caller's line (the first frame
+        outside this file)."""
+        once = message if once is None else once
+        if once in self._said:
             return
-        self._said.add(message)
+        self._said.add(once)
         frame = sys._getframe(1)
         while frame.f_back is not None and frame.f_code.co_filename == __file__:
             frame = frame.f_back
@@ -259,6 +282,8 @@ def _describe(value, leaves: list):
             "list, tuple or dict, nor hashable, so it cannot be part of the cache key; pass "
             "data as a Tensor (mt.to_tensor(array)) and settings as numbers or strings"
         ) from None
+    if isinstance(value, (float, np.floating)):  # -0.0 == 0.0, and NaN equals nothing
+        return (type(value), float(value).hex())
     return (type(value), value)
 
 

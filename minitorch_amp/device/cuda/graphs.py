@@ -178,7 +178,9 @@ def wrap_cuda_graph(function, mode: str = "thread_local", memory_pool="default",
 
     Every call after the warm-up replays the graph and returns the very tensors the captured
     call returned, now holding this call's values. The arguments must be the same tensors
-    at every call (put new data in them with ``Tensor.set_value``). A Layer (anything with a
+    at every call, also inside lists, tuples and dicts (put new data in them with
+    ``Tensor.set_value``), and the other arguments the same values: any other call raises
+    :class:`GraphError`. A Layer (anything with a
     ``forward`` method) gets its ``forward`` wrapped and is returned. :func:`graphed` is the
     forgiving form: new tensors each call, a graph per shape, eager where it cannot capture.
     Wrapping a wrapped function (or layer) again replaces the first wrapping, with a
@@ -243,27 +245,62 @@ class _GraphedCallable:
         if self._warmup_left:
             self._warmup_left -= 1
             return self._function(*args, **kwargs)
-        inputs = _input_tensors(args, kwargs)
+        inputs = _arguments(args, kwargs)
         if self._inputs is None:
             with graph(self._graph):
                 self._outputs = self._function(*args, **kwargs)
             self._inputs = inputs
-        elif len(inputs) != len(self._inputs) or any(
-            a is not b for a, b in zip(inputs, self._inputs)
-        ):
+        elif len(inputs) != len(self._inputs) or not all(map(_same, inputs, self._inputs)):
             raise GraphError(
-                "a graphed function must get the same input tensors at every call (the graph "
-                "reads their fixed addresses); copy new data into them with "
-                "Tensor.set_value(...) instead of passing new tensors"
+                "a graphed function must get the same arguments at every call: the graph "
+                "reads the captured call's tensors at their fixed addresses (also those inside "
+                "lists, tuples and dicts) and recorded its other arguments' values; copy new "
+                "data into the same tensors with Tensor.set_value(...), and pass what changes "
+                "as a Tensor"
             )
         self._graph.replay()
         return self._outputs
 
 
-def _input_tensors(args, kwargs) -> list:
-    """Every Tensor argument and the array it holds, in order (kept alive with the graph)."""
-    values = list(args) + [kwargs[k] for k in sorted(kwargs)]
-    return [x for v in values if isinstance(v, Tensor) for x in (v, v._data)]
+def _arguments(args, kwargs) -> list:
+    """The arguments as the graph saw them, in order (kept alive with the graph): each
+    Tensor, also inside lists, tuples and dicts, with the array it holds; dict keys and
+    keyword names; every other value."""
+    found: list = []
+
+    def walk(value):
+        if isinstance(value, Tensor):
+            found.extend((value, value._data))
+        elif isinstance(value, (list, tuple)):
+            found.append(type(value))
+            for item in value:
+                walk(item)
+        elif isinstance(value, dict):
+            found.append(type(value))
+            for key, item in value.items():
+                found.append(key)
+                walk(item)
+        else:
+            found.append(value)
+
+    walk(args)
+    walk(dict(sorted(kwargs.items())))
+    return found
+
+
+def _same(a, b) -> bool:
+    """An argument the graph can replay for: the very Tensor or array captured, or another
+    value equal to the captured one (a float by its bits: -0.0 is not 0.0, NaN is NaN)."""
+    if a is b:
+        return True
+    if isinstance(a, Tensor) or _device.is_array(a) or type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return a.hex() == b.hex()
+    try:
+        return bool(a == b)
+    except Exception:  # (an object whose == does not give one truth value)
+        return False
 
 
 def graphed(function=None, *, warmup: int = 2, cache_size: int = 8, mode: str = "thread_local"):
@@ -289,10 +326,11 @@ def graphed(function=None, *, warmup: int = 2, cache_size: int = 8, mode: str = 
     - **Host work inside the step** (a scheduler's ``step()``, Python counters, logging) runs
       only at the capture. The learning rate follows its scheduler anyway (see HostFed).
     - **When it cannot capture**, the step runs eagerly for that signature until
-      :meth:`GraphedFunction.reset`, after one :class:`GraphWarning` naming the reason: a
-      float32 matmul (cuBLAS), or a host read or upload, which the last warm-up call (a
-      rehearsal under the sync debug mode) finds before anything is captured. Without a GPU
-      the step runs eagerly, after one warning.
+      :meth:`GraphedFunction.reset`, after one :class:`GraphWarning` per reason, naming it: a
+      float32 matmul (cuBLAS), a host read or upload, which the last warm-up call (a
+      rehearsal under the sync debug mode) finds before anything is captured, or an input
+      that is not on the current GPU. Only a warm-up call that returns counts as one.
+      Without a GPU the step runs eagerly, after one warning.
 
     Args:
         function: the step (left out: ``@graphed(warmup=3)`` returns the decorator).
