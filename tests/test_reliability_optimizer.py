@@ -139,3 +139,37 @@ def test_a_failure_anywhere_before_the_first_write_leaves_all_state_bit_identica
         reference, ref_opt, ref_scaler = o2_setup(name)
         ref_scaler.step(ref_opt)
         assert_same(snapshot(model, opt), snapshot(reference, ref_opt))
+
+
+class _Raising:
+    """A user regularizer that fails (any error in user code), or returns a wrong shape."""
+
+    def __init__(self, wrong_shape=False):
+        self.wrong_shape = wrong_shape
+
+    def __call__(self, p, g):
+        if self.wrong_shape:
+            return g[:1]
+        raise FloatingPointError("the user's regularizer failed")
+
+
+@pytest.mark.parametrize("size", [2, 70_000], ids=["flat", "in place"])
+@pytest.mark.parametrize("wrong_shape", [False, True], ids=["raises", "wrong shape"])
+def test_a_failing_regularizer_leaves_the_step_undone(size, wrong_shape):
+    """A regularizer that is not fused runs before the step's first write: one that fails
+    on the second parameter's bucket leaves the first one as it was, and a retry is one
+    step (before, the first was updated, then the retry updated it again)."""
+    from minitorch_amp.nn.parameter import Parameter
+
+    a, b = (Parameter(np.ones(size, "float32")) for _ in range(2))
+    b.regularizer = _Raising(wrong_shape)
+    opt = mt.optimizer.Momentum(learning_rate=0.1, momentum=0.9, parameters=[a, b])
+    a.grad = np.ones(size, "float32")
+    b.grad = np.ones(size, "float32")
+    error = ValueError if wrong_shape else FloatingPointError
+    with pytest.raises(error, match="shape" if wrong_shape else "the user's regularizer"):
+        opt.step()
+    assert (a.numpy() == 1).all() and (b.numpy() == 1).all()
+    b.regularizer = None
+    opt.step()
+    np.testing.assert_allclose(a.numpy(), 0.9, rtol=1e-6)

@@ -164,7 +164,33 @@ class Bucket(InPlacePath, KernelPath):
         return runs
 
     # ---- the update -----------------------------------------------------------------------
-    def run(self, grads: list, found_inf, base_lr) -> None:
+    def regularized(self, grads: list) -> list | None:
+        """``regularizer(p, g * grad_scale)`` of each parameter, in the bucket's wide dtype
+        and the parameter's shape (a bucket holds parameters with such a regularizer or
+        none): what the update reads for a regularizer it does not fuse. None without one.
+
+        Raises:
+            ValueError: a regularizer returned another shape than its parameter's.
+        """
+        if self.records[0].regularizer is None:
+            return None
+        out = []
+        for i, (record, grad) in enumerate(zip(self.records, grads)):
+            own = self.view(self.master, i) if self.master is not None else record.data
+            p = own.astype(self.wide, copy=False)
+            g = grad.astype(self.wide) * record.grad_scale
+            value = self.xp.ascontiguousarray(record.regularizer(p, g), dtype=self.wide)
+            if value.shape != own.shape:
+                raise ValueError(
+                    f"the regularizer of parameter {record.param.name!r} returned shape "
+                    f"{list(value.shape)} for a parameter of shape {list(own.shape)}; it must "
+                    "return the regularized gradient, of the parameter's shape (nothing was "
+                    "updated)"
+                )
+            out.append(value)
+        return out
+
+    def run(self, grads: list, found_inf, base_lr, regularized=None) -> None:
         """Update every parameter of the bucket from ``grads`` (arrays, in record order).
 
         Args:
@@ -172,18 +198,22 @@ class Bucket(InPlacePath, KernelPath):
                 where-commit; a set host flag never gets here).
             base_lr: the learning rate: a Python float, or the optimizer's float64 [1]
                 device buffer (on a GPU).
+            regularized: :meth:`regularized` of ``grads``, made before any bucket of the
+                step wrote (None: made here).
         """
-        if self.kernel is None or not self._launch(grads, found_inf, base_lr):
-            self._twin(grads, found_inf, base_lr)
+        if regularized is None:
+            regularized = self.regularized(grads)
+        if self.kernel is None or not self._launch(grads, found_inf, base_lr, regularized):
+            self._twin(grads, found_inf, base_lr, regularized)
         if self.master is not None:
             # NOTE: counted on the host without knowing found_inf (reading it would be a
             # sync): a step skipped on the device still counts its optimize-casts.
             count_cast("optimizer", len(self.records))
 
-    def _twin(self, grads, found_inf, base_lr) -> None:
+    def _twin(self, grads, found_inf, base_lr, regularized) -> None:
         """The optimizer's maths on the flat buffers, one ``_update`` call per run."""
         if self.in_place and found_inf is None:
-            self._update_in_place(grads, base_lr)
+            self._update_in_place(grads, base_lr, regularized)
             return
         xp = self.xp
         keep = None if found_inf is None else found_inf.reshape(())  # True: overflow
@@ -200,9 +230,8 @@ class Bucket(InPlacePath, KernelPath):
                 gs *= record.grad_scale  # Momentum's rescale_grad, before the weight decay
             if record.l2:
                 gs += record.l2 * ps  # L2Decay: g + coeff * p
-            elif record.regularizer is not None:  # a run of one: it sees its own shape
-                shape = record.data.shape
-                gs[...] = record.regularizer(ps.reshape(shape), gs.reshape(shape)).reshape(-1)
+            elif regularized is not None:  # a run of one, made before the step's writes
+                gs[...] = regularized[start].reshape(-1)
             lr, decay = _lr_and_decay(base_lr, record)
             run_state = {
                 name: flat[a:b] if per == "element" else self._per_element(flat, start, stop)

@@ -20,7 +20,7 @@ class InPlacePath:
     """The in-place path of :class:`~minitorch_amp.optimizer.bucket.Bucket` (its records,
     offsets and flat state are the bucket's)."""
 
-    def _update_in_place(self, grads, base_lr) -> None:
+    def _update_in_place(self, grads, base_lr, regularized) -> None:
         """The twin's maths on each parameter itself (or its segment of the masters), block
         by block: no flat copy of the parameters and gradients (two more copies of the model:
         384 MiB for SimpleNet at width 4096). The same operations in the same order as
@@ -42,7 +42,7 @@ class InPlacePath:
                     self._update_group(grads, i, j, base_lr)
                     i = j
                 else:
-                    self._update_one(grads, i, base_lr)
+                    self._update_one(grads, i, base_lr, regularized)
                     i += 1
         per_tensor = {n: self.state[n] for n, (per, _) in self.layout.items() if per == "tensor"}
         self.opt._advance(per_tensor, self.group)
@@ -53,7 +53,7 @@ class InPlacePath:
         whole = record.regularizer is not None and not record.l2  # it sees its own shape
         return self.dense and not whole and record.data.size < GROUP_BELOW
 
-    def _update_one(self, grads, i: int, base_lr) -> None:
+    def _update_one(self, grads, i: int, base_lr, regularized) -> None:
         """Parameter ``i`` on its own, where it lies."""
         record = self.records[i]
         a = self.offsets[i]
@@ -80,9 +80,8 @@ class InPlacePath:
                 gs *= record.grad_scale
             if record.l2:
                 gs += record.l2 * ps
-            elif whole:
-                shape = record.data.shape
-                gs[...] = record.regularizer(ps.reshape(shape), gs.reshape(shape)).reshape(-1)
+            elif whole:  # (made before the step's writes)
+                gs[...] = regularized[i].reshape(-1)
             self.opt._update(ps, gs, self._block(state, block), lr, hyper)
         if self.master is not None:  # the optimize-cast, parameter by parameter
             with np.errstate(over="ignore"):  # float16 overflow to inf is the update's

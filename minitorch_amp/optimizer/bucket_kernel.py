@@ -32,10 +32,11 @@ class KernelPath:
         """The kernel's G: grads that a regularizer it does not fuse prepared are wide."""
         return self.wide if self.records[0].regularizer is not None else self.gtype
 
-    def _launch(self, grads, found_inf, base_lr) -> bool:
-        """One launch of ``optim.cu`` over the bucket; False if these grads cannot go in it."""
-        if self.records[0].regularizer is not None:
-            grads = self._prepared(grads)
+    def _launch(self, grads, found_inf, base_lr, regularized=None) -> bool:
+        """One launch of ``optim.cu`` over the bucket; False if these grads cannot go in it.
+        ``regularized``: the bucket's ``regularized(grads)``, which the kernel reads instead."""
+        if regularized is not None:
+            grads = regularized
         words = self._words(grads)
         if words is None:
             return False
@@ -46,17 +47,6 @@ class KernelPath:
                 base_lr, self.scalars,
             )  # fmt: skip
         return True
-
-    def _prepared(self, grads) -> list:
-        """``regularizer(p, float32(g) * grad_scale)`` per parameter: what the kernel reads
-        for a regularizer it does not fuse (new arrays each step)."""
-        out = []
-        for i, (record, grad) in enumerate(zip(self.records, grads)):
-            own = self.view(self.master, i) if self.master is not None else record.data
-            p = own.astype(self.wide, copy=False)
-            g = grad.astype(self.wide) * record.grad_scale
-            out.append(self.xp.ascontiguousarray(record.regularizer(p, g), dtype=self.wide))
-        return out
 
     def _words(self, grads):
         """The kernel's table on the device: the last one when ``grads`` are the same arrays
@@ -78,7 +68,7 @@ class KernelPath:
             [tuple(self.state_views(i).values()) for i in n],
             [r.lr_ratio for r in self.records],
             [r.decay for r in self.records],
-            [1.0 if prepared else r.grad_scale for r in self.records],  # done by _prepared
+            [1.0 if prepared else r.grad_scale for r in self.records],  # done by regularized()
             [0.0 if prepared else r.l2 for r in self.records],
         )
         key = ("optim.cu", self.serial, tuple(g.data.ptr for g in grads))

@@ -56,13 +56,19 @@ class Plan:
         self.buckets = buckets  # [(picks its grads from the step's list, Bucket)]
 
     def run(self, grads: list, found_inf, lr_for) -> None:
-        """Update every bucket; ``lr_for(place)`` is the learning rate as a bucket reads it."""
+        """Update every bucket; ``lr_for(place)`` is the learning rate as a bucket reads it.
+
+        A regularizer that is not fused (any but L2Decay: user code, which may raise) runs
+        for every bucket first, before the first bucket writes: the step stays all or
+        nothing."""
+        taken = [(take(grads), bucket) for take, bucket in self.buckets]
+        regularized = [bucket.regularized(bucket_grads) for bucket_grads, bucket in taken]
         lrs: dict = {}
-        for take, bucket in self.buckets:
+        for (bucket_grads, bucket), prepared in zip(taken, regularized):
             base_lr = lrs.get(bucket.place)
             if base_lr is None:
                 base_lr = lrs[bucket.place] = lr_for(bucket.place)
-            bucket.run(take(grads), found_inf, base_lr)
+            bucket.run(bucket_grads, found_inf, base_lr, prepared)
 
 
 class OptimizerState:
