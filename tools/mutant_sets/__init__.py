@@ -41,6 +41,7 @@ SETS = (
     "fp8_scale",
     "squared_error",
     "cross_entropy",
+    "review_fixes",
 )
 
 
