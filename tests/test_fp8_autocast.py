@@ -231,3 +231,30 @@ def test_a_float64_input_gets_the_float32_product_widened():
     out = fp8_gemm(a, a, one, one, np.float64)
     assert out.dtype == np.float64
     assert np.array_equal(out, fp8_gemm(a, a, one, one).astype(np.float64))
+
+
+@pytest.mark.parametrize("kind", ["linear", "conv2d"])
+def test_an_input_that_does_not_fit_changes_no_scaling_state(kind):
+    """The shapes are checked before the weight is cast: a cast records an amax, rolls the
+    history and moves the scale, and a first call would attach a scaling state."""
+    mt.seed(0)
+    layer = nn.Linear(4, 3) if kind == "linear" else nn.Conv2D(2, 3, 3)
+    good, bad = (
+        (mt.ones([2, 4]), mt.ones([2, 5]))
+        if kind == "linear"
+        else (mt.ones([1, 2, 5, 5]), mt.ones([1, 3, 5, 5]))
+    )
+    recipe = amp.DelayedScaling(amax_history_len=4)
+    with pytest.raises(ValueError, match=kind), amp.fp8_autocast(recipe=recipe):
+        layer(bad)
+    assert amp.fp8_meta(layer.weight) is None  # no state attached by the failed first call
+    with amp.fp8_autocast(recipe=recipe):
+        layer(good)
+    meta = amp.fp8_meta(layer.weight)
+    states = (meta.input, meta.weight, meta.grad)
+    before = [(s.amax_history.copy(), s.scale.copy()) for s in states]
+    with pytest.raises(ValueError, match=kind), amp.fp8_autocast(recipe=recipe):
+        layer(bad)
+    for s, (history, scale) in zip(states, before):
+        np.testing.assert_array_equal(s.amax_history, history)
+        np.testing.assert_array_equal(s.scale, scale)

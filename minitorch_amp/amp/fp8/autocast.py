@@ -26,8 +26,8 @@ from ...autograd.dispatch import apply
 from ...autograd.grad_mode import ReentrantContext
 from ...backend.device import get_array_module
 from ...backend.dtypes import bfloat16, float16, float32
-from .conv import Fp8Conv2D
-from .gemm import Fp8Linear, Fp8Matmul, quantize
+from .conv import Fp8Conv2D, check_conv
+from .gemm import Fp8Linear, Fp8Matmul, check_linear, quantize
 from .recipe import DelayedScaling, Float8CurrentScaling
 from .scaling import ScalingState, transposed_bytes
 
@@ -213,10 +213,12 @@ def _gemm(
     xp = get_array_module(y._data)
     recipe = region.recipe
     if kind == "conv2d":
+        check_conv(x.shape, y.shape, **conv)  # before the scaling state records anything
         meta = _meta_for(y, recipe, xp)
         weight_fp8 = _weight_fp8(region, y, meta)
         return apply(Fp8Conv2D, x, y, meta=meta, weight_fp8=weight_fp8, **conv)
     if kind == "linear" or (not transpose_x and not transpose_y and _is_weight(y)):
+        check_linear(x.shape, y.shape)  # (as above)
         meta = _meta_for(y, recipe, xp)
         weight_fp8 = _weight_fp8(region, y, meta, transpose=True)
         return apply(Fp8Linear, x, y, bias, meta=meta, weight_fp8=weight_fp8)

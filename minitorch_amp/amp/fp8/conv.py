@@ -19,6 +19,28 @@ from .gemm import fp8_gemm, quantize
 __all__ = ["Fp8Conv2D"]
 
 
+def check_conv(x_shape, weight_shape, stride, padding, dilation, groups) -> tuple[int, int]:
+    """The output's ``(height, width)`` of a convolution of an [N, C, H, W] input with an
+    [O, C / groups, KH, KW] weight; raise unless they fit. Checked before anything is cast
+    (a cast records an amax into the scaling state)."""
+    if len(x_shape) != 4 or len(weight_shape) != 4:
+        raise ValueError(
+            f"conv2d: input {list(x_shape)} and weight {list(weight_shape)} must be 4-D "
+            "([N, C, H, W] and [O, C / groups, KH, KW])"
+        )
+    _, c, h, w = x_shape
+    o, c_group, kh, kw = weight_shape
+    top, bottom, left, right = padding
+    oh = conv_output_size(h, kh, top, bottom, stride[0], dilation[0])
+    ow = conv_output_size(w, kw, left, right, stride[1], dilation[1])
+    if c_group * groups != c or o % groups or oh <= 0 or ow <= 0:
+        raise ValueError(
+            f"conv2d: input {list(x_shape)} and weight {list(weight_shape)} do not fit "
+            f"(groups={groups}, padding {list(padding)}, stride {list(stride)})"
+        )
+    return oh, ow
+
+
 class Fp8Conv2D(Op, register=False):
     """2-D convolution ``[N, C, H, W]`` by ``[O, C/groups, kh, kw]`` with FP8 GEMMs.
 
@@ -34,16 +56,10 @@ class Fp8Conv2D(Op, register=False):
 
     @staticmethod
     def forward(ctx, x, weight, stride, padding, dilation, groups, *, meta, weight_fp8):
-        n, c, h, w = x.shape
+        n, _, _, _ = x.shape
         o, c_group, kh, kw = weight.shape
         top, bottom, left, right = padding
-        oh = conv_output_size(h, kh, top, bottom, stride[0], dilation[0])
-        ow = conv_output_size(w, kw, left, right, stride[1], dilation[1])
-        if c_group * groups != c or o % groups or oh <= 0 or ow <= 0:
-            raise ValueError(
-                f"conv2d: input {list(x.shape)} and weight {list(weight.shape)} do not fit "
-                f"(groups={groups}, padding {list(padding)}, stride {list(stride)})"
-            )
+        oh, ow = check_conv(x.shape, weight.shape, stride, padding, dilation, groups)
         xp = get_array_module(x)
         x_q, sx = quantize(meta.input, x)
         if any(padding):  # FP8 zeros: the pad after the cast is the cast of the pad

@@ -86,6 +86,17 @@ def fp8_gemm(a_q, b_q, scale_inv_a, scale_inv_b, out_dtype=float32, out=None, bi
     return out.astype(out_dtype, copy=False)
 
 
+def check_linear(x_shape, weight_shape) -> None:
+    """Raise unless an input of ``x_shape`` fits a Linear weight of ``weight_shape``
+    ([in_features, out_features]); checked before anything is cast (a cast records an amax
+    into the scaling state)."""
+    if len(weight_shape) != 2 or x_shape[-1] != weight_shape[0]:
+        raise ValueError(
+            f"linear: input of shape {list(x_shape)} does not match weight of shape "
+            f"{list(weight_shape)} (weight is [in_features, out_features])"
+        )
+
+
 class Fp8Linear(Op, register=False):
     """``x @ weight + bias`` as an FP8 GEMM (weight ``[in, out]``, Paddle's layout).
 
@@ -102,11 +113,7 @@ class Fp8Linear(Op, register=False):
 
     @staticmethod
     def forward(ctx, x, weight, bias=None, *, meta, weight_fp8):
-        if x.shape[-1] != weight.shape[0]:
-            raise ValueError(
-                f"linear: input of shape {list(x.shape)} does not match weight of shape "
-                f"{list(weight.shape)} (weight is [in_features, out_features])"
-            )
+        check_linear(x.shape, weight.shape)
         rows = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
         # every operand K-major, as the FP8 kernel reads them: x for this product, x^T for
         # dW (saved instead of x: the same bytes), W^T here and W for dx (the region's)
