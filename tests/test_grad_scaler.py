@@ -410,3 +410,27 @@ def test_setters_validate_with_value_errors(name, bad, ok):
     assert getattr(scaler, f"get_{name}")() == ok
     if name == "init_loss_scaling":  # the setter also resets the current scale (Paddle)
         assert scaler.get_loss_scaling() == ok
+
+
+@pytest.mark.parametrize("lower", ["incr_every_n_steps", "decr_every_n_nan_or_inf"])
+def test_a_step_count_lowered_below_its_counter_acts_at_the_next_step_and_saves_loadably(lower):
+    """5 steps counted, then the limit lowered to 3: the counter is held at 2, so the next
+    step of its kind changes the scale (past the limit, ``count + 1 == limit`` would never
+    hold again), and the state dict loads back into the scaler and a fresh one."""
+    p, opt, scaler = _one_param_setup(incr_every_n_steps=10, decr_every_n_nan_or_inf=10)
+    grad = [1.0, 1.0] if lower == "incr_every_n_steps" else [np.inf, 1.0]
+    for _ in range(5):
+        p.grad = np.array(grad, "float32")
+        scaler.step(opt)
+        scaler.update()
+    scale = scaler.get_loss_scaling()
+    getattr(scaler, f"set_{lower}")(3)
+    state = scaler.state_dict()
+    assert state["incr_count" if lower == "incr_every_n_steps" else "decr_count"] == 2
+    for target in (scaler, GradScaler()):
+        target.load_state_dict(state)
+    p.grad = np.array(grad, "float32")
+    scaler.step(opt)
+    scaler.update()
+    factor = 2.0 if lower == "incr_every_n_steps" else 0.5
+    assert scaler.get_loss_scaling() == scale * factor

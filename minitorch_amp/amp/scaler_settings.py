@@ -75,7 +75,20 @@ class ScalerSettings:
         return self._incr_every_n_steps
 
     def set_incr_every_n_steps(self, new_incr_every_n_steps: int) -> None:
-        self._incr_every_n_steps = check_attr("incr_every_n_steps", new_incr_every_n_steps)
+        n = check_attr("incr_every_n_steps", new_incr_every_n_steps)
+        self._incr_every_n_steps = n
+        self._clamp_count(0, n)
+
+    def _clamp_count(self, which: int, limit: int) -> None:
+        """Keep counter ``which`` (0: good steps, 1: bad) below its new ``limit``, on the
+        device: past it, the update's ``count + 1 == limit`` would never hold again (the
+        scale would stop moving for good; Paddle's counters do that), and the state dict
+        would hold a count its loader refuses. A count that has reached the limit acts at
+        the next step of its kind."""
+        counters = getattr(self, "_counters", None)  # (a disabled scaler keeps none)
+        if counters is not None:
+            counter = counters[which : which + 1]
+            _device.get_array_module(counter).minimum(counter, limit - 1, out=counter)
 
     # PyTorch's names for the same three settings
     def get_growth_factor(self) -> float:
@@ -102,6 +115,7 @@ class ScalerSettings:
     def set_decr_every_n_nan_or_inf(self, new_decr_every_n_nan_or_inf: int) -> None:
         n = check_attr("decr_every_n_nan_or_inf", new_decr_every_n_nan_or_inf)
         self._decr_every_n_nan_or_inf = n
+        self._clamp_count(1, n)
 
     # ---- checkpoints --------------------------------------------------------------------
     _state_dict_form = "paddle"  # "torch": cuda.amp.GradScaler, PyTorch's spelling
