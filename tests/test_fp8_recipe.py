@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from minitorch_amp import amp
+import minitorch_amp as mt
+from minitorch_amp import amp, nn
 from minitorch_amp.amp.fp8.scaling import (
     ScalingState,
     current_scale,
@@ -73,6 +74,28 @@ def test_a_zero_or_non_finite_amax_keeps_the_old_scale(amax):
     history, scale, scale_inv = f32(amax), f32(3.0), f32(1 / 3)
     update_amax_history_and_scale(history, scale, scale_inv, 448.0, 0, "most_recent")
     assert scale.tolist() == [3.0] and history.tolist() == [0.0]
+
+
+def test_max_over_a_history_holding_a_nan_keeps_the_scale():
+    """A difference from TE (docs/porting.md): its kernel's fmaxf skips the NaN, which gives
+    448 / 2 = 224 here."""
+    history, scale, scale_inv = f32(2.0, np.nan, 1.0), f32(3.0), f32(1 / 3)
+    update_amax_history_and_scale(history, scale, scale_inv, 448.0, 0, "max")
+    assert scale.tolist() == [3.0]
+
+
+def test_a_tensor_cast_twice_in_a_step_rolls_its_history_twice():
+    """A difference from TE (docs/porting.md): the update follows each cast, so a Linear
+    called twice in one region records both inputs' amaxes, one entry each."""
+    mt.seed(0)
+    layer = nn.Linear(2, 2)
+    recipe = amp.DelayedScaling(amax_history_len=4, amax_compute_algo="most_recent")
+    with amp.fp8_autocast(recipe=recipe):
+        layer(mt.full([1, 2], 10.0))
+        layer(mt.full([1, 2], 1.0))
+    history = amp.fp8_meta(layer.weight).input.amax_history.tolist()
+    assert history == [0.0, 0.0, 10.0, 1.0]  # (TE: one entry, the larger amax, 10)
+    assert amp.fp8_meta(layer.weight).input.scale.tolist() == [448.0]  # from the last: 1
 
 
 def test_a_tiny_amax_gets_float32s_largest_scale_not_inf():
