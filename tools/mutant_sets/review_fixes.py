@@ -15,6 +15,8 @@ ALL_OR_NOTHING = "tests/test_reliability_optimizer.py"
 GRAPHED = "tests/test_graphed_step.py"
 GRAPHS = "tests/test_graphs.py"
 GRAPHED_PY = "minitorch_amp/device/cuda/graphed.py"
+FP8_AUTOCAST = "tests/test_fp8_autocast.py"
+SCALER = "tests/test_grad_scaler.py"
 
 MUTANTS: list[Mutant] = [
     Mutant(
@@ -98,5 +100,29 @@ MUTANTS: list[Mutant] = [
         "        elif any(isinstance(a, Tensor) and a is not b for a, b in zip(inputs, self._inputs)):",
         (GRAPHS,),
         "a new number or a tensor in a changed key is replayed for the captured call's",
+    ),
+    Mutant(
+        "fp8-linear-shapes-checked-after-the-cast",
+        "minitorch_amp/amp/fp8/autocast.py",
+        "        check_linear(x.shape, y.shape)  # (as above)\n",
+        "",
+        (FP8_AUTOCAST,),
+        "an input that does not fit rolls the weight's history and moves its scale, then raises",
+    ),
+    Mutant(
+        "fp8-conv-shapes-checked-after-the-cast",
+        "minitorch_amp/amp/fp8/autocast.py",
+        "        check_conv(x.shape, y.shape, **conv)  # before the scaling state records anything\n",
+        "",
+        (FP8_AUTOCAST,),
+        "a convolution's input that does not fit changes the weight's scaling state first",
+    ),
+    Mutant(
+        "scaler-counter-left-past-a-lowered-count",
+        "minitorch_amp/amp/scaler_settings.py",
+        "            _device.get_array_module(counter).minimum(counter, limit - 1, out=counter)",
+        "            pass",
+        (SCALER,),
+        "a step count lowered below its counter: the scale stops moving, the state dict won't load",
     ),
 ]
