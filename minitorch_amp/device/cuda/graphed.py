@@ -301,3 +301,44 @@ def _rebuild(value, tensors):
             rebuilt[k] = _rebuild(v, tensors)
         return rebuilt
     return value
+
+
+def arguments_seen(args, kwargs) -> list:
+    """``wrap_cuda_graph``'s view of a call's arguments, in order (kept alive with its graph): each
+    Tensor, also inside lists, tuples and dicts, with the array it holds; dict keys and
+    keyword names; every other value."""
+    found: list = []
+
+    def walk(value):
+        if isinstance(value, Tensor):
+            found.extend((value, value._data))
+        elif isinstance(value, (list, tuple)):
+            found.append(type(value))
+            for item in value:
+                walk(item)
+        elif isinstance(value, dict):
+            found.append(type(value))
+            for key, item in value.items():
+                found.append(key)
+                walk(item)
+        else:
+            found.append(value)
+
+    walk(args)
+    walk(dict(sorted(kwargs.items())))
+    return found
+
+
+def same_argument(a, b) -> bool:
+    """An argument the graph can replay for: the very Tensor or array captured, or another
+    value equal to the captured one (a float by its bits: -0.0 is not 0.0, NaN is NaN)."""
+    if a is b:
+        return True
+    if isinstance(a, Tensor) or _device.is_array(a) or type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return a.hex() == b.hex()
+    try:
+        return bool(a == b)
+    except Exception:  # (an object whose == does not give one truth value)
+        return False

@@ -43,11 +43,10 @@ import contextlib
 import functools
 import warnings
 
-from ...autograd.tensor import Tensor
 from ...backend import device as _device
 from ...backend import graphs as _graphs
 from ...backend.graphs import CAPTURE_MODES, GraphError
-from .graphed import CacheInfo, GraphedFunction, GraphWarning
+from .graphed import CacheInfo, GraphedFunction, GraphWarning, arguments_seen, same_argument
 
 __all__ = [
     "CUDAGraph",
@@ -245,12 +244,12 @@ class _GraphedCallable:
         if self._warmup_left:
             self._warmup_left -= 1
             return self._function(*args, **kwargs)
-        inputs = _arguments(args, kwargs)
+        inputs = arguments_seen(args, kwargs)
         if self._inputs is None:
             with graph(self._graph):
                 self._outputs = self._function(*args, **kwargs)
             self._inputs = inputs
-        elif len(inputs) != len(self._inputs) or not all(map(_same, inputs, self._inputs)):
+        elif len(inputs) != len(self._inputs) or not all(map(same_argument, inputs, self._inputs)):
             raise GraphError(
                 "a graphed function must get the same arguments at every call: the graph "
                 "reads the captured call's tensors at their fixed addresses (also those inside "
@@ -260,47 +259,6 @@ class _GraphedCallable:
             )
         self._graph.replay()
         return self._outputs
-
-
-def _arguments(args, kwargs) -> list:
-    """The arguments as the graph saw them, in order (kept alive with the graph): each
-    Tensor, also inside lists, tuples and dicts, with the array it holds; dict keys and
-    keyword names; every other value."""
-    found: list = []
-
-    def walk(value):
-        if isinstance(value, Tensor):
-            found.extend((value, value._data))
-        elif isinstance(value, (list, tuple)):
-            found.append(type(value))
-            for item in value:
-                walk(item)
-        elif isinstance(value, dict):
-            found.append(type(value))
-            for key, item in value.items():
-                found.append(key)
-                walk(item)
-        else:
-            found.append(value)
-
-    walk(args)
-    walk(dict(sorted(kwargs.items())))
-    return found
-
-
-def _same(a, b) -> bool:
-    """An argument the graph can replay for: the very Tensor or array captured, or another
-    value equal to the captured one (a float by its bits: -0.0 is not 0.0, NaN is NaN)."""
-    if a is b:
-        return True
-    if isinstance(a, Tensor) or _device.is_array(a) or type(a) is not type(b):
-        return False
-    if isinstance(a, float):
-        return a.hex() == b.hex()
-    try:
-        return bool(a == b)
-    except Exception:  # (an object whose == does not give one truth value)
-        return False
 
 
 def graphed(function=None, *, warmup: int = 2, cache_size: int = 8, mode: str = "thread_local"):
