@@ -88,6 +88,77 @@ def test_state_dict_holds_the_scaling_states_of_weights_that_ran_in_fp8():
     assert meta.input.scale.tolist() != [1.0]  # the scales moved: there is something to save
 
 
+def test_each_role_saves_the_largest_value_of_the_format_its_scale_was_made_for():
+    """HYBRID: the input and weight scales are E4M3's (448 / amax), the gradient's E5M2's."""
+    state = trained(steps=2)[0].state_dict()
+    saved = {role: state[f"0.weight._fp8_meta.{role}.fp8_max"].numpy() for role in ROLES}
+    assert {role: value.tolist() for role, value in saved.items()} == {
+        "input": [448.0],
+        "weight": [448.0],
+        "grad": [57344.0],
+    }
+    assert all(value.dtype == np.float32 for value in saved.values())
+
+
+def legacy(state: dict) -> dict:
+    """A checkpoint as saved before the format was: no ``fp8_max`` entries."""
+    return {key: value for key, value in state.items() if not key.endswith(".fp8_max")}
+
+
+def test_a_checkpoint_without_fp8_max_still_resumes_bit_for_bit_and_is_saved_with_it():
+    model, optimizer = trained(steps=3)
+    resumed = make_model(1)
+    assert resumed.set_state_dict(legacy(model.state_dict())) == ([], [])
+    assert "0.weight._fp8_meta.grad.fp8_max" not in resumed.state_dict()  # not known yet
+    out_original = train_step(model, optimizer, 3)
+    out_resumed = train_step(resumed, sgd(resumed), 3)
+    assert out_resumed.numpy().tobytes() == out_original.numpy().tobytes()
+    assert resumed.state_dict()["0.weight._fp8_meta.grad.fp8_max"].numpy().tolist() == [57344.0]
+
+
+def test_a_loaded_state_saved_again_before_training_keeps_its_format():
+    model, _ = trained(steps=2)
+    passed_on = make_model(1)
+    passed_on.set_state_dict(model.state_dict())
+    state = passed_on.state_dict()
+    assert state["2.weight._fp8_meta.grad.fp8_max"].numpy().tolist() == [57344.0]
+    fresh = make_model(2)
+    fresh.set_state_dict(state)
+    with pytest.raises(ValueError, match="made for float8_e5m2"):
+        train_step(
+            fresh, sgd(fresh), 2, recipe=amp.DelayedScaling(amax_history_len=4, fp8_format="E4M3")
+        )
+
+
+E4M3_RECIPE = amp.DelayedScaling(amax_history_len=4, fp8_format="E4M3")
+
+
+def test_a_loaded_state_is_taken_up_only_by_a_recipe_of_its_formats():
+    """A HYBRID gradient scale is 57344 / amax: cast to E4M3 it would saturate every value
+    above amax / 128 for a whole step."""
+    model, _ = trained(steps=2)
+    fresh = make_model(1)
+    fresh.set_state_dict(model.state_dict())
+    before = snapshot(fresh)
+    with pytest.raises(ValueError, match=r"grad of a weight.*float8_e5m2.*float8_e4m3fn") as info:
+        train_step(fresh, sgd(fresh), 2, recipe=E4M3_RECIPE)
+    assert "resume with the saved fp8_format" in str(info.value)
+    assert_unchanged(fresh, before)
+    assert amp.fp8_meta(fresh[0].weight).recipe is None  # still waiting for its recipe
+    train_step(fresh, sgd(fresh), 2)  # the saved HYBRID takes it up
+    assert amp.fp8_meta(fresh[0].weight).recipe == RECIPE
+
+
+def test_a_format_other_than_the_weights_recipe_is_refused_and_nothing_is_loaded():
+    source, _ = trained(steps=3)  # HYBRID
+    model, _ = trained(steps=1, recipe=E4M3_RECIPE)
+    before = snapshot(model)
+    with pytest.raises(ValueError, match="fp8_format=E4M3") as info:
+        model.set_state_dict(source.state_dict())
+    assert "nothing was loaded" in str(info.value)
+    assert_unchanged(model, before)
+
+
 def test_a_model_without_fp8_meta_saves_and_loads_exactly_as_before():
     model = make_model(0)
     assert list(model.state_dict()) == ["0.weight", "0.bias", "2.weight", "2.bias"]
@@ -199,6 +270,16 @@ BAD_ENTRIES = {
         r"not \[1\]",
     ),
     "an unknown field": ("0.weight._fp8_meta.input.amax", np.ones(1, "float32"), "amax"),
+    "an fp8_max of no FP8 format": (
+        "0.weight._fp8_meta.grad.fp8_max",
+        np.full(1, 100.0, "float32"),
+        r"not \[448.0\] \(E4M3\) or \[57344.0\] \(E5M2\)",
+    ),
+    "an fp8_max of two entries": (
+        "2.weight._fp8_meta.input.fp8_max",
+        np.full(2, 448.0, "float32"),
+        "E4M3",
+    ),
 }
 
 

@@ -153,4 +153,28 @@ MUTANTS: list[Mutant] = [
         ),
         "the fused GPU cast ignores reduce_amax=False and all-reduces each amax",
     ),
+    Mutant(
+        "fp8-format-not-checked-at-take-up",
+        "minitorch_amp/amp/fp8/autocast.py",
+        "        if state.dtype is not None and state.dtype != dtype:\n",
+        "        if False:\n",
+        (CKPT + "test_a_loaded_state_is_taken_up_only_by_a_recipe_of_its_formats",),
+        "a HYBRID checkpoint resumed under E4M3 casts its gradients with 57344 / amax: a step of saturated casts",
+    ),
+    Mutant(
+        "fp8-format-not-checked-at-load",
+        "minitorch_amp/amp/fp8/checkpoint.py",
+        "        if training is not None and getattr(training, role).dtype != dtype:\n",
+        "        if False:\n",
+        (CKPT + "test_a_format_other_than_the_weights_recipe_is_refused_and_nothing_is_loaded",),
+        "a checkpoint of another fp8_format overwrites the scales of a weight that trains in FP8",
+    ),
+    Mutant(
+        "fp8-format-forgotten-by-a-loaded-state",
+        "minitorch_amp/amp/fp8/checkpoint.py",
+        '            ScalingState.restored(*(staged[f"{r}.{f}"] for f in FIELDS), dtype=dtypes[r])\n',
+        '            ScalingState.restored(*(staged[f"{r}.{f}"] for f in FIELDS))\n',
+        (CKPT + "test_a_loaded_state_saved_again_before_training_keeps_its_format",),
+        "a loaded state forgets its format until it trains: saved again, then resumed under another format, it is taken up",
+    ),
 ]

@@ -91,10 +91,12 @@ def set_fp8_meta(weight: Tensor, meta: GemmMeta) -> GemmMeta:
 
 def _take_up(weight: Tensor, loaded: GemmMeta, recipe) -> GemmMeta | None:
     """The first recipe to meet a loaded state: delayed scaling with the saved history
-    length continues from it; current scaling, which keeps no state, starts afresh (None).
+    length and formats continues from it; current scaling, which keeps no state, starts
+    afresh (None).
 
     Raises:
-        ValueError: a delayed recipe with another history length (nothing changed).
+        ValueError: a delayed recipe with another history length, or another FP8 format
+            than the one a saved scale was made for (nothing changed).
     """
     if isinstance(recipe, Float8CurrentScaling):
         return None
@@ -107,9 +109,20 @@ def _take_up(weight: Tensor, loaded: GemmMeta, recipe) -> GemmMeta | None:
             ", ...), or load the checkpoint without its '._fp8_meta.' entries to start the "
             "scales afresh"
         )
-    fwd, bwd = recipe.dtype(False), recipe.dtype(True)
-    for state, dtype in ((loaded.input, fwd), (loaded.weight, fwd), (loaded.grad, bwd)):
-        state.recipe, state.dtype = recipe, np.dtype(dtype)
+    fwd, bwd = np.dtype(recipe.dtype(False)), np.dtype(recipe.dtype(True))
+    roles = (("input", loaded.input, fwd), ("weight", loaded.weight, fwd))
+    roles += (("grad", loaded.grad, bwd),)
+    for role, state, dtype in roles:
+        if state.dtype is not None and state.dtype != dtype:
+            raise ValueError(
+                f"the FP8 scale loaded for the {role} of a weight of shape {weight.shape} was "
+                f"made for {state.dtype.name}, but fp8_autocast's recipe casts it to "
+                f"{dtype.name} (fp8_format={recipe.fp8_format.name}); a scale is "
+                "fp8_max / amax, so resume with the saved fp8_format, or load the checkpoint "
+                "without its '._fp8_meta.' entries to start the scales afresh"
+            )
+    for _, state, dtype in roles:
+        state.recipe, state.dtype = recipe, dtype
     loaded.recipe = recipe
     return loaded
 

@@ -128,11 +128,12 @@ class ScalingState:
         self._checked_key = None  # the update's arguments checked last (_check_once)
 
     @classmethod
-    def restored(cls, scale, scale_inv, amax_history) -> ScalingState:
+    def restored(cls, scale, scale_inv, amax_history, dtype=None) -> ScalingState:
         """A state loaded from a checkpoint (``checkpoint.py``), before the first
-        ``fp8_autocast`` takes it up: its ``recipe`` and ``dtype`` are None until then."""
+        ``fp8_autocast`` takes it up: its ``recipe`` is None until then, its ``dtype`` the
+        format the checkpoint saved its scale for (None where it did not say)."""
         state = cls.__new__(cls)
-        state.recipe, state.dtype = None, None
+        state.recipe, state.dtype = None, dtype
         state.scale, state.scale_inv, state.amax_history = scale, scale_inv, amax_history
         state._amax_slot = state._blocks_done = state._checked_key = None
         return state
