@@ -68,6 +68,22 @@ def test_everything_needs_initialize_first():
         amp.state_dict()
 
 
+def test_an_initialize_that_decorate_refuses_leaves_the_previous_one_in_force():
+    model = _model()
+    opt = _sgd(model)
+    amp.initialize(model, opt, opt_level="O1", loss_scale=128.0)
+
+    class NotALayer:  # has a forward: initialize's own check passes, O2's decorate refuses
+        def forward(self, x):
+            return x
+
+    with pytest.raises(RuntimeError, match=r"paddle\.nn\.Layer"):
+        amp.initialize(NotALayer(), _sgd(_model()), opt_level="O2")
+    assert amp.state_dict() == {"loss_scaler0": {"loss_scale": 128.0, "unskipped": 0}}
+    with amp.scale_loss(model(mt.ones([3, 8])).astype("float32").mean(), opt) as scaled:
+        scaled.backward()
+
+
 @pytest.mark.parametrize("level", ["01", "O3", "o1", 1])
 def test_opt_level_is_checked_and_the_error_mentions_the_letter_o(level):
     with pytest.raises(ValueError, match="letter O, not the number zero"):
@@ -221,6 +237,22 @@ def test_an_overflow_in_an_earlier_micro_step_still_skips_the_step():
     assert amp.state_dict()["loss_scaler0"] == {"loss_scale": 2.0**15, "unskipped": 1}
 
 
+def test_float16_grads_that_add_up_past_65504_skip_the_step():
+    """Each micro-step's float16 grad (40000) is finite after its unscale; their sum is not
+    (apex sums into fp32 master grads, which cannot overflow): the step is skipped."""
+    model = nn.Linear(1, 1, bias_attr=False)
+    model.weight.set_value(np.ones((1, 1), "float32"))
+    opt = _sgd(model, lr=1e-6)
+    model, opt = amp.initialize(model, opt, opt_level="O2", loss_scale=1.0)
+    x = mt.to_tensor(np.full((1, 1), 40000.0, "float32"))
+    for _ in range(2):
+        with amp.scale_loss(model(x).astype("float32").sum(), opt) as scaled:
+            scaled.backward()
+    assert opt._get_auxiliary_var("found_inf").tolist() == [True]
+    opt.step()
+    assert model.weight.numpy().tolist() == [[1.0]]
+
+
 def test_an_error_inside_scale_loss_gives_the_accumulated_grads_back():
     model = _model()
     model, opt = amp.initialize(model, _sgd(model), opt_level="O1")
@@ -295,6 +327,12 @@ def test_state_dict_round_trips_and_bad_dicts_change_nothing():
             amp.load_state_dict(
                 {"loss_scaler0": {"loss_scale": 2.0, "unskipped": 0}, "loss_scaler1": bad}
             )
+    assert amp.state_dict() == saved
+    above_the_ceiling = {"loss_scale": 2.0**30, "unskipped": 0}  # max_loss_scale 2**24
+    with pytest.raises(ValueError, match="max_loss_scaling"):  # checked before any loads
+        amp.load_state_dict(
+            {"loss_scaler0": {"loss_scale": 2.0, "unskipped": 1}, "loss_scaler1": above_the_ceiling}
+        )
     assert amp.state_dict() == saved
     with pytest.warns(UserWarning, match="3 loss scalers, while 2"):
         amp.load_state_dict({**saved, "loss_scaler2": {"loss_scale": 2.0, "unskipped": 0}})

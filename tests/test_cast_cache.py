@@ -83,6 +83,67 @@ def test_no_grad_casts_are_not_cached_so_later_training_still_reaches_the_weight
     assert amp.cast_counts()["weight"] == 2 * len(weights(model))
 
 
+def test_a_training_loop_inside_one_region_casts_each_weight_once_per_forward():
+    """A backward frees the cached casts' graph: the next forward casts again, and its
+    backward reaches the weights (it raised AttributeError once)."""
+    model, x = mlp(), mt.randn([3, 4])
+    sgd = mt.optimizer.SGD(learning_rate=0.1, parameters=model.parameters())
+    losses = []
+    with amp.auto_cast():
+        for _ in range(3):
+            loss = model(x).astype("float32").mean()
+            loss.backward()
+            sgd.step()
+            sgd.clear_grad()
+            losses.append(loss.item())
+    assert amp.cast_counts()["weight"] == 3 * len(weights(model))
+    fresh = mlp()
+    fresh_sgd = mt.optimizer.SGD(learning_rate=0.1, parameters=fresh.parameters())
+    expected = []
+    for _ in range(3):  # one region per step: the usual loop
+        with amp.auto_cast():
+            loss = fresh(x).astype("float32").mean()
+        loss.backward()
+        fresh_sgd.step()
+        fresh_sgd.clear_grad()
+        expected.append(loss.item())
+    assert losses == expected
+
+
+def test_a_forward_after_a_backward_in_one_region_casts_again_and_reaches_the_weights():
+    """No write in between (an evaluation pass, gradient accumulation): the backward freed
+    the cached casts' graph, so they are made again, not reused."""
+    model, x = mlp(), mt.randn([3, 4])
+    with amp.auto_cast():
+        model(x).astype("float32").mean().backward()
+        first = [p.grad.numpy().copy() for p in model.parameters()]
+        model(x).astype("float32").mean().backward()  # accumulates: twice the first
+    for p, g in zip(model.parameters(), first):
+        np.testing.assert_array_equal(p.grad.numpy(), 2 * g)
+    assert amp.cast_counts()["weight"] == 2 * len(weights(model))
+
+
+def test_a_weight_written_inside_the_region_is_cast_again():
+    model, x = mlp(), mt.randn([3, 4])
+    with amp.auto_cast():
+        model(x)
+        for p in weights(model):
+            p.set_value(np.zeros(p.shape, "float32"))
+        out = model(x)
+    assert amp.cast_counts()["weight"] == 2 * len(weights(model))
+    bias = model[2].bias.numpy()  # zero weights: only the last bias is left
+    np.testing.assert_array_equal(out.numpy(), np.broadcast_to(bias, out.shape).astype(out.dtype))
+
+
+def test_a_retained_graph_keeps_its_cached_casts():
+    model, x = mlp(), mt.randn([3, 4])
+    with amp.auto_cast():
+        model(x).astype("float32").mean().backward(retain_graph=True)
+        model(x)
+    counts = amp.cast_counts()
+    assert counts["weight"] == len(weights(model)) and counts["cache_hit"] == len(weights(model))
+
+
 def test_frozen_parameters_and_data_are_not_cached():
     model, x = mlp(), mt.randn([3, 4])
     for p in model.parameters():

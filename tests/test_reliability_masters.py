@@ -96,6 +96,26 @@ def test_set_value_on_a_parameter_reseeds_only_the_elements_that_changed():
     np.testing.assert_array_equal(master.reshape(-1)[1:], old_master.reshape(-1)[1:])
 
 
+def test_an_initializer_run_again_is_not_undone_by_the_next_step():
+    """An initializer writes in place, as set_value does: the master follows it."""
+    model, opt = o2_model()
+    train(model, opt, 2)
+    weight = model[0].weight
+    nn.initializer.Constant(0.25)(weight)
+    with pytest.warns(UserWarning, match=weight.name):
+        zero_grad_step(model, opt)
+    np.testing.assert_array_equal(weight.numpy(), np.full(weight.shape, 0.25, weight.dtype))
+    np.testing.assert_array_equal(opt._master_weights[weight.name].numpy(), 0.25)
+
+
+def test_an_initializer_write_is_seen_by_backward():
+    x = mt.to_tensor(np.ones(3, "float32"), stop_gradient=False)
+    y = x * x
+    nn.initializer.Constant(5.0)(x)
+    with pytest.raises(RuntimeError, match="modified in place"):
+        y.sum().backward()
+
+
 @pytest.mark.parametrize("model_first", [True, False])
 def test_loading_the_optimizers_state_restores_the_masters_exactly(model_first):
     model, opt = o2_model()

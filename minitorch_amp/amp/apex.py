@@ -28,7 +28,8 @@ import numpy as np
 
 from ..autograd.tensor import Tensor
 from ..backend import device as _device
-from ..backend.dtypes import accumulation_dtype, convert_dtype, float16, float32
+from ..backend.dtypes import convert_dtype, float16, float32
+from .apex_stash import merge, restore, stash_grads
 from .auto_cast import auto_cast
 from .decorate import decorate
 from .grad_scaler import GradScaler
@@ -148,15 +149,16 @@ def initialize(
     out_dtype = None if out_dtype is None else convert_dtype(out_dtype)
     use_master = opt_level == "O2" and master_weights is not False
 
-    # Everything is checked: from here on, change things.
-    _amp_state.reset()
-    if enabled and opt_level == "O2":  # decorate checks its own arguments before changing any
+    if enabled and opt_level == "O2":  # decorate checks everything before changing anything
         if opt_list:
             model_list, opt_list = decorate(
                 model_list, opt_list, level="O2", master_weight=use_master
             )
         else:
             model_list = decorate(model_list, level="O2", master_weight=use_master)
+    # Everything is checked (a refusal above left the previous initialize in force): from
+    # here on, change things.
+    _amp_state.reset()
     if enabled and opt_level in ("O1", "O2"):
         for model in model_list:
             _patch_forward(model, opt_level, out_dtype)
@@ -215,12 +217,12 @@ def scale_loss(loss: Tensor, optimizers, loss_id: int = 0, model=None, delay_uns
         return
     stashes = []
     if not delay_unscale:  # apex's "grad copy elision": backward writes fresh grads
-        stashes = [_stash_grads(o) for o in opts if id(o) not in _amp_state.holding_scaled_grads]
+        stashes = [stash_grads(o) for o in opts if id(o) not in _amp_state.holding_scaled_grads]
     try:
         yield scaler.scale(loss)
     except BaseException:
         for stash in stashes:
-            _restore(stash)
+            restore(stash)
         raise
     if delay_unscale:
         _amp_state.holding_scaled_grads.update(id(o) for o in opts)
@@ -235,7 +237,7 @@ def scale_loss(loss: Tensor, optimizers, loss_id: int = 0, model=None, delay_uns
             f"{scaler.get_loss_scaling()}"
         )
     for stash in stashes:
-        _merge(stash)
+        found_inf = merge(stash, found_inf)
     xp = _device.get_array_module(found_inf)
     for opt in opts:
         pending = opt._get_auxiliary_var("found_inf")  # an overflow of an earlier micro-step
@@ -309,9 +311,10 @@ def load_state_dict(state_dict: dict) -> None:
         sd = scaler.state_dict()
         sd.update(scale=np.array([scale], dtype=np.float64), incr_count=int(unskipped))
         _check_scale_value(key, scale)
-        loads.append((scaler, sd))
-    for scaler, sd in loads:
-        scaler.load_state_dict(sd)
+        if scaler.is_enable():  # checked as its own load_state_dict checks
+            loads.append(scaler._prepare_load(sd))
+    for commit in loads:  # every scaler checked: load them all
+        commit()
 
 
 # ---- helpers ------------------------------------------------------------------------------
@@ -377,29 +380,3 @@ def _cast_floats(value, dtype):
     if isinstance(value, dict):
         return {k: _cast_floats(v, dtype) for k, v in value.items()}
     return value
-
-
-def _stash_grads(optimizer) -> list:
-    """Take the existing grads away (``p._grad = None``) so backward writes fresh ones."""
-    stash = []
-    for p in optimizer._parameter_list:
-        if p._grad is not None:
-            stash.append((p, p._grad))
-            p._grad = None
-    return stash
-
-
-def _restore(stash: list) -> None:
-    for p, old in stash:
-        p._grad = old
-
-
-def _merge(stash: list) -> None:
-    """``grad = fresh + stashed`` (both unscaled), added in float32 for float16 grads."""
-    for p, old in stash:
-        new = p._grad
-        if new is None:
-            p._grad = old
-            continue
-        acc = accumulation_dtype(new.dtype)
-        new._data[...] = new._data.astype(acc, copy=False) + old._data.astype(acc, copy=False)

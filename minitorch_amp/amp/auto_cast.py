@@ -223,7 +223,7 @@ def _cast(t, dtype, prepared=None):
         # NOTE: a cast made under no_grad has no graph; caching it would cut the parameter
         # off from backward for the rest of the region, so only recorded casts are cached.
         if cache is not None and is_grad_enabled():
-            cache[(id(t), dtype)] = (t, out)  # keep t alive so its id cannot be reused
+            cache[(id(t), dtype)] = (t, out, t._version)  # t kept alive: its id stays its
         return out
     count_cast("autocast")
     return dispatch.apply(Cast, t, dtype=dtype, prepared=prepared)
@@ -235,10 +235,23 @@ def _is_parameter(t) -> bool:
 
 def _cache_entry(t, dtype):
     """``(cache, entry)``: the region's cast cache (None: no region, or off) and ``t``'s
-    cached ``(t, cast)`` in it, or None."""
+    cached ``(t, cast, t's version)`` in it, or None where there is none still good.
+
+    NOTE: a cached cast serves only while it is what casting ``t`` now would give and
+    backward can still run through it: a write of ``t``'s values (``set_value``, an
+    initializer, an optimizer step) bumps its version, and a backward frees the cast's node.
+    A training loop written inside one region casts each weight once per forward pass."""
     cache = _cast_cache.get()
-    cache = cache if isinstance(cache, dict) else None  # None: no region; False: off
-    return cache, (cache.get((id(t), dtype)) if cache is not None else None)
+    if not isinstance(cache, dict):  # None: no region; False: off
+        return None, None
+    entry = cache.get((id(t), dtype))
+    if entry is not None and (entry[2] != t._version or _freed(entry[1])):
+        return cache, None
+    return cache, entry
+
+
+def _freed(cast) -> bool:
+    return cast._node is not None and cast._node.freed
 
 
 def _cast_together(tensors, dtype) -> dict:

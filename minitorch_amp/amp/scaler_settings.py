@@ -158,8 +158,12 @@ class ScalerSettings:
             RuntimeError: the dict is empty (saved from a disabled scaler).
             ValueError: missing or unexpected keys, or an invalid value.
         """
-        if not self._enable:
-            return
+        if self._enable:
+            self._prepare_load(state_dict)()
+
+    def _prepare_load(self, state_dict: dict):
+        """Check ``state_dict`` as :meth:`load_state_dict` does and return ``commit()``,
+        which loads it (nothing can fail there): several scalers load all or none."""
         if not state_dict:
             raise RuntimeError(
                 "The input state dict is empty, possibly because it was saved from a disabled "
@@ -185,16 +189,20 @@ class ScalerSettings:
                     f"GradScaler.load_state_dict: state dict {given_as.get(key, key)!r}: {exc}. "
                     "Nothing was loaded."
                 ) from None
-        # Everything checked: now change state.
-        self._init_loss_scaling = new["scale"]
-        self._scale._data[...] = new["scale"]
-        self._incr_ratio, self._decr_ratio = new["incr_ratio"], new["decr_ratio"]
-        self._incr_every_n_steps = new["incr_every_n_steps"]
-        self._decr_every_n_nan_or_inf = new["decr_every_n_nan_or_inf"]
-        self._counters[...] = _device.to_place(
+        counters = _device.to_place(
             np.array([new["incr_count"], new["decr_count"], 0], "int32"), self._scale.place
         )
-        self._use_dynamic_loss_scaling = new["use_dynamic_loss_scaling"]
+
+        def commit() -> None:  # everything checked and staged: now change state
+            self._init_loss_scaling = new["scale"]
+            self._scale._data[...] = new["scale"]
+            self._incr_ratio, self._decr_ratio = new["incr_ratio"], new["decr_ratio"]
+            self._incr_every_n_steps = new["incr_every_n_steps"]
+            self._decr_every_n_nan_or_inf = new["decr_every_n_nan_or_inf"]
+            self._counters[...] = counters
+            self._use_dynamic_loss_scaling = new["use_dynamic_loss_scaling"]
+
+        return commit
 
     def _loaded_scale(self, value) -> float:
         """A loaded ``scale`` as a float, by ``init_loss_scaling``'s rules; Paddle saves it as

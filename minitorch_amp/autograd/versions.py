@@ -4,8 +4,9 @@ An op's forward saves arrays for its backward (``ctx.x, ctx.y = x, y``). If one 
 arrays is written in place before backward runs, the gradient is computed from the new
 values, silently: ``y = x * x``, then ``x.set_value(5)``, then backward gives ``2 * 5``, not
 ``2 * x``. So every in-place write of a tensor's values bumps its ``_version``
-(``Tensor.set_value`` and ``copy_``, ``Layer.set_state_dict``), each recorded node keeps the
-version of each Tensor input as the op ran (``dispatch.Node.versions``), and the engine calls
+(``Tensor.set_value`` and ``copy_``, ``Layer.set_state_dict``, an ``nn.initializer``), each
+recorded node keeps the version of each Tensor input as the op ran (``dispatch.Node.versions``),
+and the engine calls
 :func:`check` before running a node's backward. A PyLayer's ``ctx.save_for_backward`` keeps
 the versions of its tensors and ``ctx.saved_tensor()`` calls :func:`check_saved`.
 

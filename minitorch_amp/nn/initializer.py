@@ -99,6 +99,7 @@ class Initializer:
             raise TypeError(f"an initializer fills a Tensor/Parameter, got {type(param).__name__}")
         xp = _device.get_array_module(param._data)
         param._data[...] = self._generate(param.shape, param.dtype, xp)
+        param._version += 1  # a write: an fp32 master, a cached cast, a saved input follow
 
     def _generate(self, shape, dtype, xp):  # pragma: no cover - abstract
         raise NotImplementedError

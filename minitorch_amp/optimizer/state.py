@@ -47,13 +47,23 @@ def _settings(param) -> tuple:
 
 
 class Plan:
-    """The buckets of a step and where each takes its grads from in the step's grad list."""
+    """The buckets of a step and where each takes its grads from in the step's grad list.
 
-    __slots__ = ("signature", "buckets")
+    A step writes its parameters in place, so it bumps each one's ``_version``, as
+    ``set_value`` does (PyTorch's optimizers do too): backward then refuses a graph that
+    saved a weight before the step, and a cached cast of it is made again. The plan's
+    signature and ``master_seen`` follow those bumps, so only a write by someone else
+    builds the plan again or re-seeds a master.
+    """
 
-    def __init__(self, signature: list, buckets: list):
+    __slots__ = ("signature", "buckets", "written", "version_slots", "seen")
+
+    def __init__(self, signature: list, buckets: list, written: list, version_slots, seen):
         self.signature = signature
         self.buckets = buckets  # [(picks its grads from the step's list, Bucket)]
+        self.written = written  # the parameters a step writes
+        self.version_slots = version_slots  # where their versions sit in the signature
+        self.seen = seen  # [(master_seen, name, parameter)] of the ones with a master
 
     def run(self, grads: list, found_inf, lr_for) -> None:
         """Update every bucket; ``lr_for(place)`` is the learning rate as a bucket reads it.
@@ -69,6 +79,17 @@ class Plan:
             if base_lr is None:
                 base_lr = lrs[bucket.place] = lr_for(bucket.place)
             bucket.run(bucket_grads, found_inf, base_lr, prepared)
+        self._wrote()
+
+    def _wrote(self) -> None:
+        """Each written parameter's new version, in the parameter, the signature and the
+        record of what the optimizer last left (a skipped step bumps too: harmless)."""
+        signature = self.signature
+        for param, slot in zip(self.written, self.version_slots):
+            param._version += 1
+            signature[slot] = param._version
+        for master_seen, name, param in self.seen:
+            master_seen[name] = (param._version, master_seen[name][1])
 
 
 class OptimizerState:
@@ -186,7 +207,18 @@ class OptimizerState:
             raise
         for note in notes:  # re-seeded masters: said once everything is in place
             warnings.warn(note, stacklevel=5)
-        self.plan = Plan(signature, buckets)
+        written, slots, at = [], [], 1
+        for _, params, _ in steps:  # the signature: ids, array ids, versions, ... per group
+            written += params
+            slots += range(at + 1 + 2 * len(params), at + 1 + 3 * len(params))
+            at += 1 + 5 * len(params)
+        seen = [
+            (self.master_seen, r.param.name, r.param)
+            for _, bucket in buckets
+            if bucket.master is not None
+            for r in bucket.records
+        ]
+        self.plan = Plan(signature, buckets, written, slots, seen)
         return self.plan
 
     def _fill(self, bucket: Bucket, owners: dict, notes: list) -> None:

@@ -3,8 +3,14 @@
 Layout (Paddle's)::
 
     {'linear_0.w_0_moment1_0': Tensor, ...,                 # f'{param.name}_{acc}_0'
-     'master_weights': {'linear_0.w_0': Tensor(float32)},   # only when there are masters
+     'linear_1.w_0_fp32_master_0_moment1_0': Tensor, ...,   # a parameter with a master
+     'master_weights': {'linear_1.w_0': Tensor(float32)},   # only when there are masters
      'LR_Scheduler': {...}}                                 # only with an LRScheduler
+
+A float16 parameter with an fp32 master weight (``multi_precision``) keeps its accumulators
+under the master's name, as Paddle does (its optimizer adds them to the master variable,
+``{param.name}_fp32_master_0``), so Paddle's O2 checkpoints and ours load both ways. A
+checkpoint that keys them by the parameter's own name (ours before) loads too.
 
 NOTE: loading is all-or-nothing. Every entry (shapes, dtypes, completeness, the scheduler's
 keys) is checked before the first value is written, so a failed ``set_state_dict`` leaves
@@ -28,8 +34,9 @@ def optimizer_state_dict(opt) -> dict:
     """What ``Optimizer.state_dict()`` returns; every Tensor in it is a copy."""
     state: dict = {}
     for param in opt._parameter_list + opt._state.extra_params:
+        owner = _master_name(param) if param.name in opt._master_weights else None
         for acc, array in (opt._accumulators.get(id(param)) or {}).items():
-            key = state_key(param, acc)
+            key = state_key(param, acc, owner)
             if key in state:
                 raise ValueError(
                     f"two parameters are both named {param.name!r}; state_dict keys are "
@@ -54,8 +61,11 @@ def load_optimizer_state(opt, state_dict: dict) -> None:
     for param in opt._parameter_list + opt._state.extra_params:
         group = opt._group_of.get(id(param), opt._default_group)
         fresh = opt._create_accumulators(param, group)
-        keys = {acc: state_key(param, acc) for acc in fresh}
-        found = [acc for acc, key in keys.items() if key in state_dict]
+        for owner in (_master_name(param), None):  # Paddle's O2 keys, then the plain ones
+            keys = {acc: state_key(param, acc, owner) for acc in fresh}
+            found = [acc for acc, key in keys.items() if key in state_dict]
+            if found:
+                break
         if not found:
             continue
         if len(found) != len(keys):
@@ -128,19 +138,25 @@ def _stage_master_weights(opt, entries):
                 f"parameter {name!r} has shape {param.shape}; nothing was loaded"
             )
         master = _device.to_place(array, _device.place_of(param._data)).copy()
-        label = getattr(value, "name", None) or f"{name}_fp32_master_0"
+        label = getattr(value, "name", None) or f"{name}_fp32_master_0"  # _master_name
         staged[name] = (_named_copy(master, label, copy=False), param)
     return staged, unknown
 
 
-def state_key(param, acc: str) -> str:
-    """``f'{param.name}_{acc}_0'``, e.g. ``linear_0.w_0_moment1_0`` (Paddle's names)."""
+def state_key(param, acc: str, owner: str | None = None) -> str:
+    """``f'{owner}_{acc}_0'``, e.g. ``linear_0.w_0_moment1_0`` (Paddle's names); ``owner``
+    is the parameter's name, or its master weight's (:func:`_master_name`)."""
     if not param.name:
         raise ValueError(
             "state_dict needs named parameters; this Tensor has no name (use Parameter, "
             "which names itself, or set tensor.name)"
         )
-    return f"{param.name}_{acc}_0"
+    return f"{owner or param.name}_{acc}_0"
+
+
+def _master_name(param) -> str:
+    """The name Paddle gives ``param``'s fp32 master variable (``unique_name`` adds _0)."""
+    return f"{param.name}_fp32_master_0"
 
 
 def _named_copy(array, name: str, copy: bool = True) -> Tensor:

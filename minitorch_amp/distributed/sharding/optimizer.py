@@ -207,6 +207,9 @@ class ShardedOptimizer:
             return
         for chunk, (root, params) in enumerate(self._broadcast_plan()):
             caller = f"parameter broadcast {chunk}"
+            if root != me:  # written here, as the owner's step wrote its own (state.Plan)
+                for p in params:
+                    p._version += 1
             if len(params) == 1:
                 comm.broadcast(params[0]._data, root, caller)  # big: straight from/into it
                 continue
