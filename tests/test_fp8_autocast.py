@@ -96,6 +96,27 @@ def test_each_weight_is_cast_to_fp8_once_per_region():
     assert np.count_nonzero(meta.weight.amax_history) == 2  # a new region casts again
 
 
+def test_a_weight_written_inside_the_region_is_cast_again():
+    """An optimizer step (or set_value) inside one region: the next GEMM reads the new
+    weight, not the FP8 copy of the old one."""
+    mt.seed(0)
+    layer = nn.Linear(4, 4)
+    opt = mt.optimizer.SGD(0.5, parameters=layer.parameters())
+    x = mt.randn([2, 4])
+    with amp.fp8_autocast(recipe=amp.Float8CurrentScaling()):
+        layer(x).astype("float32").sum().backward()
+        opt.step()
+        inside = layer(x)
+    with amp.fp8_autocast(recipe=amp.Float8CurrentScaling()):
+        fresh = layer(x)
+    np.testing.assert_array_equal(inside.numpy(), fresh.numpy())
+    with amp.fp8_autocast():
+        layer(x)
+        layer.weight.set_value(np.zeros([4, 4], "float32"))
+        zeroed = layer(x)
+    np.testing.assert_array_equal(zeroed.numpy(), np.broadcast_to(layer.bias.numpy(), [2, 4]))
+
+
 def test_matmul_of_two_activations_uses_current_scaling():
     a, b = mt.randn([2, 3, 5]), mt.randn([2, 4, 5])
     a.stop_gradient = b.stop_gradient = False
@@ -107,6 +128,64 @@ def test_matmul_of_two_activations_uses_current_scaling():
     assert np.array_equal(out.numpy(), same.numpy())
     out.sum().backward()
     assert a.grad.shape == [2, 3, 5] and b.grad.shape == [2, 4, 5]
+
+
+def test_f_linear_with_a_weight_made_this_step_takes_current_scaling_as_matmul_does():
+    """``F.linear(x, w.T)`` (PyTorch's layout, a merged LoRA weight): a delayed state on
+    the temporary would start at scale 1 every step and flush small values to zero."""
+    mt.seed(0)
+    w = mt.randn([8, 16]) * 1e-3  # [out, in]
+    w.stop_gradient = False
+    x = mt.randn([32, 16]) * 1e-3
+    with amp.fp8_autocast(recipe=amp.DelayedScaling(amax_history_len=4)):
+        w_t = w.T
+        by_linear = F.linear(x, w_t)
+        by_matmul = x.matmul(w, transpose_y=True)
+    assert amp.fp8_meta(w_t) is None and amp.fp8_meta(w) is None
+    np.testing.assert_array_equal(by_linear.numpy(), by_matmul.numpy())
+    exact = x.numpy() @ w.numpy().T
+    assert np.abs(by_linear.numpy() - exact).max() < 0.1 * np.abs(exact).max()
+    by_linear.sum().backward()
+    assert w.grad.shape == [8, 16] and np.abs(w.grad.numpy()).max() > 0
+
+
+@pytest.mark.parametrize("shape", [[1], [2, 3], [1, 3]])
+def test_a_bias_that_broadcasts_is_added_after_the_fp8_gemm_as_outside(shape):
+    """Only a [out_features] bias is added in the epilogue; another shape that F.linear
+    takes outside FP8 is added by the add op, whose gradient has the bias's shape."""
+    mt.seed(0)
+    w = mt.randn([4, 3])
+    w.stop_gradient = False
+    b = mt.randn(shape)
+    b.stop_gradient = False
+    x = mt.randn([2, 4])
+    recipe = amp.Float8CurrentScaling()
+    with amp.fp8_autocast(recipe=recipe):
+        out = F.linear(x, w, b)
+        expected = F.linear(x, w) + b
+    np.testing.assert_array_equal(out.numpy(), expected.numpy())
+    out.sum().backward()
+    assert b.grad.shape == shape
+
+
+@pytest.mark.parametrize("shape", [[5], [2, 3, 1]])
+def test_a_bias_that_does_not_broadcast_is_refused_before_any_cast(shape):
+    w = mt.randn([4, 3])
+    w.stop_gradient = False
+    with pytest.raises(ValueError, match=r"give it shape \[3\]"), amp.fp8_autocast():
+        F.linear(mt.ones([2, 4]), w, mt.zeros(shape))
+    assert amp.fp8_meta(w) is None  # no scaling state attached, no amax recorded
+
+
+def test_a_product_of_bfloat16_and_float16_activations_promotes_to_float32_as_outside():
+    x = mt.randn([2, 16]).astype("bfloat16")
+    y = mt.randn([16, 3]).astype("float16")  # an activation, not a weight: current scaling
+    x.stop_gradient = False
+    with amp.fp8_autocast():
+        out = x @ y
+    assert out.dtype == (x @ y).dtype == np.float32
+    out.sum().backward()
+    assert x.grad.dtype == x.dtype
 
 
 def test_operator_stats_count_fp8_gemms_and_casts(capsys):
@@ -129,6 +208,23 @@ def test_the_tensor_checker_sees_an_overflow_the_saturating_cast_hides(capsys):
     report = capsys.readouterr().out
     assert "op=cast_to_fp8" in report and "num_nan=1" in report
     assert np.isfinite(y.numpy()).all()  # the GEMM itself saturated: finite
+
+
+@pytest.mark.parametrize("recipe", [amp.DelayedScaling(amax_history_len=1), None])
+def test_the_tensor_checker_sees_the_scale_the_cast_used_even_float32s_largest(capsys, recipe):
+    """A tiny amax makes the scale float32's largest (TE's clamp), whose inverse's inverse
+    is inf: the checker is shown x * scale, finite here, not x / scale_inv (0 * inf = NaN)."""
+    recipe = recipe or amp.Float8CurrentScaling()
+    layer = nn.Linear(4, 3)
+    tiny = np.zeros((2, 4), "float32")
+    tiny[0, 0] = 1e-38
+    with amp.fp8_autocast(recipe=recipe):
+        layer(mt.to_tensor(tiny))  # the input's next scale: float32's largest
+    assert amp.fp8_meta(layer.weight).input.scale.tolist() == [np.finfo(np.float32).max]
+    with nan_inf_checker(), amp.fp8_autocast(recipe=recipe):
+        y = layer(mt.to_tensor(tiny))
+    assert "op=cast_to_fp8" not in capsys.readouterr().out
+    assert np.isfinite(y.numpy()).all()
 
 
 def test_a_delayed_fp8_step_reads_nothing_back_to_the_host():

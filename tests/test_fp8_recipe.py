@@ -37,11 +37,35 @@ def test_delayed_scaling_has_transformer_engines_names_and_defaults():
         ({"amax_history_len": 0}, "amax_history_len must be an integer >= 1"),
         ({"margin": -1}, "margin must be >= 0"),
         ({"amax_compute_algo": "mean"}, "'max' or 'most_recent'"),
+        ({"fp8_format": "E5M2"}, r"as in Transformer Engine\): use Format.HYBRID"),
+        ({"fp8_format": amp.Format.E5M2}, "E5M2 for every tensor is not supported"),
+        ({"margin": 135}, r"margin 135 leaves no usable scale.*margin <= 134"),
+        ({"margin": float("inf")}, "leaves no usable scale"),
+        ({"amax_history_len": np.int64(0)}, "amax_history_len must be an integer >= 1"),
     ],
 )
 def test_bad_settings_say_what_to_use(kwargs, message):
     with pytest.raises(ValueError, match=message):
         amp.DelayedScaling(**kwargs)
+
+
+def test_pure_e5m2_current_scaling_is_refused_too():
+    with pytest.raises(ValueError, match=r"use Format\.HYBRID"):
+        amp.Float8CurrentScaling(fp8_format="E5M2")
+
+
+def test_the_largest_margin_still_gives_a_finite_scale_above_zero():
+    recipe = amp.DelayedScaling(margin=134, amax_history_len=1)
+    state = ScalingState(recipe, float8_e4m3fn, np)
+    state.cast(f32(1.0, -2.0))
+    assert 0 < state.scale[0] < np.inf
+
+
+def test_numpy_integers_are_taken_as_the_python_numbers_they_equal():
+    recipe = amp.DelayedScaling(margin=np.int64(1), amax_history_len=np.int64(16))
+    assert recipe == amp.DelayedScaling(margin=1, amax_history_len=16)
+    assert type(recipe.margin) is int and type(recipe.amax_history_len) is int
+    assert hash(recipe) == hash(amp.DelayedScaling(margin=1, amax_history_len=16))
 
 
 def test_a_bad_recipe_leaves_the_fp8_region_as_it_was():

@@ -42,6 +42,7 @@ SETS = (
     "squared_error",
     "cross_entropy",
     "review_fixes",
+    "write_versions_and_reviews",
 )
 
 

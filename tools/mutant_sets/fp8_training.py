@@ -104,7 +104,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "fp8-weight-cast-every-call",
         "minitorch_amp/amp/fp8/autocast.py",
-        "    if entry is None or entry[0] is not weight:\n",
+        "    if entry is None or entry[0] is not weight or entry[4] != weight._version:\n",
         "    if True:\n",
         (f"{AUTOCAST_TESTS}::test_each_weight_is_cast_to_fp8_once_per_region",),
         "the weight's FP8 copy is not cached: cast (and its amax recorded) at every use",

@@ -281,8 +281,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "fp8-weight-cast-twice-for-its-transpose",
         "minitorch_amp/amp/fp8/autocast.py",
-        "    if entry is None or entry[0] is not weight:\n",
-        "    if entry is None or entry[0] is not weight or (transpose and entry[3] is None):\n",
+        "    if entry is None or entry[0] is not weight or entry[4] != weight._version:\n",
+        "    if entry is None or entry[0] is not weight or entry[4] != weight._version or (transpose and entry[3] is None):\n",
         (
             "tests/test_fp8_cast_transposed.py::test_a_weight_a_convolution_cast_first_is_transposed_from_its_copy_not_cast_again",
         ),

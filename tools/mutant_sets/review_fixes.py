@@ -104,7 +104,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "fp8-linear-shapes-checked-after-the-cast",
         "minitorch_amp/amp/fp8/autocast.py",
-        "        check_linear(x.shape, y.shape)  # (as above)\n",
+        "        check_linear(x.shape, y.shape, None if bias is None else bias.shape)  # (as above)\n",
         "",
         (FP8_AUTOCAST,),
         "an input that does not fit rolls the weight's history and moves its scale, then raises",

@@ -55,7 +55,7 @@ class GemmMeta:
 @dataclass
 class _Region:
     recipe: object
-    weights: dict = field(default_factory=dict)  # id(weight) -> [weight, FP8, scale_inv, FP8.T]
+    weights: dict = field(default_factory=dict)  # id -> [weight, FP8, scale_inv, FP8.T, version]
 
 
 _metas: dict[int, tuple] = {}  # id(weight) -> (weakref to it, GemmMeta)
@@ -190,14 +190,16 @@ class fp8_autocast(ReentrantContext):  # noqa: N801 - TE's name; a context and a
 
 
 def _weight_fp8(region: _Region, weight: Tensor, meta: GemmMeta, transpose: bool = False):
-    """The FP8 copy of ``weight`` and its inverse scale, cast once per region; with
+    """The FP8 copy of ``weight`` and its inverse scale, cast once per region and version of
+    the weight (an optimizer step or ``set_value`` inside the region casts it again); with
     ``transpose`` (a Linear's 2-D weight) also the copy's transpose, made by the same cast
     (or, for a weight a convolution cast first, from the copy: never a second cast, which
     would record a second amax)."""
     entry = region.weights.get(id(weight))
-    if entry is None or entry[0] is not weight:
+    if entry is None or entry[0] is not weight or entry[4] != weight._version:
         w_q, scale_inv, *w_qt = quantize(meta.weight, weight._data, transpose=transpose)
-        entry = region.weights[id(weight)] = [weight, w_q, scale_inv, *w_qt, None][:4]
+        entry = [weight, w_q, scale_inv, *w_qt, None][:4] + [weight._version]
+        region.weights[id(weight)] = entry
     if not transpose:
         return entry[1], entry[2]
     if entry[3] is None:
@@ -231,15 +233,26 @@ def _gemm(
         weight_fp8 = _weight_fp8(region, y, meta)
         return apply(Fp8Conv2D, x, y, meta=meta, weight_fp8=weight_fp8, **conv)
     if kind == "linear" or (not transpose_x and not transpose_y and _is_weight(y)):
-        check_linear(x.shape, y.shape)  # (as above)
-        meta = _meta_for(y, recipe, xp)
-        weight_fp8 = _weight_fp8(region, y, meta, transpose=True)
+        check_linear(x.shape, y.shape, None if bias is None else bias.shape)  # (as above)
+        if bias is not None and tuple(bias.shape) != (y.shape[1],):  # a bias that broadcasts:
+            return _gemm(kind, region, x, y) + bias  # added by the add op, which unbroadcasts
+        if y._node is None:  # a tensor that lives on (a parameter, frozen or not): delayed
+            meta = _meta_for(y, recipe, xp)
+            weight_fp8 = _weight_fp8(region, y, meta, transpose=True)
+        else:  # made this step (``F.linear(x, w.T)``): no history to take a scale from
+            meta = _current(recipe, xp)
+            weight_fp8 = quantize(meta.weight, y._data, transpose=True)
         return apply(Fp8Linear, x, y, bias, meta=meta, weight_fp8=weight_fp8)
     if x.ndim < 2:
         return None
-    meta = GemmMeta.new(Float8CurrentScaling(recipe.fp8_format), xp)
     flags = {"transpose_x": transpose_x, "transpose_y": transpose_y}
-    return apply(Fp8Matmul, x, y, meta=meta, **flags)
+    return apply(Fp8Matmul, x, y, meta=_current(recipe, xp), **flags)
+
+
+def _current(recipe, xp) -> GemmMeta:
+    """Fresh current-scaling states in ``recipe``'s formats, for a product's operands that
+    have no history (activations, a weight made this step)."""
+    return GemmMeta.new(Float8CurrentScaling(recipe.fp8_format), xp)
 
 
 fp8_route.route.gemm = _gemm

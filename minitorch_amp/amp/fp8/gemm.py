@@ -27,10 +27,11 @@ from ...autograd.dispatch import hooks
 from ...autograd.op import WHITE, Op
 from ...backend.bias_grad import bias_grad
 from ...backend.device import get_array_module
-from ...backend.dtypes import bfloat16, float16, float32
+from ...backend.dtypes import bfloat16, float16, float32, result_type
 from ...backend.fp8 import fp8_matmul, from_fp8, to_fp8
 from ...backend.fp8_gemm import EPILOGUE_DTYPES as _EPILOGUE_DTYPES
 from ...backend.primitives import relu_backward
+from .recipe import Float8CurrentScaling
 
 __all__ = ["CastToFp8", "Fp8Linear", "Fp8Matmul", "fp8_gemm", "quantize"]
 
@@ -46,13 +47,18 @@ def quantize(state, x, transpose: bool = False):
     with ``transpose`` (a 2-D ``x``) ``(out, scale_inv, out.T contiguous)``, made in the
     same pass on a GPU: an FP8 GEMM reads both operands K-major, so a product that needs
     ``x`` transposed takes it from here instead of copying the bytes."""
+    current = isinstance(state.recipe, Float8CurrentScaling)
+    # the scale the cast uses: a delayed cast updates it after, a current one sets it first
+    # (NOTE: not 1 / scale_inv, which is inf for float32's largest scale, and not the scale
+    # for one in six float32 scales)
+    used = state.scale.copy() if hooks.observers and not current else None
     if transpose:
         out, scale_inv, out_t = state.cast_transposed(x)
     else:
         out, scale_inv = state.cast(x)
     if hooks.observers:
         with np.errstate(all="ignore"):
-            scaled = x.astype(float32) * (np.float32(1.0) / scale_inv)
+            scaled = x.astype(float32) * (state.scale if current else used)
             plain = Tensor._wrap(to_fp8(scaled, state.dtype, saturate=False))
         for observe in hooks.observers:
             observe(CastToFp8, plain)
@@ -86,14 +92,25 @@ def fp8_gemm(a_q, b_q, scale_inv_a, scale_inv_b, out_dtype=float32, out=None, bi
     return out.astype(out_dtype, copy=False)
 
 
-def check_linear(x_shape, weight_shape) -> None:
+def check_linear(x_shape, weight_shape, bias_shape=None) -> None:
     """Raise unless an input of ``x_shape`` fits a Linear weight of ``weight_shape``
-    ([in_features, out_features]); checked before anything is cast (a cast records an amax
-    into the scaling state)."""
+    ([in_features, out_features]) and a bias of ``bias_shape`` broadcasts to the result;
+    checked before anything is cast (a cast records an amax into the scaling state)."""
     if len(weight_shape) != 2 or x_shape[-1] != weight_shape[0]:
         raise ValueError(
             f"linear: input of shape {list(x_shape)} does not match weight of shape "
             f"{list(weight_shape)} (weight is [in_features, out_features])"
+        )
+    out_shape = (*x_shape[:-1], weight_shape[1])
+    if bias_shape is not None:
+        try:
+            if np.broadcast_shapes(out_shape, tuple(bias_shape)) == out_shape:
+                return
+        except ValueError:
+            pass
+        raise ValueError(
+            f"linear: a bias of shape {list(bias_shape)} does not broadcast to the result's "
+            f"shape {list(out_shape)}; give it shape [{weight_shape[1]}] (out_features)"
         )
 
 
@@ -196,7 +213,7 @@ class Fp8Matmul(Op, register=False):
             )
         a_q, sa = quantize(meta.input, a)
         b_q, sb = quantize(meta.weight, b)
-        dtype = np.result_type(x.dtype, y.dtype) if x.dtype != y.dtype else x.dtype
+        dtype = result_type(x.dtype, y.dtype)  # bfloat16 with float16: float32, as outside
         ctx.saved = (a_q, sa, b_q, sb, transpose_x, transpose_y, x.dtype, y.dtype, meta)
         return fp8_gemm(a_q, b_q, sa, sb, dtype)
 

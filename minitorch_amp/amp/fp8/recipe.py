@@ -9,10 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from numbers import Integral, Real
+
+import numpy as np
 
 from ...backend.dtypes import FP8_MAX, float8_e4m3fn, float8_e5m2
 
 __all__ = ["DelayedScaling", "Float8CurrentScaling", "Format"]
+
+_TINY = np.finfo(np.float32).tiny  # float32's smallest normal value
+_MAX_MARGIN = int(np.log2(min(FP8_MAX.values()) / float(_TINY)))  # 134: E4M3's 448 / 2**134 >= tiny
 
 
 class Format(Enum):
@@ -37,13 +43,24 @@ class Format(Enum):
 
 
 def _format(fp8_format) -> Format:
+    """``fp8_format`` as a training format: E4M3 or HYBRID.
+
+    NOTE: pure E5M2 is refused, as Transformer Engine's recipes refuse it ("Pure E5M2
+    training is not supported"): with two mantissa bits the forward pass loses too much,
+    and an FP8 tensor core takes E5M2 for at most one operand (the GPU GEMM: E4M3 x E4M3,
+    E4M3 x E5M2 or E5M2 x E4M3)."""
+    if isinstance(fp8_format, str) and fp8_format.upper() in Format.__members__:
+        fp8_format = Format[fp8_format.upper()]
+    if fp8_format is Format.E5M2:
+        raise ValueError(
+            "fp8_format E5M2 for every tensor is not supported (as in Transformer Engine): "
+            "use Format.HYBRID (E4M3 forward, E5M2 gradients: the default) or Format.E4M3"
+        )
     if isinstance(fp8_format, Format):
         return fp8_format
-    if isinstance(fp8_format, str) and fp8_format.upper() in Format.__members__:
-        return Format[fp8_format.upper()]
     raise ValueError(
         f"unknown fp8_format {fp8_format!r}; use Format.HYBRID (E4M3 forward, E5M2 "
-        "gradients), Format.E4M3 or Format.E5M2 (or their names as strings)"
+        "gradients) or Format.E4M3 (or their names as strings)"
     )
 
 
@@ -74,7 +91,8 @@ class DelayedScaling(_Recipe):
 
     Args:
         margin: scale down by ``2**margin`` more, headroom for growth (>= 0).
-        fp8_format: :class:`Format` (or its name): HYBRID (default), E4M3 or E5M2.
+        fp8_format: :class:`Format` (or its name): HYBRID (default) or E4M3 (E5M2 for
+            every tensor is refused, as Transformer Engine refuses it).
         amax_history_len: how many steps' amaxes the scale looks back on (>= 1).
         amax_compute_algo: ``'max'`` (default) or ``'most_recent'``.
         reduce_amax: True (default): in a parallel env of several ranks, each amax is
@@ -85,7 +103,8 @@ class DelayedScaling(_Recipe):
             ranks' collectives would differ (``CollectiveMismatchError``).
 
     Raises:
-        ValueError: an unknown format or algorithm, a negative margin, a history below 1.
+        ValueError: an unknown format (or E5M2 for every tensor) or algorithm, a negative
+            margin or one so large that no scale is left, a history below 1.
         TypeError: a ``reduce_amax`` that is not a bool.
 
     Example:
@@ -107,19 +126,30 @@ class DelayedScaling(_Recipe):
                 f"reduce_amax must be True (scales shared by the ranks) or False (each rank's "
                 f"own), got {self.reduce_amax!r}"
             )
-        if isinstance(self.margin, bool) or not isinstance(self.margin, (int, float)):
+        if isinstance(self.margin, (bool, np.bool_)) or not isinstance(self.margin, Real):
             raise TypeError(f"margin must be a number >= 0, got {self.margin!r}")
         if not self.margin >= 0:
             raise ValueError(
                 f"margin must be >= 0 (the scale leaves 2**margin of headroom), got "
                 f"{self.margin}; use 0 for none"
             )
+        if not np.float32(min(FP8_MAX.values()) * 2.0 ** -float(self.margin)) >= _TINY:
+            raise ValueError(
+                f"margin {self.margin} leaves no usable scale: fp8_max / 2**margin is below "
+                f"float32's normal range (margin <= {_MAX_MARGIN}); a margin of a few binades "
+                "is headroom enough (TE's default: 0)"
+            )
         n = self.amax_history_len
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, Integral) or n < 1:
             raise ValueError(
                 f"amax_history_len must be an integer >= 1 (1 keeps only the latest amax), "
                 f"got {n!r}"
             )
+        object.__setattr__(self, "amax_history_len", int(n))  # a NumPy integer: the same
+        margin = self.margin  # an int stays an int (TE's type), other numbers are floats
+        object.__setattr__(
+            self, "margin", int(margin) if isinstance(margin, Integral) else float(margin)
+        )
         if self.amax_compute_algo not in ("max", "most_recent"):
             raise ValueError(
                 f"amax_compute_algo must be 'max' or 'most_recent', got {self.amax_compute_algo!r}"
@@ -139,10 +169,11 @@ class Float8CurrentScaling(_Recipe):
     second pass over the tensor (or a kernel that computes the amax first).
 
     Args:
-        fp8_format: :class:`Format` (or its name): HYBRID (default), E4M3 or E5M2.
+        fp8_format: :class:`Format` (or its name): HYBRID (default) or E4M3 (E5M2 for
+            every tensor is refused, as Transformer Engine refuses it).
 
     Raises:
-        ValueError: an unknown format.
+        ValueError: an unknown format, or E5M2 for every tensor.
     """
 
     fp8_format: Format = Format.HYBRID

@@ -1,0 +1,176 @@
+"""Writes that bump versions (an optimizer step, an initializer) and the caches that follow
+them; the defects a review of the AMP and FP8 code found (session of 2026-11-28), each
+planted back: the tests written with the fixes must see them."""
+
+# ruff: noqa: E501 (search texts are source lines, whatever their length)
+
+from __future__ import annotations
+
+from mutant_sets import Mutant
+
+CACHE = "tests/test_cast_cache.py::"
+VERSIONS = "tests/test_optimizer_versions.py::"
+MASTERS = "tests/test_reliability_masters.py::"
+APEX = "tests/test_apex.py::"
+MASTER_WEIGHTS = "tests/test_master_weights.py::"
+FP8 = "tests/test_fp8_autocast.py::"
+RECIPE = "tests/test_fp8_recipe.py"
+
+MUTANTS: list[Mutant] = [
+    Mutant(
+        "cast-cache-ignores-writes",
+        "minitorch_amp/amp/auto_cast.py",
+        "    if entry is not None and (entry[2] != t._version or _freed(entry[1])):\n",
+        "    if entry is not None and _freed(entry[1]):\n",
+        (CACHE + "test_a_weight_written_inside_the_region_is_cast_again",),
+        "an O1 weight written inside the region (set_value, a step) feeds its old float16 cast",
+    ),
+    Mutant(
+        "cast-cache-reuses-a-freed-cast",
+        "minitorch_amp/amp/auto_cast.py",
+        "    return cast._node is not None and cast._node.freed\n",
+        "    return False\n",
+        (
+            CACHE
+            + "test_a_forward_after_a_backward_in_one_region_casts_again_and_reaches_the_weights",
+        ),
+        "a second forward in one region reuses a cast whose graph a backward freed: AttributeError",
+    ),
+    Mutant(
+        "optimizer-step-bumps-nothing",
+        "minitorch_amp/optimizer/state.py",
+        "            param._version += 1\n",
+        "",
+        (VERSIONS + "test_backward_through_a_graph_that_saved_a_weight_before_the_step_raises",),
+        "a graph that saved a weight before the step differentiates with the new weight, silently",
+    ),
+    Mutant(
+        "plan-signature-left-behind-the-bumps",
+        "minitorch_amp/optimizer/state.py",
+        "            signature[slot] = param._version\n",
+        "",
+        (VERSIONS + "test_each_step_bumps_the_written_parameters_and_keeps_its_plan",),
+        "the step's own bumps make every next step rebuild its plan (and re-seed every master)",
+    ),
+    Mutant(
+        "masters-take-the-steps-writes-for-outside-ones",
+        "minitorch_amp/optimizer/state.py",
+        "            master_seen[name] = (param._version, master_seen[name][1])\n",
+        "            pass\n",
+        (VERSIONS + "test_a_rebuilt_plan_does_not_take_the_steps_own_writes_for_outside_ones",),
+        "a plan rebuilt after steps re-seeds every master from its float16 parameter: fp32 digits lost",
+    ),
+    Mutant(
+        "initializer-bumps-nothing",
+        "minitorch_amp/nn/initializer.py",
+        "        param._version += 1  # a write: an fp32 master, a cached cast, a saved input follow\n",
+        "",
+        (MASTERS + "test_an_initializer_run_again_is_not_undone_by_the_next_step",),
+        "an O2 weight re-initialized is written back from its master by the next step",
+    ),
+    Mutant(
+        "apex-loads-scaler-by-scaler",
+        "minitorch_amp/amp/apex.py",
+        "            loads.append(scaler._prepare_load(sd))\n",
+        "            scaler.load_state_dict(sd)\n",
+        (APEX + "test_state_dict_round_trips_and_bad_dicts_change_nothing",),
+        "amp.load_state_dict loads the first scaler, then refuses the second: half a load",
+    ),
+    Mutant(
+        "apex-initialize-forgets-before-checking",
+        "minitorch_amp/amp/apex.py",
+        '    if enabled and opt_level == "O2":  # decorate checks everything before changing anything\n',
+        '    _amp_state.reset()\n    if enabled and opt_level == "O2":\n',
+        (APEX + "test_an_initialize_that_decorate_refuses_leaves_the_previous_one_in_force",),
+        "an initialize that decorate refuses wipes the previous one: scale_loss then raises",
+    ),
+    Mutant(
+        "o2-moments-keyed-by-the-parameter",
+        "minitorch_amp/optimizer/state_dict.py",
+        "        owner = _master_name(param) if param.name in opt._master_weights else None\n",
+        "        owner = None\n",
+        (
+            MASTER_WEIGHTS
+            + "test_accumulators_of_a_param_with_a_master_are_keyed_by_the_masters_name_as_paddle_does",
+        ),
+        "an O2 checkpoint keys the moments by the float16 parameter: Paddle's .pdopt restarts them",
+    ),
+    Mutant(
+        "old-o2-moment-keys-not-loaded",
+        "minitorch_amp/optimizer/state_dict.py",
+        "        for owner in (_master_name(param), None):  # Paddle's O2 keys, then the plain ones\n",
+        "        for owner in (_master_name(param),):\n",
+        (
+            MASTER_WEIGHTS
+            + "test_a_checkpoint_keying_the_masters_accumulators_by_the_param_still_loads",
+        ),
+        "a checkpoint saved before Paddle's O2 keys loses its moments",
+    ),
+    Mutant(
+        "fp8-checker-shown-one-over-scale-inv",
+        "minitorch_amp/amp/fp8/gemm.py",
+        "            scaled = x.astype(float32) * (state.scale if current else used)\n",
+        "            scaled = x.astype(float32) * (np.float32(1.0) / scale_inv)\n",
+        (FP8 + "test_the_tensor_checker_sees_the_scale_the_cast_used_even_float32s_largest",),
+        "the tensor checker reports NaN for an FP8 cast at float32's largest scale (0 * inf)",
+    ),
+    Mutant(
+        "fp8-matmul-promotes-with-numpy",
+        "minitorch_amp/amp/fp8/gemm.py",
+        "        dtype = result_type(x.dtype, y.dtype)  # bfloat16 with float16: float32, as outside\n",
+        "        dtype = np.result_type(x.dtype, y.dtype) if x.dtype != y.dtype else x.dtype\n",
+        (
+            FP8
+            + "test_a_product_of_bfloat16_and_float16_activations_promotes_to_float32_as_outside",
+        ),
+        "an FP8 matmul of bfloat16 and float16 activations raises DTypePromotionError",
+    ),
+    Mutant(
+        "fp8-linear-of-a-temporary-weight-is-delayed",
+        "minitorch_amp/amp/fp8/autocast.py",
+        "        if y._node is None:  # a tensor that lives on (a parameter, frozen or not): delayed\n",
+        "        if True:\n",
+        (FP8 + "test_f_linear_with_a_weight_made_this_step_takes_current_scaling_as_matmul_does",),
+        "F.linear(x, w.T) keeps a delayed state on a temporary: scale 1 at every step",
+    ),
+    Mutant(
+        "fp8-broadcast-bias-folded",
+        "minitorch_amp/amp/fp8/autocast.py",
+        "        if bias is not None and tuple(bias.shape) != (y.shape[1],):  # a bias that broadcasts:\n",
+        "        if False:\n",
+        (FP8 + "test_a_bias_that_broadcasts_is_added_after_the_fp8_gemm_as_outside",),
+        "a bias of shape [1] or [rows, N] is sent to the epilogue and refused there",
+    ),
+    Mutant(
+        "fp8-weight-cache-ignores-writes",
+        "minitorch_amp/amp/fp8/autocast.py",
+        "    if entry is None or entry[0] is not weight or entry[4] != weight._version:\n",
+        "    if entry is None or entry[0] is not weight:\n",
+        (FP8 + "test_a_weight_written_inside_the_region_is_cast_again",),
+        "a weight stepped inside an FP8 region feeds its old FP8 copy to the next GEMM",
+    ),
+    Mutant(
+        "pure-e5m2-recipe-accepted",
+        "minitorch_amp/amp/fp8/recipe.py",
+        "    if fp8_format is Format.E5M2:\n",
+        "    if False:\n",
+        (RECIPE,),
+        "a recipe takes E5M2 for every tensor, which the GPU GEMM refuses at the first product",
+    ),
+    Mutant(
+        "margin-unbounded",
+        "minitorch_amp/amp/fp8/recipe.py",
+        "        if not np.float32(min(FP8_MAX.values()) * 2.0 ** -float(self.margin)) >= _TINY:\n",
+        "        if False:\n",
+        (RECIPE,),
+        "margin=inf gives scale 0, inverse inf: every FP8 GEMM is NaN and the checkpoint refuses itself",
+    ),
+    Mutant(
+        "apex-merged-overflow-not-flagged",
+        "minitorch_amp/amp/apex_stash.py",
+        "            found_inf = xp.logical_or(found_inf, ~xp.isfinite(new._data).all())\n",
+        "            pass\n",
+        (APEX + "test_float16_grads_that_add_up_past_65504_skip_the_step",),
+        "two finite float16 micro-step grads summing past 65504 are stepped with: the weight is inf",
+    ),
+]
