@@ -230,6 +230,19 @@ def test_mha_bool_and_int_masks_mask_false_and_zero_with_minus_1e9_as_paddle_doe
     np.testing.assert_allclose(layer(t64(x), attn_mask=t64(bias)).numpy(), want, atol=1e-12)
 
 
+@pytest.mark.parametrize("shape", [(4, 1, 4, 4), (2, 4)], ids=["batch 4 for batch 2", "2 x 4"])
+def test_mha_refuses_a_mask_that_would_widen_its_output(shape):
+    """A mask broadcasting past [batch, heads, q_len, k_len] made the scores (and so the
+    output) bigger, silently: the full square mask at a decoding step returned 2 queries."""
+    layer = mha64(8, 2)
+    x = t64(RNG.normal(size=(2, 4, 8)))
+    with pytest.raises(ValueError, match="does not broadcast to the attention scores' shape"):
+        layer(x, attn_mask=mt.to_tensor(np.ones(shape, bool)))
+    step = t64(RNG.normal(size=(2, 1, 8)))  # one new query against 4 keys
+    with pytest.raises(ValueError, match=r"\[2, 2, 1, 4\]"):
+        layer(step, x, x, attn_mask=mt.to_tensor(np.tril(np.ones((4, 4), bool))))
+
+
 def test_mha_gradients_match_float64_finite_differences():
     layer = mha64(4, 2, kdim=3, vdim=3)
     x, mem = RNG.normal(size=(1, 3, 4)), RNG.normal(size=(1, 2, 3))

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import minitorch_amp as mt
+from minitorch_amp import amp
 
 
 def leaf(values, dtype="float64"):
@@ -148,6 +149,44 @@ def test_no_grad_as_a_context_records_nothing():
         assert not mt.is_grad_enabled()
     assert mt.is_grad_enabled()
     assert y.stop_gradient and y.is_leaf
+
+
+def test_no_grad_decorates_a_generator_each_of_whose_steps_records_nothing():
+    """The plain wrapper left the block before the generator's body ran (Paddle's and
+    PyTorch's decorators wrap every step)."""
+    x = leaf([1.0])
+
+    @mt.no_grad()
+    def scaled(n):
+        for k in range(n):
+            assert not mt.is_grad_enabled()
+            received = yield x * k
+            if received is not None:
+                yield x * received
+
+    steps = scaled(3)
+    first = next(steps)
+    assert mt.is_grad_enabled()  # the caller's code between steps runs outside
+    assert first.stop_gradient and steps.send(5.0).stop_gradient
+    assert all(y.stop_gradient for y in steps)
+
+    @amp.auto_cast()
+    def casted():
+        yield mt.ones([2, 3]).matmul(mt.ones([3, 1]))  # white: float16 inside
+
+    assert next(casted()).dtype == np.float16
+
+
+def test_no_grad_decorates_without_parentheses_as_pytorch_allows():
+    x = leaf([1.0])
+
+    @mt.no_grad
+    def scaled():
+        return x * 2.0
+
+    assert scaled.__name__ == "scaled" and scaled().stop_gradient
+    with pytest.raises(TypeError, match="takes no arguments"):
+        mt.no_grad(3)
 
 
 def test_no_grad_as_a_decorator_and_enable_grad_inside():

@@ -23,7 +23,7 @@ from mpi_run import run_mpi
 
 from minitorch_amp.backend import comm as _comm
 
-SCENARIOS = ["level", "fewer_batches", "no_scaler", "wrap_vs_metric"]
+SCENARIOS = ["level", "fewer_batches", "no_scaler", "wrap_vs_metric", "bad_part", "bad_src"]
 N_PARAMS = sum(a * b + b for a, b in itertools.pairwise(SIZES))  # all in one gradient bucket
 
 
@@ -95,3 +95,22 @@ def test_wrapping_a_model_on_one_rank_meets_a_metric_on_the_other(ranks):
     listing = "rank 0: wrapping a model; rank 1: all_reduce(float32, shape=[1], op=SUM)"
     same_mismatch_on_every_rank(ranks, "wrap_vs_metric", listing)
     assert all(r["wrap_vs_metric"]["unchanged"] for r in ranks)
+
+
+def test_arguments_refused_on_one_rank_only_raise_the_same_mismatch_on_every_rank(ranks):
+    """Refused before its descriptor exchange, rank 0 would have left rank 1 waiting in its
+    reduce_scatter, to be paired with rank 0's next collective (a mismatch one call late,
+    then a lost rank). The refusal is exchanged instead; the next collective works."""
+    listing = (
+        "rank 0: reduce_scatter: arguments refused; rank 1: reduce_scatter(float32, shape=[2, 2], "
+        "op=SUM)"
+    )
+    same_mismatch_on_every_rank(ranks, "bad_part", listing)
+    assert all(r["bad_part"]["unchanged"] for r in ranks)
+
+
+def test_arguments_every_rank_refuses_raise_their_own_error_everywhere(ranks):
+    for rank, r in enumerate(ranks):
+        report = r["bad_src"]
+        assert report["type"] == "TypeError" and "src must be a rank number" in report["msg"]
+        assert report["unchanged"] and report["next_all_reduce"] == [2.0, 2.0], f"rank {rank}"

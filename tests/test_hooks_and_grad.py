@@ -167,6 +167,34 @@ def test_retain_graph_defaults_to_create_graph():
     assert g.numpy()[0] == 12.0
 
 
+def test_grad_of_an_intermediate_leaves_the_graph_below_it_for_a_later_backward():
+    """Split backprop (a pipeline's stages): grad(loss, act), then act.backward(g). grad()
+    runs and frees only the nodes between the outputs and its inputs, as PyTorch's does."""
+    mt.seed(0)
+    stage1, stage2 = nn.Linear(3, 3), nn.Linear(3, 1)
+    x = mt.randn([5, 3])
+    act = mt.tanh(stage1(x))
+    (g,) = mt.grad(stage2(act).sum(), act)  # retain_graph=False: stage 2's nodes are freed
+    act.backward(g)
+    mt.seed(0)
+    ref1, ref2 = nn.Linear(3, 3), nn.Linear(3, 1)
+    ref2(mt.tanh(ref1(mt.randn([5, 3])))).sum().backward()
+    np.testing.assert_array_equal(stage1.weight.grad.numpy(), ref1.weight.grad.numpy())
+    assert stage2.weight.grad is None
+
+
+def test_grad_runs_no_hook_of_a_branch_that_leads_to_no_input():
+    x, w = _leaf([1.0, 2.0]), _leaf([3.0, 4.0])
+    b = w * 3
+    ran = []
+    b.register_hook(lambda g: ran.append("b"))
+    z = (x * 2 * b).sum()
+    (gx,) = mt.grad(z, x, retain_graph=True)
+    assert gx.numpy().tolist() == [18.0, 24.0] and ran == []
+    z.backward()  # the branch's hook runs when its gradient is wanted
+    assert ran == ["b"]
+
+
 def test_only_inputs_false_is_refused():
     x = _leaf([1.0])
     with pytest.raises(NotImplementedError):

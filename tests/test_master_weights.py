@@ -228,44 +228,6 @@ def test_state_dict_holds_float32_master_copies_keyed_by_param_name():
     assert opt._master_weights["lin.w_0"].numpy().any()
 
 
-def test_accumulators_of_a_param_with_a_master_are_keyed_by_the_masters_name_as_paddle_does():
-    """Paddle adds an O2 parameter's moments to its master variable, so its .pdopt holds
-    'w_fp32_master_0_moment1_0'; a float32 parameter keeps its own name's keys."""
-    half, full = half_param(name="w"), Parameter(P0.astype("float32"), name="b")
-    opt = Adam(LR, parameters=[half, full], multi_precision=True)
-    for p in (half, full):
-        set_grad(p, GRADS[0])
-    opt.step()
-    keys = {k for k in opt.state_dict() if k not in ("master_weights", "LR_Scheduler")}
-    assert keys == {
-        *(f"w_fp32_master_0_{acc}_0" for acc in ADAM_ACCUMULATORS),
-        *(f"b_{acc}_0" for acc in ADAM_ACCUMULATORS),
-    }
-
-
-def test_a_checkpoint_keying_the_masters_accumulators_by_the_param_still_loads():
-    """How this project saved them before: nothing of such a checkpoint is lost."""
-    a = half_param(name="w")
-    opt_a = Adam(LR, parameters=[a], multi_precision=True)
-    set_grad(a, GRADS[0])
-    opt_a.step()
-    old_form = {k.replace("w_fp32_master_0_", "w_"): v for k, v in opt_a.state_dict().items()}
-    b = half_param(name="w")
-    b._data[...] = a._data
-    opt_b = Adam(LR, parameters=[b], multi_precision=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # every entry is used
-        opt_b.set_state_dict(old_form)
-    for p, opt in ((a, opt_a), (b, opt_b)):
-        set_grad(p, GRADS[1])
-        opt.step()
-    assert a.numpy().tobytes() == b.numpy().tobytes()
-    assert opt_b.state_dict().keys() == opt_a.state_dict().keys()
-
-
-ADAM_ACCUMULATORS = ("moment1", "moment2", "beta1_pow_acc", "beta2_pow_acc")
-
-
 @pytest.mark.parametrize("kind", list(OPTIMIZERS))
 def test_state_dict_round_trip_resumes_bit_identically(kind, tmp_path):
     a = half_param(name="w")

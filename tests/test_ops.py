@@ -244,11 +244,18 @@ def test_dropout_axis_shares_the_mask_along_other_axes():
 
 
 @pytest.mark.parametrize(
-    "kwargs, message", [({"p": 1.5}, "in \\[0, 1\\]"), ({"mode": "bogus"}, "mode must be")]
+    "kwargs, message",
+    [
+        ({"p": 1.5}, "in \\[0, 1\\]"),
+        ({"p": -0.2}, "in \\[0, 1\\]"),
+        ({"mode": "bogus"}, "mode must be"),
+    ],
 )
-def test_dropout_rejects_bad_arguments(kwargs, message):
+@pytest.mark.parametrize("training", [True, False])
+def test_dropout_rejects_bad_arguments(kwargs, message, training):
+    """In inference too, as Paddle checks p first: a bad p must not hide until training."""
     with pytest.raises(ValueError, match=message):
-        F.dropout(mt.ones([2]), **kwargs)
+        F.dropout(mt.ones([2]), training=training, **kwargs)
 
 
 # ---- batch norm running statistics ---------------------------------------------------------------

@@ -111,6 +111,21 @@ def test_adam_two_steps_and_beta_pow_accumulators(wd):
     np.testing.assert_allclose(state["linear_0.w_0_beta2_pow_acc_0"].numpy(), [b2p], rtol=1e-6)
 
 
+def test_adams_epsilon_inside_the_bias_corrected_step_is_pytorchs_epsilon_rounded_apart():
+    """docs/porting.md: eps * sqrt(1 - beta2^t) added to sqrt(v) is algebraically
+    eps added to sqrt(v_hat) (PyTorch's form); in float32 the two differ in the last bits."""
+    p = param(name="eps_probe")
+    opt = Adam(0.01, beta1=0.8, beta2=0.95, epsilon=0.1, parameters=[p])
+    run(opt, p, [G1, G2])
+    torch_form, m, v = P0.astype("float64"), 0.0, 0.0
+    for t, g in enumerate([G1, G2], start=1):
+        m, v = 0.8 * m + 0.2 * g, 0.95 * v + 0.05 * g * g
+        m_hat, v_hat = m / (1 - 0.8**t), v / (1 - 0.95**t)
+        torch_form = torch_form - 0.01 * m_hat / (np.sqrt(v_hat) + 0.1)
+    np.testing.assert_allclose(p.numpy(), torch_form, rtol=1e-6)  # the same step
+    close(p, adam_reference(P0, [G1, G2], 0.01, 0.8, 0.95, 0.1, 0.0)[0])  # Paddle's form
+
+
 @pytest.mark.parametrize("coeff", [0.0, 0.1])
 def test_adamw_decays_the_parameter_not_the_gradient(coeff):
     p = param()

@@ -95,3 +95,19 @@ def test_a_batch_sampler_over_a_sampler_takes_that_samplers_length():
     batches = BatchSampler(sampler=sampler, batch_size=5)
     assert len(batches) == 2 == len(list(batches))
     assert len(BatchSampler(sampler=SequenceSampler(range(10)), batch_size=5)) == 2
+
+
+def test_a_batch_sampler_of_unknown_length_drives_a_data_loader():
+    """Paddle's Sampler has no __len__ (bucketing by length cannot know it): DataLoader
+    never asks for it; before, its truth test called the base class's raising __len__."""
+    from minitorch_amp.io import Sampler, TensorDataset
+
+    class Buckets(Sampler):
+        def __iter__(self):
+            yield [0, 1, 2]
+            yield [3, 4]
+
+    data = TensorDataset([mt.arange(5, dtype="float32")])
+    loader = DataLoader(data, batch_sampler=Buckets())
+    assert [batch[0].tolist() for batch in loader] == [[0.0, 1.0, 2.0], [3.0, 4.0]]
+    assert loader.batch_size is None  # the batch sampler's own, which it does not have

@@ -119,6 +119,20 @@ def test_layer_load_state_dict_strict_like_pytorch_but_all_or_nothing():
     np.testing.assert_array_equal(other.weight.numpy(), src.weight.numpy())
 
 
+@pytest.mark.parametrize("strict", [True, False])
+def test_load_state_dict_refuses_a_key_holding_none_as_pytorch_does(strict):
+    """The key is there, so strict loading passed and skipped it silently; PyTorch says a
+    tensor was expected. (Paddle's set_state_dict takes None for absent: listed missing.)"""
+    src, dst = nn.Linear(2, 2), nn.Linear(2, 2)
+    before = [p.numpy().copy() for p in dst.parameters()]
+    with pytest.raises(RuntimeError, match=r"\['bias'\] hold None.*Nothing was loaded"):
+        dst.load_state_dict({"weight": src.weight, "bias": None}, strict=strict)
+    for p, b in zip(dst.parameters(), before):
+        np.testing.assert_array_equal(p.numpy(), b)
+    with pytest.warns(UserWarning, match=r"no value for \['bias'\]"):  # Paddle's: missing
+        assert dst.set_state_dict({"weight": src.weight, "bias": None}) == (["bias"], [])
+
+
 def test_top_level_aliases_paddle_code_uses():
     assert mt.CPUPlace() == mt.Place("cpu") and mt.CPUPlace() == "cpu"
     assert mt.CUDAPlace(1) == mt.Place("gpu", 1) and repr(mt.CUDAPlace(0)) == "Place(gpu:0)"

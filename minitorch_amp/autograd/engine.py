@@ -199,6 +199,7 @@ def _run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocke
     wanted = {id(t) for t in targets} if capture else ()
     at_node = {t._node: t for t in targets if t._node is not None} if capture else {}
     needed = _needed(order, wanted, blocked) if capture else None
+    visited = None if needed is None else needed | at_node.keys()  # its hooks run too
     if create_graph:
         higher_order.check_supported(order if needed is None else needed)
     grads, found, leaves = {}, {}, {}  # per node; per target; per leaf summed before use
@@ -229,8 +230,8 @@ def _run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocke
         with higher_order.recording(create_graph):
             for node in order:
                 grad = grads.pop(node, None)
-                if grad is None:
-                    continue
+                if grad is None or (visited is not None and node not in visited):
+                    continue  # (grad(): a branch that leads to no wanted tensor: not run)
                 if node.hooks:
                     grad = _plain(grad)  # a hook sees the gradient as it is
                     grad = run_hooks(node.hooks, grad, *_meta(grad), create_graph)
@@ -266,8 +267,8 @@ def _run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocke
         writes.undo()
         raise
     writes.commit()
-    if not retain_graph:
-        for node in order:
+    if not retain_graph:  # the nodes that ran: grad() leaves the graph below its targets
+        for node in order if needed is None else needed:
             node.free()
     return found
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import inspect
 
 _enabled = contextvars.ContextVar("minitorch_amp_grad_enabled", default=True)
 
@@ -63,12 +64,46 @@ class ReentrantContext:
         return False
 
     def __call__(self, func):
+        if inspect.isgeneratorfunction(func):
+            return self._wrap_generator(func)
+
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
             with self:
                 return func(*args, **kwargs)
 
         return wrapper
+
+    def _wrap_generator(self, func):
+        """``func`` (a generator function) whose every step runs inside the block.
+
+        NOTE: the plain wrapper would leave the block as soon as the generator object is
+        made, before its body runs. The caller's code between two steps runs outside, as
+        with Paddle's and PyTorch's decorators."""
+
+        @functools.wraps(func)
+        def generator(*args, **kwargs):
+            gen = func(*args, **kwargs)
+            try:
+                with self:
+                    response = gen.send(None)
+                while True:
+                    try:
+                        request = yield response
+                    except GeneratorExit:
+                        with self:
+                            gen.close()
+                        raise
+                    except BaseException as exc:
+                        with self:
+                            response = gen.throw(exc)
+                    else:
+                        with self:
+                            response = gen.send(request)
+            except StopIteration as stop:
+                return stop.value
+
+        return generator
 
 
 class _GradMode(ReentrantContext):
@@ -83,7 +118,22 @@ class _GradMode(ReentrantContext):
         _enabled.reset(token)
 
 
-class no_grad(_GradMode):  # noqa: N801 - Paddle's and PyTorch's name
+class _Bare(_GradMode):
+    """A mode that takes no argument, so it also decorates bare: ``@no_grad`` as
+    ``@no_grad()`` (PyTorch takes both; Paddle writes ``@paddle.no_grad()``)."""
+
+    def __new__(cls, func=None):
+        if func is None:
+            return super().__new__(cls)
+        if callable(func):
+            return cls()(func)
+        raise TypeError(
+            f"{cls.__name__}() takes no arguments, got {func!r}: write `with {cls.__name__}():`"
+            f", `@{cls.__name__}()` or `@{cls.__name__}`"
+        )
+
+
+class no_grad(_Bare):  # noqa: N801 - Paddle's and PyTorch's name
     """Ops inside do not record the graph; results have ``stop_gradient=True``.
 
     Example:
@@ -98,7 +148,7 @@ class no_grad(_GradMode):  # noqa: N801 - Paddle's and PyTorch's name
     _mode = False
 
 
-class enable_grad(_GradMode):  # noqa: N801
+class enable_grad(_Bare):  # noqa: N801
     """Turn recording back on inside a ``no_grad`` region."""
 
     _mode = True

@@ -172,12 +172,14 @@ class Place:
         return self.index
 
     def __eq__(self, other) -> bool:
+        """Equal to a Place of the same device, and to its name (``'cpu'``, ``'gpu:0'``,
+        ``'cuda:0'``, ``'gpu'``); anything else, an unknown name included, is unequal."""
         if isinstance(other, str):
-            other = parse_device(other)
+            other = _named_place(other)
         return isinstance(other, Place) and (self.kind, self.index) == (other.kind, other.index)
 
     def __hash__(self) -> int:
-        return hash((self.kind, self.index))
+        return hash(str(self))  # as the canonical name's: ``'cpu' in {Place('cpu')}``
 
     def __str__(self) -> str:
         return "cpu" if self.kind == "cpu" else f"gpu:{self.index}"
@@ -228,6 +230,16 @@ def synchronize(place: Place) -> None:
         cupy.cuda.Device(place.index).synchronize()
 
 
+def _named_place(text: str) -> Place | None:
+    """The Place ``text`` names (``'gpu:1'``, ``'cuda'``), whether or not this machine has
+    it; None for a string that names no device."""
+    kind, _, index = text.strip().lower().partition(":")
+    kind = "gpu" if kind == "cuda" else kind
+    if kind not in ("cpu", "gpu") or (index and not index.isdigit()) or (kind == "cpu" and index):
+        return None
+    return Place(kind, int(index or 0))
+
+
 def parse_device(device, where: str = "") -> Place:
     """Turn ``'cpu'``, ``'gpu'``, ``'gpu:1'``, ``'cuda:0'`` or a :class:`Place` into a Place.
 
@@ -243,17 +255,9 @@ def parse_device(device, where: str = "") -> Place:
     if isinstance(device, Place):
         place = device
     elif isinstance(device, str):
-        text = device.strip().lower()
-        kind, _, index = text.partition(":")
-        if kind == "cuda":
-            kind = "gpu"
-        if (
-            kind not in ("cpu", "gpu")
-            or (index and not index.isdigit())
-            or (kind == "cpu" and index)
-        ):
+        place = _named_place(device)
+        if place is None:
             raise unknown_device(device, dtypes.SUPPORTED, where)
-        place = Place(kind, int(index or 0))
     else:
         raise device_of_wrong_type(device, where)
     if place.kind == "gpu":

@@ -10,6 +10,8 @@ not recorded by autograd.
 
 from __future__ import annotations
 
+import contextlib
+
 from ..autograd.tensor import Tensor
 from ..backend import device as _device
 from ..backend.comm import ReduceOp
@@ -32,6 +34,23 @@ class Task:
 
 def _done(sync_op: bool):
     return None if sync_op else Task()
+
+
+@contextlib.contextmanager
+def _arguments(what: str):
+    """Check a collective's arguments inside; a refusal is said to the other ranks first.
+
+    NOTE: a rank that raised before its collective's descriptor exchange would leave the
+    others waiting in theirs, to be paired with its *next* collective. So a refusing rank
+    exchanges a descriptor saying so: where every rank refused, each raises its error;
+    where only some did, every rank raises the same ``CollectiveMismatchError`` (on a
+    refusing rank caused by its error), and the next collective works.
+    """
+    try:
+        yield
+    except (TypeError, ValueError) as exc:
+        world().check("check", caller=f"{what}: arguments refused")  # raises on a mismatch
+        raise exc
 
 
 def _tensor(value, what: str) -> Tensor:
@@ -61,31 +80,34 @@ def all_reduce(tensor: Tensor, op=ReduceOp.SUM, group=None, sync_op: bool = True
         >>> x.numpy()
         array([1., 2.], dtype=float32)
     """
-    check_group(group)
-    tensor, op = _tensor(tensor, "all_reduce: tensor"), _op(op)
+    with _arguments("all_reduce"):
+        check_group(group)
+        tensor, op = _tensor(tensor, "all_reduce: tensor"), _op(op)
     world().all_reduce(tensor._data, op)  # checked first, as every collective
     return _done(sync_op)
 
 
 def broadcast(tensor: Tensor, src: int = 0, group=None, sync_op: bool = True):
     """Copy rank ``src``'s ``tensor`` into ``tensor`` on every other rank, in place."""
-    check_group(group)
-    tensor = _tensor(tensor, "broadcast: tensor")
+    with _arguments("broadcast"):
+        check_group(group)
+        tensor = _tensor(tensor, "broadcast: tensor")
+        if isinstance(src, bool) or not isinstance(src, int):
+            raise TypeError(f"broadcast: src must be a rank number, got {src!r}")
     comm = world()
-    if isinstance(src, bool) or not isinstance(src, int):
-        raise TypeError(f"broadcast: src must be a rank number, got {src!r}")
     comm.broadcast(tensor._data, src)  # checks src (one verdict everywhere), then its range
     return _done(sync_op)
 
 
 def all_gather(tensor_list: list, tensor: Tensor, group=None, sync_op: bool = True):
     """Append every rank's ``tensor`` to ``tensor_list`` (which must be a list), rank order."""
-    check_group(group)
-    tensor = _tensor(tensor, "all_gather: tensor")
-    if not isinstance(tensor_list, list):
-        raise TypeError(
-            f"all_gather: tensor_list must be a list to fill, got {type(tensor_list).__name__}"
-        )
+    with _arguments("all_gather"):
+        check_group(group)
+        tensor = _tensor(tensor, "all_gather: tensor")
+        if not isinstance(tensor_list, list):
+            raise TypeError(
+                f"all_gather: tensor_list must be a list to fill, got {type(tensor_list).__name__}"
+            )
     comm = world()
     gathered = comm.all_gather(tensor._data)
     tensor_list.extend(Tensor._wrap(gathered[r]) for r in range(comm.size))
@@ -98,21 +120,23 @@ def reduce_scatter(tensor: Tensor, tensor_list: list, op=ReduceOp.SUM, group=Non
 
     ``tensor_list`` holds one tensor per rank, all shaped and typed like ``tensor``.
     """
-    check_group(group)
-    tensor, op = _tensor(tensor, "reduce_scatter: tensor"), _op(op)
     comm = world()
-    if not isinstance(tensor_list, (list, tuple)) or len(tensor_list) != comm.size:
-        raise ValueError(
-            f"reduce_scatter: tensor_list must hold one tensor per rank ({comm.size}), got "
-            f"{len(tensor_list) if isinstance(tensor_list, (list, tuple)) else tensor_list!r}"
-        )
-    parts = [_tensor(t, f"reduce_scatter: tensor_list[{i}]") for i, t in enumerate(tensor_list)]
-    for i, part in enumerate(parts):
-        if part.shape != tensor.shape or part._data.dtype != tensor._data.dtype:
+    with _arguments("reduce_scatter"):
+        check_group(group)
+        tensor, op = _tensor(tensor, "reduce_scatter: tensor"), _op(op)
+        if not isinstance(tensor_list, (list, tuple)) or len(tensor_list) != comm.size:
+            got = len(tensor_list) if isinstance(tensor_list, (list, tuple)) else tensor_list
             raise ValueError(
-                f"reduce_scatter: tensor_list[{i}] is {part._data.dtype} {part.shape} but the "
-                f"output tensor is {tensor._data.dtype} {tensor.shape}; they must match"
+                f"reduce_scatter: tensor_list must hold one tensor per rank ({comm.size}), "
+                f"got {got!r}"
             )
+        parts = [_tensor(t, f"reduce_scatter: tensor_list[{i}]") for i, t in enumerate(tensor_list)]
+        for i, part in enumerate(parts):
+            if part.shape != tensor.shape or part._data.dtype != tensor._data.dtype:
+                raise ValueError(
+                    f"reduce_scatter: tensor_list[{i}] is {part._data.dtype} {part.shape} but "
+                    f"the output tensor is {tensor._data.dtype} {tensor.shape}; they must match"
+                )
     stacked = _device.get_array_module(tensor._data).stack([p._data for p in parts])
     block = comm.reduce_scatter(stacked, op)
     tensor._data[...] = block[0]

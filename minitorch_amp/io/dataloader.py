@@ -128,7 +128,7 @@ class DataLoader:
                 )
         self.dataset, self.batch_sampler = dataset, batch_sampler
         self.batch_size = (
-            getattr(batch_sampler, "batch_size", None) if batch_sampler else batch_size
+            getattr(batch_sampler, "batch_size", None) if batch_sampler is not None else batch_size
         )
         self.drop_last, self.return_list = bool(drop_last), True
         self.collate_fn = default_collate_fn if collate_fn is None else collate_fn

@@ -10,6 +10,8 @@ the error it got, whether its parameters changed, and the result of one more all
 * ``fewer_batches``: DataParallel; rank 1 has one batch fewer, then both all_reduce a metric.
 * ``no_scaler``: sharded O2; rank 0 steps through its GradScaler, rank 1 calls ``opt.step()``.
 * ``wrap_vs_metric``: rank 0 wraps its model in DataParallel while rank 1 all_reduces a metric.
+* ``bad_part``: rank 0's reduce_scatter list holds a float16 tensor (refused on rank 0 only).
+* ``bad_src``: every rank passes ``src='0'`` to broadcast (refused on every rank alike).
 """
 
 from __future__ import annotations
@@ -114,7 +116,26 @@ def scenario_wrap_vs_metric(rank: int, size: int) -> dict:
     return report
 
 
+def scenario_bad_part(rank: int, size: int) -> dict:
+    out = mt.zeros([2])
+    parts = [mt.ones([2]) for _ in range(size)]
+    if rank == 0:
+        parts[-1] = parts[-1].astype("float16")
+    report = attempt(lambda: dist.reduce_scatter(out, parts))
+    report["unchanged"] = out.numpy().tolist() == [0.0, 0.0]
+    return report
+
+
+def scenario_bad_src(rank: int, size: int) -> dict:
+    x = mt.to_tensor([float(rank), 1.0])
+    report = attempt(lambda: dist.broadcast(x, src="0"))
+    report["unchanged"] = x.numpy().tolist() == [float(rank), 1.0]
+    return report
+
+
 SCENARIOS = {
+    "bad_part": scenario_bad_part,
+    "bad_src": scenario_bad_src,
     "level": scenario_level,
     "fewer_batches": scenario_fewer_batches,
     "no_scaler": scenario_no_scaler,

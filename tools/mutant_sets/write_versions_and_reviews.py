@@ -12,7 +12,7 @@ CACHE = "tests/test_cast_cache.py::"
 VERSIONS = "tests/test_optimizer_versions.py::"
 MASTERS = "tests/test_reliability_masters.py::"
 APEX = "tests/test_apex.py::"
-MASTER_WEIGHTS = "tests/test_master_weights.py::"
+MASTER_WEIGHTS = "tests/test_optimizer_o2_keys.py::"
 FP8 = "tests/test_fp8_autocast.py::"
 RECIPE = "tests/test_fp8_recipe.py"
 
@@ -172,5 +172,97 @@ MUTANTS: list[Mutant] = [
         "            pass\n",
         (APEX + "test_float16_grads_that_add_up_past_65504_skip_the_step",),
         "two finite float16 micro-step grads summing past 65504 are stepped with: the weight is inf",
+    ),
+    Mutant(
+        "grad-frees-the-graph-below-its-inputs",
+        "minitorch_amp/autograd/engine.py",
+        "        for node in order if needed is None else needed:\n",
+        "        for node in order:\n",
+        (
+            "tests/test_hooks_and_grad.py::test_grad_of_an_intermediate_leaves_the_graph_below_it_for_a_later_backward",
+        ),
+        "grad(loss, act) frees act's own graph, which it never ran: act.backward(g) then raises",
+    ),
+    Mutant(
+        "grad-runs-hooks-off-its-path",
+        "minitorch_amp/autograd/engine.py",
+        "                if grad is None or (visited is not None and node not in visited):\n",
+        "                if grad is None:\n",
+        (
+            "tests/test_hooks_and_grad.py::test_grad_runs_no_hook_of_a_branch_that_leads_to_no_input",
+        ),
+        "grad(z, x) runs the hook of a branch that leads to no input (and fails if it raises)",
+    ),
+    Mutant(
+        "no-grad-leaves-a-generator-unwrapped",
+        "minitorch_amp/autograd/grad_mode.py",
+        "        if inspect.isgeneratorfunction(func):\n",
+        "        if False:\n",
+        (
+            "tests/test_autograd.py::test_no_grad_decorates_a_generator_each_of_whose_steps_records_nothing",
+        ),
+        "@no_grad() on a generator leaves the block before its body runs: every step records",
+    ),
+    Mutant(
+        "bare-no-grad-refused",
+        "minitorch_amp/autograd/grad_mode.py",
+        "        if callable(func):\n            return cls()(func)\n",
+        "",
+        ("tests/test_autograd.py::test_no_grad_decorates_without_parentheses_as_pytorch_allows",),
+        "@no_grad without parentheses raises TypeError",
+    ),
+    Mutant(
+        "data-loader-asks-a-batch-sampler-its-length",
+        "minitorch_amp/io/dataloader.py",
+        '            getattr(batch_sampler, "batch_size", None) if batch_sampler is not None else batch_size\n',
+        '            getattr(batch_sampler, "batch_size", None) if batch_sampler else batch_size\n',
+        ("tests/test_samplers.py::test_a_batch_sampler_of_unknown_length_drives_a_data_loader",),
+        "a batch sampler without __len__ (Paddle's Sampler has none) makes DataLoader raise",
+    ),
+    Mutant(
+        "load-state-dict-skips-a-none-silently",
+        "minitorch_amp/nn/layer/torch_compat.py",
+        "        if empty:  # (set_state_dict, Paddle's, takes None for absent: here it is present)\n",
+        "        if False:\n",
+        (
+            "tests/test_torch_spellings.py::test_load_state_dict_refuses_a_key_holding_none_as_pytorch_does",
+        ),
+        "strict load_state_dict passes a key holding None and loads the rest, reporting nothing",
+    ),
+    Mutant(
+        "mha-mask-shape-unchecked",
+        "minitorch_amp/nn/layer/attention.py",
+        "            _attention._check_mask_shape(mask, product)  # (a wider mask would widen the output)\n",
+        "",
+        ("tests/test_attention.py::test_mha_refuses_a_mask_that_would_widen_its_output",),
+        "a mask wider than the scores widens MultiHeadAttention's output, silently",
+    ),
+    Mutant(
+        "dropout-p-unchecked-in-inference",
+        "minitorch_amp/nn/functional/common.py",
+        "    check_dropout(p, mode)  # (before the short cuts: a bad p would hide until training)\n",
+        "",
+        ("tests/test_ops.py::test_dropout_rejects_bad_arguments",),
+        "F.dropout(p=1.5, training=False) returns its input; the bad p shows only in training",
+    ),
+    Mutant(
+        "a-none-value-listed-unexpected-too",
+        "minitorch_amp/nn/layer/state_dict.py",
+        "    used = {name for name, _, _ in plan} | extra_used | set(missing)  # (a key holding None)\n",
+        "    used = {name for name, _, _ in plan} | extra_used\n",
+        (
+            "tests/test_torch_spellings.py::test_load_state_dict_refuses_a_key_holding_none_as_pytorch_does",
+        ),
+        "set_state_dict lists a key holding None as missing and as unexpected",
+    ),
+    Mutant(
+        "place-equality-parses-as-a-use",
+        "minitorch_amp/backend/device.py",
+        "            other = _named_place(other)\n",
+        "            other = parse_device(other)\n",
+        (
+            "tests/test_device_dtype_errors.py::test_a_place_compared_with_any_string_answers_and_hashes_as_its_name",
+        ),
+        "place == 'gpu' on a machine without CuPy raises DeviceError instead of answering False",
     ),
 ]

@@ -21,6 +21,17 @@ from ..op import BLACK, EXTRA_BLACK, GRAY, Op
 DROPOUT_MODES = ("upscale_in_train", "downscale_in_infer")
 
 
+def check_dropout(p, mode) -> None:
+    """Raise unless ``p`` is a probability and ``mode`` a dropout mode (F.dropout checks
+    them in every mode, as Paddle does, before its inference short cut)."""
+    if isinstance(p, bool):
+        raise TypeError(f"dropout probability p must be a number in [0, 1], got {p!r}")
+    if not 0.0 <= float(p) <= 1.0:
+        raise ValueError(f"dropout probability p must be in [0, 1], got {p}")
+    if mode not in DROPOUT_MODES:
+        raise ValueError(f"dropout mode must be one of {DROPOUT_MODES}, got {mode!r}")
+
+
 class Dropout(Op):
     """Zero each element with probability ``p`` (Paddle's two modes).
 
@@ -35,10 +46,7 @@ class Dropout(Op):
 
     @staticmethod
     def forward(ctx, x, p=0.5, training=True, mode="upscale_in_train", axis=None):
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"dropout probability p must be in [0, 1], got {p}")
-        if mode not in DROPOUT_MODES:
-            raise ValueError(f"dropout mode must be one of {DROPOUT_MODES}, got {mode!r}")
+        check_dropout(p, mode)
         acc = accumulation_dtype(x.dtype)
         if not training or p == 0.0:
             ctx.factor = 1.0 - p if mode == "downscale_in_infer" and not training else 1.0

@@ -9,6 +9,7 @@ import numpy as np
 from ...autograd import Tensor, apply, fp8_route
 from ...autograd import ops as _ops
 from ...autograd.dispatch import autocast_state
+from ...autograd.ops.nn_ops import check_dropout
 from ...autograd.ops.padding import PAD_MODES
 
 
@@ -71,6 +72,7 @@ def dropout(
         >>> F.dropout(mt.ones([4]), p=0.0).numpy()
         array([1., 1., 1., 1.], dtype=float32)
     """
+    check_dropout(p, mode)  # (before the short cuts: a bad p would hide until training)
     if not training and mode == "upscale_in_train":
         return x  # Paddle returns the input itself here
     if isinstance(p, (int, float)) and not isinstance(p, bool) and p == 0:

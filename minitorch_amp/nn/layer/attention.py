@@ -170,7 +170,9 @@ class MultiHeadAttention(Layer):
         q, k, v, new_cache = self._prepare_qkv(query, key, value, cache)
         product = _attention.attention_scores(q, k)
         if attn_mask is not None:
-            product = product + convert_attention_mask(attn_mask, product.dtype)
+            mask = convert_attention_mask(attn_mask, product.dtype)
+            _attention._check_mask_shape(mask, product)  # (a wider mask would widen the output)
+            product = product + mask
         out, weights = _attention.attend(product, v, self.dropout, self.training)
         out = out.transpose([0, 2, 1, 3])  # [batch, q_len, num_heads, head_dim]
         out = self.out_proj(out.reshape([0, 0, self.embed_dim]))

@@ -145,7 +145,7 @@ def load_state_dict(layer, state_dict: dict, use_structured_name: bool = True):
             f"set_state_dict: no value for {missing}; those tensors keep their values",
             stacklevel=3,
         )
-    used = {name for name, _, _ in plan} | extra_used
+    used = {name for name, _, _ in plan} | extra_used | set(missing)  # (a key holding None)
     return missing, [k for k in state_dict if k not in used]
 
 

@@ -46,6 +46,13 @@ class TorchLayerMethods:
         missing = [k for k in own if k not in state_dict]
         known = set(own) | {k for k in state_dict if extra_owner(k) in own}  # FP8 states
         unexpected = [k for k in state_dict if k not in known]
+        empty = [k for k in own if k in state_dict and state_dict[k] is None]
+        if empty:  # (set_state_dict, Paddle's, takes None for absent: here it is present)
+            raise RuntimeError(
+                f"Error(s) in loading state_dict for {type(self).__name__}: {empty} hold "
+                "None, not a tensor. Nothing was loaded; leave those keys out (strict=False) "
+                "to keep their values."
+            )
         if strict and (missing or unexpected):
             parts = []
             if missing:
