@@ -24,6 +24,7 @@ from mpi_run import run_mpi
 from minitorch_amp.backend import comm as _comm
 
 SCENARIOS = ["level", "fewer_batches", "no_scaler", "wrap_vs_metric", "bad_part", "bad_src"]
+SCENARIOS += ["shard_order", "two_backward"]
 N_PARAMS = sum(a * b + b for a, b in itertools.pairwise(SIZES))  # all in one gradient bucket
 
 
@@ -114,3 +115,27 @@ def test_arguments_every_rank_refuses_raise_their_own_error_everywhere(ranks):
         report = r["bad_src"]
         assert report["type"] == "TypeError" and "src must be a rank number" in report["msg"]
         assert report["unchanged"] and report["next_all_reduce"] == [2.0, 2.0], f"rank {rank}"
+
+
+def test_ranks_whose_optimizers_list_the_parameters_in_other_orders_fail_at_wrap_time(ranks):
+    """The shards and the gradient buckets follow the optimizer's order: same-shaped layers
+    listed in another order passed the model check, then each rank added gradients into the
+    wrong parameters, silently. The orders are compared first; nothing is sharded."""
+    messages = {r["shard_order"]["msg"] for r in ranks}
+    assert len(messages) == 1 and "parameters in different orders" in messages.pop()
+    for r in ranks:
+        report = r["shard_order"]
+        assert report["type"] == "CollectiveMismatchError"
+        assert report["unchanged"] and not report["sharded"]
+        assert report["next_all_reduce"] == [2.0, 2.0]
+
+
+def test_a_second_backward_of_one_forward_is_averaged_too(ranks):
+    """Each rank's own gradient of the second backward was added to the first's average:
+    the ranks' gradients (and then models) parted. Averaged again, every rank holds the
+    same gradient, twice the first average (to float32 rounding)."""
+    reports = [r["two_backward"] for r in ranks]
+    assert all(report["type"] is None for report in reports)
+    for name, first in reports[0]["first"].items():
+        np.testing.assert_array_equal(reports[0]["second"][name], reports[1]["second"][name])
+        np.testing.assert_allclose(reports[0]["second"][name], 2 * np.asarray(first), rtol=1e-5)

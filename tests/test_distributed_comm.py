@@ -47,7 +47,25 @@ def test_not_launched_is_a_local_world_of_one():
     )
     world = _comm.get_world()
     assert world.timeout == _comm.DEFAULT_TIMEOUT
-    dist.init_parallel_env(timeout=5)  # later calls return the world made first
+    dist.init_parallel_env()  # later calls return the world made first
+    dist.init_parallel_env("local", timeout=_comm.DEFAULT_TIMEOUT)  # (the same, said again)
+    assert _comm.get_world() is world and world.timeout == _comm.DEFAULT_TIMEOUT
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"timeout": 5}, r"timeout=5.0 \(it has 600.0\)"),
+        ({"backend": "mpi"}, r"backend='mpi' \(it has 'local'\)"),
+        ({"timeout": -1}, "positive number of seconds"),
+        ({"backend": "bogus"}, "unknown distributed backend"),
+    ],
+)
+def test_a_started_world_refuses_arguments_it_does_not_have(kwargs, message):
+    """It cannot change: a timeout or backend asked for later was ignored, silently."""
+    world = dist.init_parallel_env() and _comm.get_world()
+    with pytest.raises(ValueError, match=message):
+        dist.init_parallel_env(**kwargs)
     assert _comm.get_world() is world and world.timeout == _comm.DEFAULT_TIMEOUT
 
 

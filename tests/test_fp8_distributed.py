@@ -58,3 +58,11 @@ def test_fp8_group_names_the_ranks_that_reduce_all_of_them_only():
     amp.fp8_autocast(fp8_group=None)  # TE's default: the whole world
     with pytest.raises(ValueError, match="fp8_group"):
         amp.fp8_autocast(fp8_group=object())
+
+
+def test_an_fp8_tensor_all_reduces_in_float32_rounded_once(ranks):
+    """MPI took no FP8 buffer (a DLPack BufferError on every rank): FP8 goes on the wire as
+    float32, as float16 does, and is rounded once on the way back (13 + 26 = 39 -> 40)."""
+    for r in ranks:
+        assert r["fp8_all_reduce:SUM"].tolist() == [3.0, -6.0, 40.0]
+        assert r["fp8_all_reduce:MAX"].tolist() == [1.5, -3.0, 26.0]

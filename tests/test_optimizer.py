@@ -5,6 +5,8 @@ Parameters are plain ``Parameter``s with hand-set gradients, so these tests need
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -304,6 +306,16 @@ def test_clip_grad_norm_nonfinite_error_changes_nothing():
     np.testing.assert_array_equal(q.grad.numpy(), [2.0])
     with pytest.raises(ValueError, match="norm_type"):
         clip_grad_norm_([p], 1.0, norm_type=-1)
+
+
+def test_clip_grad_norm_scales_a_nonfinite_norm_quietly_as_asked():
+    """error_if_nonfinite=False: inf * 0 is NaN, as in PyTorch, with no NumPy warning."""
+    p = param([0.0, 0.0])
+    set_grad(p, [np.inf, 1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        total = clip_grad_norm_([p], 1.0)
+    assert np.isinf(total.numpy()) and p.grad.numpy().tolist()[1] == 0.0
 
 
 def test_clip_by_value_and_clip_grad_value_():

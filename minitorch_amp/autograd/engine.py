@@ -118,8 +118,18 @@ def _destinations(inputs) -> tuple | None:
     return None if dests is None else tuple(dests)
 
 
-# Functions run after every completed backward(), e.g. AMP's master_grad cast to float32.
+# Functions run after every completed backward(), e.g. AMP's master_grad cast to float32;
+# ``graph_kept`` says whether that backward kept its graph (one may follow through it).
 post_backward_hooks: list = []
+graph_kept = False
+
+
+def after_backward(kept: bool) -> None:
+    """Run the post-backward hooks of a backward that kept its graph or not."""
+    global graph_kept
+    graph_kept = kept
+    for hook in post_backward_hooks:
+        hook()
 
 
 def backward(
@@ -148,8 +158,7 @@ def backward(
             seed = higher_order.as_seed(seed, grad_tensor)
         # NOTE: the graph built by create_graph refers to this one's tensors: keep it.
         run_backward([root], [seed], retain_graph or create_graph, create_graph)
-    for hook in post_backward_hooks:
-        hook()
+    after_backward(retain_graph or create_graph)
 
 
 class SlotGrads:

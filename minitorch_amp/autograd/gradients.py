@@ -170,5 +170,4 @@ def backward(tensors, grad_tensors=None, retain_graph: bool = False) -> None:
             )
     seeds = _seeds(tensors, grad_tensors, False, "grad_tensors")
     engine.run_backward(tensors, seeds, retain_graph, False)
-    for hook in engine.post_backward_hooks:
-        hook()
+    engine.after_backward(retain_graph)

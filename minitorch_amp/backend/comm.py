@@ -42,7 +42,7 @@ import numpy as np
 
 from . import device as _device
 from .comm_check import _explain, describe, mismatch_message
-from .dtypes import LOW_PRECISION
+from .dtypes import FP8, LOW_PRECISION
 
 __all__ = [
     "CollectiveMismatchError",
@@ -186,10 +186,11 @@ class Comm:
         return self._reduce_like("reduce_scatter", array, op, counts)
 
     def _reduce_like(self, kind: str, array, op: int, counts=None):
-        """float16 in float32, bool as uint8, AVG as SUM then a division; result in place
-        (all_reduce) or as a new block (reduce_scatter), in ``array``'s dtype."""
+        """float16, bfloat16 and FP8 in float32 (rounded once on the way back), bool as uint8,
+        AVG as SUM then a division; result in place (all_reduce) or as a new block
+        (reduce_scatter), in ``array``'s dtype."""
         wire = array
-        if array.dtype in LOW_PRECISION:  # float16 and bfloat16 reduce in float32
+        if array.dtype in LOW_PRECISION or array.dtype in FP8:  # 16- and 8-bit in float32
             wire = array.astype(np.float32)
         elif array.dtype == np.bool_:
             wire = array.view(np.uint8)
@@ -276,9 +277,13 @@ def init(backend: str | None = None, timeout: float | None = None) -> Comm:
             when ``mpiexec`` started several ranks, and local otherwise.
         timeout: seconds to wait for the other ranks in one collective (default from
             ``MINITORCH_AMP_DIST_TIMEOUT``, else 600).
+
+    Raises:
+        ValueError: a bad argument, or (once started) one other than the world's.
     """
     global _world
     if _world is not None:
+        _same_world(_world, backend, timeout)
         return _world
     timeout = _timeout(timeout)
     name = _choose(backend)
@@ -291,6 +296,24 @@ def init(backend: str | None = None, timeout: float | None = None) -> Comm:
     _world = (NCCLComm if name == "nccl" else MPIComm)(timeout)
     _install_abort_hook(_world)
     return _world
+
+
+def _same_world(world: Comm, backend, timeout) -> None:
+    """Refuse arguments a started world does not have (it cannot change): checked as a first
+    call checks them, then compared."""
+    asked = {}
+    if backend is not None:
+        name = _choose(backend)
+        asked["backend"] = (name, world.backend)
+    if timeout is not None:
+        asked["timeout"] = (_timeout(timeout), world.timeout)
+    differ = {key: pair for key, pair in asked.items() if pair[0] != pair[1]}
+    if differ:
+        said = ", ".join(f"{key}={new!r} (it has {old!r})" for key, (new, old) in differ.items())
+        raise ValueError(
+            f"the parallel env is already started and cannot change: {said}; call "
+            "init_parallel_env() without arguments, or with the ones it was started with"
+        )
 
 
 def shutdown() -> None:

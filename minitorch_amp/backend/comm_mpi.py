@@ -141,7 +141,8 @@ class MPIComm(Comm):
         return table
 
     def _raw(self, kind: str, array, arg: int, counts=None):
-        host = np.ascontiguousarray(_device.asnumpy(array))  # CuPy arrays travel via the host
+        # CuPy arrays travel via the host (NOTE: ascontiguousarray makes a 0-d array 1-d)
+        host = np.ascontiguousarray(_device.asnumpy(array)).reshape(array.shape)
         if kind == "all_reduce":
             out = host
             request = self.comm.Iallreduce(self.MPI.IN_PLACE, out, op=self._ops[arg])

@@ -22,7 +22,8 @@ __all__ = [
 
 
 def init_parallel_env(backend: str | None = None, timeout: float | None = None) -> ParallelEnv:
-    """Connect this process to the others; safe to call more than once.
+    """Connect this process to the others; safe to call more than once (without arguments,
+    or with the ones it was started with: a started world cannot change, and says so).
 
     Args:
         backend: ``'mpi'``, ``'nccl'`` or ``'local'``. Default: ``MINITORCH_AMP_DIST_BACKEND``,

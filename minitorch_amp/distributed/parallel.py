@@ -101,8 +101,15 @@ class DataParallel(Layer):
             self._require_sync = previous
 
     def _after_backward(self) -> None:
+        """Average the gradients after the backward of a forward; while that backward kept
+        its graph, after the next one too.
+
+        NOTE: a second backward of one forward (a graph kept with ``retain_graph=True``)
+        adds each rank's own gradient to the average: averaging again gives
+        avg(g1) + avg(g2), where stopping after the first left the ranks apart. Staying
+        armed for good would sync this model at other models' backwards."""
         if self._sync_after_backward:
-            self._sync_after_backward = False
+            self._sync_after_backward = engine.graph_kept
             self._grad_sync.sync()
 
     # The checkpoint is the wrapped model's (Paddle's DataParallel does the same).

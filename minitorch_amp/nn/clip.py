@@ -24,6 +24,8 @@ from __future__ import annotations
 import math
 import weakref
 
+import numpy as np
+
 from ..autograd.tensor import Tensor
 from ..backend import dtypes as _dtypes
 from ..backend import get_array_module, kernels, primitives, sync
@@ -333,8 +335,9 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
             "loss scaling, unscale first) or pass error_if_nonfinite=False to scale anyway"
         )
     coef = xp.minimum(dtype.type(max_norm) / (total + dtype.type(1e-6)), dtype.type(1.0))
-    for g in grads:
-        g[...] = g * coef if g.dtype == coef.dtype else _scaled(g, coef)
+    with np.errstate(invalid="ignore"):  # an inf gradient times a 0 coef: NaN, as asked for
+        for g in grads:
+            g[...] = g * coef if g.dtype == coef.dtype else _scaled(g, coef)
     return Tensor._wrap(xp.asarray(total, dtype=dtype))
 
 

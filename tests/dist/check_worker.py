@@ -12,6 +12,8 @@ the error it got, whether its parameters changed, and the result of one more all
 * ``wrap_vs_metric``: rank 0 wraps its model in DataParallel while rank 1 all_reduces a metric.
 * ``bad_part``: rank 0's reduce_scatter list holds a float16 tensor (refused on rank 0 only).
 * ``bad_src``: every rank passes ``src='0'`` to broadcast (refused on every rank alike).
+* ``shard_order``: rank 1's optimizer lists the model's parameters in reverse, then shards.
+* ``two_backward``: DataParallel; two backwards of one forward (``retain_graph=True``).
 """
 
 from __future__ import annotations
@@ -133,7 +135,33 @@ def scenario_bad_src(rank: int, size: int) -> dict:
     return report
 
 
+def scenario_shard_order(rank: int, size: int) -> dict:
+    model, _, _ = build("fp32")
+    params = list(model.parameters())
+    opt = mt.optimizer.SGD(0.1, parameters=params if rank == 0 else params[::-1])
+    before = snapshot(model, opt)
+    report = attempt(lambda: dist.sharding.group_sharded_parallel(model, opt, "os"))
+    report["unchanged"] = unchanged(before, snapshot(model, opt))
+    report["sharded"] = len(opt._parameter_list) != len(params)
+    return report
+
+
+def scenario_two_backward(rank: int, size: int) -> dict:
+    model, _, _ = build("fp32")
+    model = dist.DataParallel(model)
+    x, y = batch(0, rank, size)
+    loss = loss_of(model, x, y, "fp32")
+    loss.backward(retain_graph=True)
+    first = {p.name: p.grad.numpy().copy() for p in model.parameters()}
+    report = attempt(loss.backward)
+    report["first"] = {k: v.tolist() for k, v in first.items()}
+    report["second"] = {p.name: p.grad.numpy().tolist() for p in model.parameters()}
+    return report
+
+
 SCENARIOS = {
+    "two_backward": scenario_two_backward,
+    "shard_order": scenario_shard_order,
     "bad_part": scenario_bad_part,
     "bad_src": scenario_bad_src,
     "level": scenario_level,

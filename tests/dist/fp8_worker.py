@@ -49,6 +49,12 @@ def main() -> None:
             local = amp.DelayedScaling(amax_history_len=4, reduce_amax=False)
             with amp.fp8_autocast(recipe=local), mt.no_grad():
                 out["rank 0 alone"] = judge(mt.to_tensor(x * 100.0)).numpy()
+    for op in ("SUM", "MAX"):  # an FP8 tensor's reduction: in float32, rounded once
+        t = mt.to_tensor(np.array([1.5, -3.0, 13.0 * (rank + 1)], "float32")).astype(
+            "float8_e4m3fn"
+        )
+        dist.all_reduce(t, getattr(dist.ReduceOp, op))
+        out[f"fp8_all_reduce:{op}"] = t.numpy().astype("float32")
     for name, param in model.named_parameters():
         out[f"param:{name}"] = param.numpy()
         meta = amp.fp8_meta(param)

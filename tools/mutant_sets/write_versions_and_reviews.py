@@ -265,4 +265,42 @@ MUTANTS: list[Mutant] = [
         ),
         "place == 'gpu' on a machine without CuPy raises DeviceError instead of answering False",
     ),
+    Mutant(
+        "sharding-ignores-the-optimizers-order",
+        "minitorch_amp/distributed/sharding/group_sharded.py",
+        "    _check_same_order(model, optimizer, comm)\n",
+        "",
+        (
+            "tests/test_distributed_checks.py::test_ranks_whose_optimizers_list_the_parameters_in_other_orders_fail_at_wrap_time",
+        ),
+        "ranks listing the parameters in other orders shard and sum gradients into the wrong ones",
+    ),
+    Mutant(
+        "data-parallel-syncs-one-backward-per-forward",
+        "minitorch_amp/distributed/parallel.py",
+        "            self._sync_after_backward = engine.graph_kept\n",
+        "            self._sync_after_backward = False\n",
+        (
+            "tests/test_distributed_checks.py::test_a_second_backward_of_one_forward_is_averaged_too",
+        ),
+        "a second backward of one forward adds each rank's own gradient: the ranks part",
+    ),
+    Mutant(
+        "mpi-all-gather-makes-0d-1d",
+        "minitorch_amp/backend/comm_mpi.py",
+        "        host = np.ascontiguousarray(_device.asnumpy(array)).reshape(array.shape)\n",
+        "        host = np.ascontiguousarray(_device.asnumpy(array))\n",
+        ("tests/test_distributed_collectives.py::test_all_gather_lists_every_rank_in_rank_order",),
+        "all_gather of a 0-d tensor gives [1]-shaped tensors under MPI",
+    ),
+    Mutant(
+        "a-started-world-ignores-new-arguments",
+        "minitorch_amp/backend/comm.py",
+        "        _same_world(_world, backend, timeout)\n",
+        "",
+        (
+            "tests/test_distributed_comm.py::test_a_started_world_refuses_arguments_it_does_not_have",
+        ),
+        "init_parallel_env(timeout=5) after the start is ignored, silently",
+    ),
 ]

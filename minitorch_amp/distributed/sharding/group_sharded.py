@@ -15,10 +15,14 @@ Levels (Paddle's names):
 from __future__ import annotations
 
 import os
+import zlib
+
+import numpy as np
 
 from ... import io
 from ...autograd.tensor import Tensor
 from ...backend import device as _device
+from ...backend.comm import CollectiveMismatchError
 from ...nn.layer.layers import Layer
 from ...optimizer.optimizer import Optimizer
 from ..env import check_group, world
@@ -93,6 +97,7 @@ def group_sharded_parallel(model, optimizer, level, scaler=None, group=None, off
         )
     comm = world()
     check_same_model(model, comm)  # before anything changes: a mismatch leaves all intact
+    _check_same_order(model, optimizer, comm)
     # 'os' all-reduces the buckets and 'os_g' reduce-scatters them: agree before either
     comm.check("check", caller=f"group_sharded_parallel(level={level!r})")
     sharded = ShardedOptimizer(optimizer, comm, chunk_bytes=buffer_max_size)
@@ -105,6 +110,33 @@ def group_sharded_parallel(model, optimizer, level, scaler=None, group=None, off
         )
     wrapped = DataParallel(model, _grad_sync=sync)
     return wrapped, sharded, scaler
+
+
+def _check_same_order(model: Layer, optimizer: Optimizer, comm) -> None:
+    """Raise ``CollectiveMismatchError`` on every rank unless every rank's optimizer holds
+    the same model parameters in the same order.
+
+    NOTE: the owners and the gradient buckets follow the optimizer's order. Two ranks that
+    list same-shaped layers in other orders pass the model check, then add each other's
+    gradients into the wrong parameters and broadcast into the wrong tensors, silently.
+    """
+    position = {id(p): i for i, p in enumerate(model.parameters())}
+    order = [position[id(p)] for p in optimizer._parameter_list]
+    signature = zlib.crc32(np.asarray(order, dtype=np.int64).tobytes())
+    try:
+        comm.check("check", None, len(order), _ORDER, signature)
+    except CollectiveMismatchError as err:
+        if set(err.calls) != {_ORDER}:
+            raise  # some rank was doing something else: the usual listing says what
+        raise CollectiveMismatchError(
+            "the ranks' optimizers hold the model's parameters in different orders (or "
+            "different ones): the shards and gradient buckets follow that order. Build each "
+            "rank's optimizer the same way, over model.parameters().",
+            err.table,
+        ) from None
+
+
+_ORDER = "sharding: the optimizer's parameter order"  # (48 bytes at most)
 
 
 def gather_optimizer_state_dict(optimizer: ShardedOptimizer, dst: int = 0):
