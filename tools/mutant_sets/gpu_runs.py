@@ -274,7 +274,7 @@ MUTANTS: list[Mutant] = [
         "        if transpose:  # the transposed bytes in the same pass (a 2-D x)\n",
         "        if False:  # the transposed bytes in the same pass (a 2-D x)\n",
         (
-            "tests/test_fp8_cast_transposed.py::test_on_the_gpu_a_delayed_cast_and_transpose_is_two_launches_and_the_numpy_bits",
+            "tests/test_fp8_cast_transposed.py::test_on_the_gpu_a_delayed_cast_and_transpose_is_one_launch_and_the_numpy_bits",
         ),
         "the GPU's delayed cast_transposed returns no transpose (the cast kernel without its transposing twin)",
     ),
