@@ -266,6 +266,12 @@ F32 = np.zeros((2, 3), np.float32)
             "rank 0: all_gather(float32, shape=9-d, size 512); "
             "rank 1: all_gather(float32, shape=[2, 2, 2, 2, 2, 2, 2, 2])",
         ),
+        (
+            ("all_gather", np.zeros((1,) * 7 + (2, 3), np.float32), 0),
+            ("all_gather", np.zeros((1,) * 7 + (3, 2), np.float32), 0),
+            "rank 0: all_gather(float32, shape=9-d, size 6); "
+            "rank 1: all_gather(float32, shape=9-d, size 6)",
+        ),
         (("barrier", None, 0), ("reduce_scatter", F32, 0), "rank 0: barrier; rank 1: reduce_"),
         (
             ("all_reduce", np.zeros(3, np.int8), 0),
@@ -274,7 +280,16 @@ F32 = np.zeros((2, 3), np.float32)
             "rank 1: all_reduce(unsupported dtype, shape=[3], op=SUM)",
         ),
     ],
-    ids=["shape", "op", "src", "dtype, 0-d", "over 8 dims", "collective", "unsupported"],
+    ids=[
+        "shape",
+        "op",
+        "src",
+        "dtype, 0-d",
+        "over 8 dims",
+        "over 8 dims, same size",
+        "collective",
+        "unsupported",
+    ],
 )
 def test_mismatch_message_lists_every_rank(mine, peer, expected):
     comm = PeersComm(peer)

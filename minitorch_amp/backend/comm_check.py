@@ -10,6 +10,7 @@ moves; otherwise every rank raises the same ``CollectiveMismatchError`` with
 from __future__ import annotations
 
 import functools
+import zlib
 
 import numpy as np
 
@@ -40,8 +41,10 @@ def describe(op: str, array=None, arg: int = 0, caller: str = "", detail: int = 
         # one shared "unsupported" code would let int8 on one rank meet int16 on another.
         dtype = _DTYPES.index(name) if name in _DTYPES else 100 + np.dtype(array.dtype).num
         ndim = array.ndim
-        if ndim > _MAX_DIMS:  # rare: compare the size and the leading dimensions
-            shape[0] = int(np.prod(array.shape))
+        if ndim > _MAX_DIMS:  # rare: the size, a checksum of the whole shape, its lead
+            whole = np.asarray(array.shape, dtype=np.int64).tobytes()
+            shape[:2] = [int(np.prod(array.shape)), zlib.crc32(whole)]
+            shape[2:] = array.shape[: _MAX_DIMS - 2]
         else:
             shape[:ndim] = array.shape
     head = [OPS.index(op) + 1, dtype, arg, detail, ndim, *shape]

@@ -30,7 +30,7 @@ from ..param_attr import create_parameter
 from ..parameter import Parameter, unique_name
 from .convert import ConvertMixin
 from .hooks import HookRemoveHelper
-from .printing import layer_repr
+from .printing import PrintingMixin
 from .state_dict import collect_state_dict, load_state_dict
 from .torch_compat import TorchLayerMethods, missing_attribute
 
@@ -41,10 +41,11 @@ def _camel_to_snake(name: str) -> str:
     return re.sub(r"([a-z])([A-Z])", r"\1_\2", s).lower()
 
 
-class Layer(ConvertMixin, TorchLayerMethods):
+class Layer(ConvertMixin, PrintingMixin, TorchLayerMethods):
     """Base class for all layers: subclass it, create state in ``__init__``, write ``forward``.
 
-    ``to``, ``float`` and ``float16`` come from :class:`~.convert.ConvertMixin`.
+    ``to``, ``float`` and ``float16`` come from :class:`~.convert.ConvertMixin`; ``repr`` and
+    ``extra_repr`` from :class:`~.printing.PrintingMixin`.
 
     Args:
         name_scope: prefix of the layer's unique full name (default: the class name in
@@ -391,11 +392,3 @@ class Layer(ConvertMixin, TorchLayerMethods):
 
     load_dict = set_state_dict
     set_dict = set_state_dict
-
-    # ---- printing --------------------------------------------------------------------------
-    def extra_repr(self) -> str:
-        """Layer settings shown inside ``Name(...)``; subclasses override."""
-        return ""
-
-    def __repr__(self) -> str:
-        return layer_repr(self)

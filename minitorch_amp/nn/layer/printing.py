@@ -3,6 +3,17 @@
 from __future__ import annotations
 
 
+class PrintingMixin:
+    """``repr(layer)`` and the hook subclasses fill in, ``extra_repr``."""
+
+    def extra_repr(self) -> str:
+        """Layer settings shown inside ``Name(...)``; subclasses override."""
+        return ""
+
+    def __repr__(self) -> str:
+        return layer_repr(self)
+
+
 def layer_repr(layer) -> str:
     """``repr(layer)``: the class name, ``extra_repr()`` and each sublayer on its own line.
 
