@@ -44,6 +44,7 @@ def _restore_global_state():
     sticky bfloat16 ``auto_cast`` (Paddle's global, which turns later GradScalers off)."""
     import minitorch_amp as mt
     from minitorch_amp.backend import bias_grad, fp8_gemm, fp8_kernels, gemm_gpu
+    from minitorch_amp.optimizer import bucket_kernel
 
     auto_cast = importlib.import_module("minitorch_amp.amp.auto_cast")  # the module
 
@@ -55,6 +56,7 @@ def _restore_global_state():
     fp8_gemm.KEPT.clear()
     bias_grad.KEPT.clear()
     fp8_kernels.KEPT.clear()
+    bucket_kernel._NO_OVERFLOW.clear()  # (a stood-in GPU's array must not reach another's test)
     yield
     device.set_device(place)
     mt.set_default_dtype(dtype)

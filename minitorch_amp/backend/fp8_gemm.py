@@ -146,32 +146,39 @@ def fp8_gemm_nt(
         if kept is not None:
             return kept(a, b_t, scale_a, scale_b, out, bias)
     codes = _check_gemm_args(a, b_t, scale_a, scale_b, out_dtype, a_code, b_code)
-    m, k = a.shape
-    n = b_t.shape[0]
+    m, n = a.shape[0], b_t.shape[0]
     check_gemm_out(out, a, (m, n), out_dtype)
     check_gemm_bias(bias, a, n, out_dtype)
     if _device.get_array_module(a, b_t) is np:
         return _into(out, twin_gemm(a, b_t.T, scale_a, scale_b, out_dtype, *codes, bias=bias))
-    cp = _device.cupy
-    a8 = cp.ascontiguousarray(a.view(np.uint8))
-    b8 = cp.ascontiguousarray(b_t.view(np.uint8))
-    if not _kernel_applies(a8, b8, m, n, k):
-        product = _gemm_on_cupy(a8, b8, scale_a, scale_b, out_dtype, codes)
-        return _into(out, add_bias(product, bias))
-    bn, grid = gemm_plan(m, n, _sm90.sm_count())
-    name = gemm_kernel_name(out_dtype, *codes, bn)
-    sizes = tuple(np.int32(x) for x in (m, n, k, n))  # M, N, K, ldc
-    launch = _Launch(name, (grid, 1, 1), _sm90.smem_bytes(bn), bn, np.dtype(out_dtype), sizes)
+    with a.device:  # allocate, copy and launch on the operands' GPU, whichever is current
+        out, launch = _first_launch(a, b_t, scale_a, scale_b, out_dtype, codes, out, bias)
     contiguous = a.flags.c_contiguous and b_t.flags.c_contiguous
-    if bias is not None:
-        contiguous = contiguous and bias.flags.c_contiguous
-        bias = cp.ascontiguousarray(bias)
-    out = launch(a8, b8, scale_a, scale_b, out, bias)
-    if key is not None and contiguous:  # (else a call copies an operand first: not kept)
+    contiguous = contiguous and (bias is None or bias.flags.c_contiguous)
+    if launch is not None and key is not None and contiguous:  # (else a call copies first)
         if len(KEPT) >= KEPT_CALLS:
             KEPT.clear()
         KEPT[key] = launch
     return out
+
+
+def _first_launch(a, b_t, scale_a, scale_b, out_dtype, codes, out, bias):
+    """``(out, launch)``: a checked CuPy call's product, and the launch to keep for calls
+    like it (None when the kernel does not apply and CuPy computed it)."""
+    cp = _device.cupy
+    (m, k), n = a.shape, b_t.shape[0]
+    a8 = cp.ascontiguousarray(a.view(np.uint8))
+    b8 = cp.ascontiguousarray(b_t.view(np.uint8))
+    if not _kernel_applies(a8, b8, m, n, k):
+        product = _gemm_on_cupy(a8, b8, scale_a, scale_b, out_dtype, codes)
+        return _into(out, add_bias(product, bias)), None
+    bn, grid = gemm_plan(m, n, _sm90.sm_count())
+    name = gemm_kernel_name(out_dtype, *codes, bn)
+    sizes = tuple(np.int32(x) for x in (m, n, k, n))  # M, N, K, ldc
+    launch = _Launch(name, (grid, 1, 1), _sm90.smem_bytes(bn), bn, np.dtype(out_dtype), sizes)
+    if bias is not None:
+        bias = cp.ascontiguousarray(bias)
+    return launch(a8, b8, scale_a, scale_b, out, bias), launch
 
 
 # ---- kept launches: a step's FP8 GEMMs, checked and planned once ---------------------------
@@ -213,14 +220,17 @@ class _Launch(NamedTuple):
 
     def __call__(self, a, b_t, scale_a, scale_b, out, bias):
         m, n = int(self.sizes[0]), int(self.sizes[1])
-        if out is None:
-            out = _device.cupy.empty((m, n), dtype=self.out_dtype)
-        # Each FP8 row as K / 2 two-byte words: gemm_sm90.py's maps, boxes of 128 bytes.
-        map_a = _sm90.operand_map(a.view(np.uint8).view(np.float16), True, _sm90.BM)
-        map_b = _sm90.operand_map(b_t.view(np.uint8).view(np.float16), True, self.bn)
-        args = (map_a, map_b, out, _NULL if bias is None else bias, scale_a, scale_b)
-        block = (_sm90.THREADS, 1, 1)
-        kernels.launch(GEMM_FILE, self.name, self.grid, block, args + self.sizes, self.shared_mem)
+        with a.device:  # allocate and launch on the operands' GPU, whichever is current
+            if out is None:
+                out = _device.cupy.empty((m, n), dtype=self.out_dtype)
+            # Each FP8 row as K / 2 two-byte words: gemm_sm90.py's maps, boxes of 128 bytes.
+            map_a = _sm90.operand_map(a.view(np.uint8).view(np.float16), True, _sm90.BM)
+            map_b = _sm90.operand_map(b_t.view(np.uint8).view(np.float16), True, self.bn)
+            args = (map_a, map_b, out, _NULL if bias is None else bias, scale_a, scale_b)
+            block = (_sm90.THREADS, 1, 1)
+            kernels.launch(
+                GEMM_FILE, self.name, self.grid, block, args + self.sizes, self.shared_mem
+            )
         return out
 
 

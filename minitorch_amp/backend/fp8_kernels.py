@@ -171,12 +171,13 @@ class _CastLaunch(NamedTuple):
 
     def __call__(self, x, scale, amax, update):
         cp = _device.cupy
-        outs = tuple(cp.empty(shape, dtype=np.uint8) for shape in self.shapes)
-        if amax is None:
-            amax = cp.zeros(1, dtype=np.float32)
-        if self.grid is not None:
-            args = (x, scale, *outs, amax, *self.scalars, *(update or _NO_UPDATE))
-            kernels.launch(CAST_FILE, self.name, self.grid, (_THREADS,), args)
+        with x.device:  # allocate and launch on x's GPU, whichever is current
+            outs = tuple(cp.empty(shape, dtype=np.uint8) for shape in self.shapes)
+            if amax is None:
+                amax = cp.zeros(1, dtype=np.float32)
+            if self.grid is not None:
+                args = (x, scale, *outs, amax, *self.scalars, *(update or _NO_UPDATE))
+                kernels.launch(CAST_FILE, self.name, self.grid, (_THREADS,), args)
         return (*outs, amax)
 
 
@@ -193,7 +194,8 @@ def _kept_call(x, scale, code, saturate, amax, update, transposed: bool):
 def _launch_kept(key, x, scale, amax, update, launch: _CastLaunch):
     """Run ``launch`` on the checked call's arrays; keep it under ``key`` when ``x`` needed
     no copy (a kept call is given ``x`` itself)."""
-    aligned = _aligned_input(x)
+    with x.device:  # (CuPy copies onto the current GPU)
+        aligned = _aligned_input(x)
     if aligned is x:
         if len(KEPT) >= KEPT_CALLS:
             KEPT.clear()

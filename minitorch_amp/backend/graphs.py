@@ -27,6 +27,8 @@ import contextlib
 import ctypes
 import functools
 
+import numpy as np
+
 from . import device as _device
 
 __all__ = ["Capture", "GraphError", "HostFed", "active", "is_supported"]
@@ -94,16 +96,16 @@ class Capture:
         if self.graph is not None:
             raise GraphError("this graph was captured already; reset() it to capture again")
         cupy = _device.cupy
-        stack = contextlib.ExitStack()
-        stack.enter_context(cupy.cuda.Device(self.device_id))
-        previous = cupy.cuda.get_current_stream()
-        self.stream.wait_event(previous.record())  # the capture sees the eager steps' results
-        stack.enter_context(cupy.cuda.using_allocator(functools.partial(_malloc, self.pool)))
-        stack.enter_context(self.stream)
+        with contextlib.ExitStack() as stack:  # (closed again if anything below raises)
+            stack.enter_context(cupy.cuda.Device(self.device_id))
+            previous = cupy.cuda.get_current_stream()
+            self.stream.wait_event(previous.record())  # the capture sees the eager results
+            stack.enter_context(cupy.cuda.using_allocator(functools.partial(_malloc, self.pool)))
+            stack.enter_context(self.stream)
+            self.stream.begin_capture(CAPTURE_MODES[self.mode])
+            self._exit = stack.pop_all()  # begun: end() or abort() closes them
         self.refreshers = {}
         self.keep_alive = []
-        self.stream.begin_capture(CAPTURE_MODES[self.mode])
-        self._exit = stack
         _active = self
 
     def end(self) -> None:
@@ -216,5 +218,9 @@ class HostFed:
 
     def write(self, value) -> None:
         if value != self.value:
-            self.array.fill(value)
+            if _device.get_array_module(self.array) is np:
+                self.array.fill(value)
+            else:
+                with self.array.device:  # the fill runs on the buffer's GPU
+                    self.array.fill(value)
             self.value = value

@@ -37,11 +37,11 @@ class KernelPath:
         ``regularized``: the bucket's ``regularized(grads)``, which the kernel reads instead."""
         if regularized is not None:
             grads = regularized
-        words = self._words(grads)
-        if words is None:
-            return False
-        flag = found_inf if found_inf is not None else self._no_overflow()
-        with _device.cupy.cuda.Device(self.place.index):
+        with _device.cupy.cuda.Device(self.place.index):  # the table too: on the bucket's GPU
+            words = self._words(grads)
+            if words is None:
+                return False
+            flag = found_inf if found_inf is not None else self._no_overflow()
             fused_optim.launch(
                 self.kernel, self.ptype, self.kernel_gtype(), words, len(self.records), flag,
                 base_lr, self.scalars,
