@@ -16,8 +16,13 @@ nothing to compare, and the script says why.
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
+
 from timing import interleave_rounds, paired_ratio
 
 from minitorch_amp.backend import host_c, host_float16

@@ -24,8 +24,13 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
+
 from timing import interleave, torch_device, warmup_seconds
 
 import minitorch_amp as mt

@@ -56,9 +56,12 @@ has_gpu='import sys, minitorch_amp as mt; mt.device.cuda.device_count() or sys.e
 # frameworks up for at least 1 s on a GPU; two optimizers now, 4 rows, 12 s on the 2-core CPU).
 cores=$(nproc 2>/dev/null || echo 4)
 warm_up="$py -m minitorch_amp --warm-kernel-cache -j $cores"
+# Each part runs whatever the one before did (a module that fails to compile must not hide the
+# report, the kernel checks and the device line); the stage fails if any part failed.
 stage device 55 "" no '/^CuPy kernel cache: / { print }
     /^minitorch_amp environment report/ { on = 1 } on' \
-    "$warm_up && nvidia-smi && $py -m minitorch_amp --no-compile && $py -c '$has_gpu'"
+    "failed=0; $warm_up || failed=1; nvidia-smi || echo 'nvidia-smi: not found'; \
+$py -m minitorch_amp --no-compile || failed=1; $py -c '$has_gpu' || failed=1; exit \$failed"
 # pytest-xdist where it is installed: 8 processes on the one GPU, each file's tests in one.
 xdist=""
 if timeout -k 1 10 "$PY" -c 'import xdist' >/dev/null 2>&1; then

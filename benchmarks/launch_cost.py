@@ -41,9 +41,12 @@ import pstats
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from gpu_stand_in import StandInArray, stand_in
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 
 import minitorch_amp as mt
 from minitorch_amp.backend import cast as _cast

@@ -16,6 +16,7 @@ Runs on the CPU with the device budget of ``minitorch_amp.device.set_memory_limi
 
 from __future__ import annotations
 
+import argparse
 import gc
 import sys
 from pathlib import Path
@@ -60,7 +61,9 @@ def per_tensor(model) -> None:
     model.to(dtype="float16")
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.parse_args(argv)  # no options: --help, and a typo is an error, not a run
     mt.set_device("cpu")
     mib = 2**20
     print("peak device memory converting an fp32 model to fp16 (MiB above the start)")

@@ -28,6 +28,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
+
 import minitorch_amp as mt
 from minitorch_amp import amp, nn
 from minitorch_amp.backend import device as _device

@@ -138,6 +138,8 @@ class GPT(nn.Layer):
         """
         if temperature <= 0:
             raise ValueError(f"generate: temperature must be > 0, got {temperature}")
+        if top_k is not None and top_k < 1:
+            raise ValueError(f"generate: top_k must be at least 1 (or None), got {top_k}")
         was_training = self.training
         self.eval()
         for _ in range(length):
@@ -309,6 +311,11 @@ def main(argv=None) -> None:
         parser.error(f"--width ({args.width}) must be a multiple of --heads ({args.heads})")
     if not 0 < args.warmup < args.steps:
         parser.error(f"--warmup must be between 1 and --steps - 1 ({args.steps - 1})")
+    if args.temperature <= 0 or args.top_k < 1 or args.sample_length < 0:
+        parser.error(  # (checked before training, not after it)
+            "--temperature must be > 0, --top-k at least 1 and --sample-length at least 0; "
+            f"got {args.temperature}, {args.top_k} and {args.sample_length}"
+        )
     if args.device is not None:
         mt.set_device(args.device)
 

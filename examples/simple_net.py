@@ -34,6 +34,7 @@ from minitorch_amp.utils.progress import progress as progress_bar
 from minitorch_amp.utils.progress import write
 
 MODES = ("fp32", "O1", "O2")
+GRAPH_WARMUP = 2  # eager calls of a graphed update before its capture (graphed's default)
 DTYPES = ("float16", "bfloat16", "float8")  # float8: bfloat16 AMP plus FP8 GEMMs
 
 
@@ -98,6 +99,10 @@ def train(
         raise ValueError(f"mode {mode!r} is not available; choose one of {MODES}")
     if accumulate < 1:
         raise ValueError(f"accumulate must be at least 1, got {accumulate}")
+    if min(input_size, batch_size, batches, epochs) < 1:
+        raise ValueError("input_size, batch_size, batches and epochs must be at least 1")
+    if accumulate > batches:
+        raise ValueError(f"accumulate ({accumulate}) is more than batches ({batches}): no update")
     if graph:
         check_graph(mode, batches, accumulate)
     mt.seed(seed)
@@ -127,8 +132,8 @@ def train(
         optimizer.clear_grad()
         return sum(losses[1:], losses[0])
 
-    if graph:
-        update = graphs.graphed(update)  # warm up, capture, then replay on each new window
+    if graph:  # warm up, capture, then replay on each new window
+        update = graphs.graphed(update, warmup=GRAPH_WARMUP)
     epoch_losses = []
     for epoch in range(epochs):
         total = mt.zeros([], dtype="float64")  # on the device: read once per epoch
@@ -161,14 +166,17 @@ def check_graph(mode: str, batches: int, accumulate: int) -> None:
 
 
 def warm_up(mode: str, seconds: float = 1.0, **kwargs) -> int:
-    """Untimed runs of ``mode`` at the same sizes, two updates each; returns the batches run.
+    """Untimed runs of ``mode`` at the same sizes; returns the batches run.
 
     The first run compiles the GPU kernels that ``mode`` launches (NVRTC), so the timed run
-    that follows reuses them. On a GPU the runs go on for at least ``seconds``: an idle GPU
-    runs at low clocks and needs about a second of sustained work to ramp up. On the CPU one
-    short run is enough.
+    that follows reuses them. Each run makes two updates, or with ``graph=True`` as many as
+    reach a capture and a replay (``graphed``'s two eager calls, the capture, one replay): a
+    process's first capture costs more than the capture each timed graph run still makes.
+    On a GPU the runs go on for at least ``seconds``: an idle GPU runs at low clocks and
+    needs about a second of sustained work to ramp up. On the CPU one short run is enough.
     """
-    batches = 2 * kwargs.get("accumulate", 1)
+    updates = GRAPH_WARMUP + 2 if kwargs.get("graph") else 2
+    batches = updates * kwargs.get("accumulate", 1)
     run = {**kwargs, "mode": mode, "batches": batches, "epochs": 1, "log": lambda *_: None}
     start, done = time.perf_counter(), 0
     while True:
@@ -297,6 +305,15 @@ def main(argv=None) -> None:
         mt.set_device(args.device)
     if args.accumulate < 1:
         parser.error(f"--accumulate must be at least 1, got {args.accumulate}")
+    for name in ("input_size", "batch_size", "batches", "epochs"):
+        if getattr(args, name) < 1:
+            flag = "--" + name.replace("_", "-")
+            parser.error(f"{flag} must be at least 1, got {getattr(args, name)}")
+    if args.accumulate > args.batches:
+        parser.error(
+            f"--accumulate ({args.accumulate}) is more than --batches ({args.batches}): no "
+            "window of batches would be complete, so the optimizer would never step"
+        )
 
     sizes = dict(
         input_size=args.input_size,

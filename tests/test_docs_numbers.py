@@ -190,7 +190,7 @@ def test_layer_to_md_shows_the_peak_memory_the_benchmark_prints():
     spec.loader.exec_module(benchmark)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        benchmark.main()
+        benchmark.main([])
     printed = {}
     for line in out.getvalue().splitlines()[2:]:
         depth, _x, width, *cells = line.split()

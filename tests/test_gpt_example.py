@@ -76,6 +76,20 @@ def test_bad_sizes_are_refused_with_the_option_to_change():
     assert out.returncode == 2 and "--width (30) must be a multiple of --heads (4)" in out.stderr
 
 
+@pytest.mark.parametrize("flag", [["--top-k", "0"], ["--temperature", "0"]])
+def test_bad_sampling_flags_are_refused_before_training(flag, gpt, monkeypatch, capsys):
+    monkeypatch.setattr(gpt, "train", lambda **_: pytest.fail("trained before the check"))
+    with pytest.raises(SystemExit) as done:
+        gpt.main([*flag, "--device", "cpu"])
+    assert done.value.code == 2 and "--top-k at least 1" in capsys.readouterr().err
+
+
+def test_generate_refuses_a_top_k_below_1(gpt, cpu):
+    model = gpt.GPT(8, context=4, width=8, num_layers=1, num_heads=2)
+    with pytest.raises(ValueError, match="top_k must be at least 1"):
+        model.generate(mt.zeros([1, 1], dtype="int64"), 2, top_k=0)
+
+
 RUN = dict(
     steps=100,
     batch_size=16,

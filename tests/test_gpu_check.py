@@ -81,6 +81,19 @@ def test_stages_picks_and_caps():
     assert "no stage 'gemm'" in bad.stderr and "host_profile" in bad.stderr
 
 
+def simple_commands(line: str) -> list[list[str]]:
+    """The words of each command in a shell line, split at ``;``, ``&&`` and ``||``."""
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    commands: list[list[str]] = [[]]
+    for token in lexer:
+        if token in (";", "&&", "||"):
+            commands.append([])
+        else:
+            commands[-1].append(token)
+    return [words for words in commands if words]
+
+
 def test_every_command_names_a_script_and_options_that_exist():
     """Each ``python x.py --opt`` names a script of the checkout whose parser has ``--opt``
     (a missing script only where the stage is optional); ``-m`` names our package or pytest
@@ -88,10 +101,9 @@ def test_every_command_names_a_script_and_options_that_exist():
     markers, checked = (ROOT / "pyproject.toml").read_text(), []
     for name, (_, line) in dry_run().items():
         command, _, note = line.partition("  [optional: skipped when ")
-        for part in command.split("&&"):
-            words = shlex.split(part)
+        for words in simple_commands(command):
             if not Path(words[0]).name.startswith("python") or words[1] == "-c":
-                continue  # nvidia-smi; a one-line check
+                continue  # nvidia-smi, the stage's status; a one-line check
             if words[1] == "-m":
                 module, options = words[2], words[3:]
                 if module == "pytest":
@@ -132,10 +144,39 @@ def test_the_stages_run_the_gpu_tests_the_tables_and_the_example():
 def test_the_device_stage_fills_the_kernel_cache_on_every_core_before_the_report():
     """The first run on an H200 timed out in four stages compiling kernels one at a time in
     each process: the device stage compiles them all at once first, into CuPy's cache."""
-    parts = [part.strip() for part in dry_run()["device"][1].split("&&")]
+    parts = [" ".join(words) for words in simple_commands(dry_run()["device"][1])]
     cores = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
-    assert parts[0].endswith(f"-m minitorch_amp --warm-kernel-cache -j {cores}")
-    assert parts[1] == "nvidia-smi" and parts[2].endswith("-m minitorch_amp --no-compile")
+    assert parts[1].endswith(f"-m minitorch_amp --warm-kernel-cache -j {cores}")
+    assert parts[3] == "nvidia-smi" and parts[5].endswith("-m minitorch_amp --no-compile")
+
+
+FAKE_PYTHON = """#!/usr/bin/env bash
+case "$*" in
+    *--warm-kernel-cache*) echo "gemm_fp8_sm90.cu FAILED: CompileException"; exit 1 ;;
+    *"-m minitorch_amp --no-compile"*) echo "minitorch_amp environment report"; exit 0 ;;
+    *) exec %s "$@" ;;
+esac
+"""
+
+
+def test_a_kernel_that_fails_to_compile_does_not_hide_the_device_report(tmp_path):
+    """The device stage runs every part: the warm-up's failure fails the stage, and the
+    environment report (each kernel against its twin) still runs and reaches the summary."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "python").write_text(FAKE_PYTHON % shlex.quote(sys.executable))
+    (bin_ / "nvidia-smi").write_text("#!/usr/bin/env bash\necho 'NVIDIA H200, 143771 MiB'\n")
+    for tool in bin_.iterdir():
+        tool.chmod(0o755)
+    out = tmp_path / "out"
+    done = check(
+        "--stages", "device", "--out", str(out),
+        PYTHON=str(bin_ / "python"), PATH=f"{bin_}:{os.environ['PATH']}",
+    )  # fmt: skip
+    assert done.returncode == 1
+    log = (out / "device.log").read_text()
+    assert "FAILED: CompileException" in log and "NVIDIA H200" in log
+    assert "minitorch_amp environment report" in log
 
 
 def fake_module(folder: Path, name: str, text: str) -> dict[str, str]:

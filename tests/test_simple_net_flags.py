@@ -60,3 +60,35 @@ def test_the_benchmarks_full_keeps_an_explicit_width_and_batch():
     argv = ("--full", "--width", "16", "--batch", "4", "--modes", "fp32", "--no-torch")
     out = run("benchmarks/simple_net.py", *argv, "--steps", "1", "--warmup", "0")
     assert "width 16, batch 4," in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--batches", "0"], "--batches must be at least 1, got 0"),
+        (["--epochs", "-1"], "--epochs must be at least 1, got -1"),
+        (["--batches", "4", "--accumulate", "5"], "--accumulate (5) is more than --batches (4)"),
+    ],
+)
+def test_sizes_that_cannot_train_are_usage_errors(argv, message, capsys):
+    with pytest.raises(SystemExit) as done:
+        simple_net.main([*argv, "--device", "cpu"])
+    assert done.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_train_refuses_the_same_sizes():
+    with pytest.raises(ValueError, match="must be at least 1"):
+        simple_net.train(batches=0)
+    with pytest.raises(ValueError, match=r"accumulate \(5\) is more than batches \(4\)"):
+        simple_net.train(batches=4, accumulate=5)
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_the_warm_up_reaches_a_capture_and_a_replay_when_the_rows_are_graphed(graph, monkeypatch):
+    """A timed graph row must not pay for the process's first capture: the warm-up makes the
+    graphed wrapper's two eager calls, its capture and one replay."""
+    runs = []
+    monkeypatch.setattr(simple_net, "train", lambda **run: runs.append(run))
+    done = simple_net.warm_up("O2", graph=graph, accumulate=3, input_size=8)
+    updates = simple_net.GRAPH_WARMUP + 2 if graph else 2
+    assert done == runs[0]["batches"] == 3 * updates and len(runs) == 1  # (one run on the CPU)
