@@ -67,10 +67,12 @@ xdist=""
 if timeout -k 1 10 "$PY" -c 'import xdist' >/dev/null 2>&1; then
     xdist=" -n 8 --dist loadfile"
 fi
+# SIGINT 10 s before the stage's budget ends: interrupted, pytest still prints the failures
+# so far and the counts (a SIGTERM or SIGKILL from the stage's timeout would lose them).
 # shellcheck disable=SC2016 # the $ are awk's
 stage pytest 130 "" no '/^(FAILED|ERROR) / && n++ < 30
     / in [0-9.]+s|no tests ran/ { counts = $0 } END { if (counts) print counts }' \
-    "$py -m pytest -m gpu -q --durations=15$xdist"
+    "timeout -s INT 120 $py -m pytest -m gpu -q --durations=15$xdist"
 # kernels: the kernel table (about 60 s: each of its timings after 1 s of warm-up), then the
 # FP8 GEMM's (about 9 s: ours and torch._scaled_mm at 2 sizes, each after 1 s of warm-up,
 # 50 timed graph replays of 20).

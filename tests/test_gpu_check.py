@@ -102,6 +102,8 @@ def test_every_command_names_a_script_and_options_that_exist():
     for name, (_, line) in dry_run().items():
         command, _, note = line.partition("  [optional: skipped when ")
         for words in simple_commands(command):
+            if words[:3] == ["timeout", "-s", "INT"]:
+                words = words[4:]  # (an interrupt before the stage's budget ends)
             if not Path(words[0]).name.startswith("python") or words[1] == "-c":
                 continue  # nvidia-smi, the stage's status; a one-line check
             if words[1] == "-m":
@@ -131,9 +133,12 @@ def test_the_stages_run_the_gpu_tests_the_tables_and_the_example():
     all on the GPU."""
     stages = dry_run()
     command = {name: stages[name][1] for name in stages}
-    assert re.search(
-        r"-m pytest -m gpu -q --durations=15( -n 8 --dist loadfile)?$", command["pytest"]
+    assert re.fullmatch(
+        r"timeout -s INT (\d+) \S+ -m pytest -m gpu -q --durations=15( -n 8 --dist loadfile)?",
+        command["pytest"],
     )
+    interrupt_s = int(command["pytest"].split()[3])
+    assert interrupt_s <= stages["pytest"][0] - 10  # its summary printed before the kill
     assert command["kernels"].endswith("benchmarks/kernels.py --fp8")  # no --sweep: the table
     assert "--modes" not in command["simple_net"]  # every mode: graph and bf16 rows
     assert "examples/simple_net.py --compare --full --graph --dtype float8" in command["compare"]
