@@ -100,6 +100,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if not args.std > 0:
         parser.error(f"--std must be positive, got {args.std}")
+    if min(args.shape) < 1:
+        parser.error(f"--shape takes sizes of at least 1, got {args.shape}")
     if torch is not None:
         torch.set_num_threads(args.threads)
     on_gpu = str(mt.get_device()).startswith("gpu")

@@ -127,7 +127,7 @@ if [ -z "$picked" ]; then
 else
     IFS=, read -ra wanted <<<"$picked"
     for name in "${wanted[@]}"; do
-        if [ -z "${BUDGET[$name]+set}" ]; then
+        if [ -z "$name" ] || [ -z "${BUDGET[$name]+set}" ]; then
             echo "gpu_check.sh: no stage '$name'; the stages are: ${NAMES[*]}" >&2 && exit 2
         fi
     done

@@ -79,6 +79,8 @@ def test_stages_picks_and_caps():
     bad = check("--stages", "kernels,gemm")
     assert bad.returncode == 2
     assert "no stage 'gemm'" in bad.stderr and "host_profile" in bad.stderr
+    empty = check("--stages", ",")
+    assert empty.returncode == 2 and empty.stderr.startswith("gpu_check.sh: no stage ''")
 
 
 def simple_commands(line: str) -> list[list[str]]:
