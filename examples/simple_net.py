@@ -132,8 +132,8 @@ def train(
         optimizer.clear_grad()
         return sum(losses[1:], losses[0])
 
-    if graph:  # warm up, capture, then replay on each new window
-        update = graphs.graphed(update, warmup=GRAPH_WARMUP)
+    if graph:
+        update = graphs.graphed(update)  # warm up, capture, then replay on each new window
     epoch_losses = []
     for epoch in range(epochs):
         total = mt.zeros([], dtype="float64")  # on the device: read once per epoch

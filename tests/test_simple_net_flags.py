@@ -7,11 +7,14 @@ batches for 5 epochs, silently). The same holds for benchmarks/simple_net.py's -
 
 from __future__ import annotations
 
+import inspect
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from minitorch_amp.device.cuda import graphs
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
@@ -90,5 +93,7 @@ def test_the_warm_up_reaches_a_capture_and_a_replay_when_the_rows_are_graphed(gr
     runs = []
     monkeypatch.setattr(simple_net, "train", lambda **run: runs.append(run))
     done = simple_net.warm_up("O2", graph=graph, accumulate=3, input_size=8)
+    default = inspect.signature(graphs.graphed).parameters["warmup"].default
+    assert default == simple_net.GRAPH_WARMUP  # (the example wraps with graphed's default)
     updates = simple_net.GRAPH_WARMUP + 2 if graph else 2
     assert done == runs[0]["batches"] == 3 * updates and len(runs) == 1  # (one run on the CPU)
