@@ -189,6 +189,22 @@ def test_the_arguments_follow_the_kernels_signature_split_or_not(launches):
     assert args[4] is args[2] and type(args[5]) is np.int64 and args[5] == 0
 
 
+def test_a_capture_makes_its_own_split_counts_and_leaves_the_kept_ones(launches, monkeypatch):
+    """Made inside a capture, the counts' zero-fill is recorded, not run: the array is the
+    graph's (kept alive with it), never served to eager launches or to a later capture."""
+    eager = gemm_sm90.split_counts(8)
+    first = SimpleNamespace(scratch={}, keep_alive=[])
+    monkeypatch.setattr(gemm_sm90._graphs, "active", lambda: first)
+    inside = gemm_sm90.split_counts(8)
+    assert inside is not eager and gemm_sm90.split_counts(8) is inside
+    assert any(kept is inside for kept in first.keep_alive)
+    later = SimpleNamespace(scratch={}, keep_alive=[])
+    monkeypatch.setattr(gemm_sm90._graphs, "active", lambda: later)
+    assert gemm_sm90.split_counts(8) is not inside  # (the same device and stream address)
+    monkeypatch.setattr(gemm_sm90._graphs, "active", lambda: None)
+    assert gemm_sm90.split_counts(8) is eager
+
+
 def test_each_variant_launches_its_own_kernels_and_keeps_its_own_recipe(launches):
     from minitorch_amp.backend import gemm_bf16_sm90
     from minitorch_amp.backend.dtypes import bfloat16

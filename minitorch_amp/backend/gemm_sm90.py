@@ -32,6 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import device as _device
+from . import graphs as _graphs
 from . import kernels, tensor_maps
 from .dtypes import float16, float32
 from .kernels import register
@@ -343,12 +344,21 @@ def split_counts(n: int):
     last split sets the count back to 0, so the array is zero again for the next launch (and
     a replayed CUDA graph). Kept per stream: launches on two streams could overlap. An
     array outgrown by a bigger problem is kept alive too (a graph captured with it replays
-    its launches into it)."""
+    its launches into it).
+
+    During a capture the array is the graph's own: its zero-fill is recorded, not run, and
+    is replayed before the graph's launches. Kept for later launches, it would reach a
+    later capture's stream (a stream's address is reused) unzeroed if this graph never ran.
+    """
     cp = _device.cupy
-    key = (cp.cuda.runtime.getDevice(), cp.cuda.get_current_stream().ptr)
-    counts = _SPLIT_COUNTS.get(key)
+    capture = _graphs.active()
+    kept = _SPLIT_COUNTS if capture is None else capture.scratch
+    key = ("split counts", cp.cuda.runtime.getDevice(), cp.cuda.get_current_stream().ptr)
+    counts = kept.get(key)
     if counts is None or counts.size < n:
-        if counts is not None:
+        if counts is not None and capture is None:  # (a capture's are kept alive below)
             _OUTGROWN.append(counts)
-        counts = _SPLIT_COUNTS[key] = cp.zeros(n, dtype=np.uint32)
+        counts = kept[key] = cp.zeros(n, dtype=np.uint32)
+        if capture is not None:
+            capture.keep_alive.append(counts)
     return counts

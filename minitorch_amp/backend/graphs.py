@@ -84,6 +84,7 @@ class Capture:
         self.graph = None
         self.refreshers: dict[int, tuple] = {}  # id(HostFed) -> (HostFed, source)
         self.keep_alive: list = []  # device arrays the graph reads that others might free
+        self.scratch: dict = {}  # key -> a device array made (and zeroed) inside this graph
         with cupy.cuda.Device(device_id):
             self.stream = cupy.cuda.Stream(non_blocking=True)
         self._exit = None
@@ -106,6 +107,7 @@ class Capture:
             self._exit = stack.pop_all()  # begun: end() or abort() closes them
         self.refreshers = {}
         self.keep_alive = []
+        self.scratch = {}
         _active = self
 
     def end(self) -> None:
@@ -146,6 +148,7 @@ class Capture:
         self.graph = None
         self.refreshers = {}
         self.keep_alive = []
+        self.scratch = {}
 
 
 def _malloc(pool, size: int):
