@@ -71,17 +71,17 @@ def to_tensor(data, dtype=None, place=None, stop_gradient: bool = True) -> Tenso
 
 
 def full(shape, fill_value, dtype=None, place=None) -> Tensor:
-    """A tensor of ``shape`` filled with ``fill_value``."""
+    """A tensor of ``shape`` filled with ``fill_value``, of ``dtype``; without one, of the
+    default float dtype (float32) whatever the value, as in Paddle (PyTorch's ``full(.., 3)``
+    infers int64; pass ``dtype="int64"`` here).
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> mt.full([2], 3).numpy(), mt.full([2], 3, "int64").numpy()
+        (array([3., 3.], dtype=float32), array([3, 3]))
+    """
     _no_spread_shape("full", (), (shape, fill_value, dtype, place), tail=1)
-    if dtype is None:
-        dtype = (
-            _dtypes.bool_
-            if isinstance(fill_value, bool)
-            else _dtypes.int64
-            if isinstance(fill_value, int)
-            else _dtypes.default_float()
-        )
-    dt = _dtypes.convert_dtype(dtype)
+    dt = _dtypes.default_float() if dtype is None else _dtypes.convert_dtype(dtype)
     p = _place(place)
     return Tensor._wrap(_device.xp_for(p).full(_checked_shape(shape), fill_value, dtype=dt))
 
@@ -127,6 +127,8 @@ def ones_like(x: Tensor, dtype=None) -> Tensor:
 
 
 def full_like(x: Tensor, fill_value, dtype=None) -> Tensor:
+    """A tensor of ``x``'s shape and place filled with ``fill_value``, of ``x``'s dtype unless
+    ``dtype`` is given (Paddle and PyTorch alike)."""
     return full(x.shape, fill_value, dtype or x.dtype, x.place)
 
 

@@ -14,7 +14,7 @@ from weakref import ref as _weak
 import numpy as np
 
 from ..backend.cast import cast
-from ..backend.dtypes import bfloat16, float32, result_type
+from ..backend.dtypes import bfloat16, default_float, float32, result_type
 from .grad_mode import _enabled
 from .op import NONE, Context, Op
 from .ops.cast import Cast
@@ -92,6 +92,14 @@ def _floating(dtype) -> bool:
     return dtype.kind == "f" or dtype == bfloat16
 
 
+def _integers_to_float(op: type[Op], inputs: tuple, positions) -> bool:
+    """Whether integer and bool tensors alone go to the default float dtype: true division,
+    or a Python float among the inputs (see :func:`promote`)."""
+    if getattr(op, "integers_to_float", False):
+        return True
+    return any(inputs[i].__class__ is float for i in positions if i < len(inputs))
+
+
 def promote(op: type[Op], inputs: tuple) -> tuple:
     """Paddle's type promotion of the inputs ``op.promote`` names, by recorded casts.
 
@@ -100,13 +108,18 @@ def promote(op: type[Op], inputs: tuple) -> tuple:
     =============================  =========================  ==========================
     integer or bool with floating  the (widest) floating one  int64, float16 -> float16
     floating with floating         the widest                 float16, float32 -> float32
+    integer or bool only, with a   the default float dtype    int32 / 2 -> float32,
+    Python float or divided                                   int64 * 0.5 -> float32
     integer with integer or bool   the widest integer         int32, int64 -> int64
     =============================  =========================  ==========================
 
-    NOTE: NumPy agrees on the last two rows, so only integer and bool inputs are cast here;
-    left to NumPy, int64 with float32 gives float64, a dtype AMP never casts. This runs before
-    AMP's hook, which therefore decides on the promoted inputs. Python numbers are not tensors
-    and are not promoted: NumPy treats them as weak (``x * 2.5`` stays float16 for a float16 x).
+    "Divided": an op whose ``integers_to_float`` is True (true division). The third row is
+    Paddle's (its ``Tensor`` operators cast integer tensors to float32 there) and PyTorch's.
+    NOTE: NumPy agrees on the second and last rows, so only integer and bool inputs are cast
+    here; left to NumPy, int64 with float32 gives float64, a dtype AMP never casts, and so do
+    ``int32 / 2`` and ``int32 * 0.5``. This runs before AMP's hook, which therefore decides on
+    the promoted inputs. Python numbers are not tensors and are not promoted: NumPy treats
+    them as weak (``x * 2.5`` stays float16 for a float16 x).
     """
     positions = range(len(inputs)) if op.promote is None else op.promote
     floating = integer = False  # two flags, no lists: this runs for every add and multiply
@@ -116,10 +129,13 @@ def promote(op: type[Op], inputs: tuple) -> tuple:
                 floating = True
             else:
                 integer = True  # or bool
-    if not (floating and integer):
+    if not integer or not (floating or _integers_to_float(op, inputs, positions)):
         return inputs
     tensors = [i for i in positions if i < len(inputs) and isinstance(inputs[i], Tensor)]
-    dtype = result_type(*(inputs[i].dtype for i in tensors if _floating(inputs[i].dtype)))
+    if floating:
+        dtype = result_type(*(inputs[i].dtype for i in tensors if _floating(inputs[i].dtype)))
+    else:
+        dtype = default_float()
     promoted = list(inputs)
     for i in tensors:
         if not _floating(inputs[i].dtype):

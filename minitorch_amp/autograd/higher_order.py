@@ -183,11 +183,10 @@ def _mean(node, g):
 @_rule(O.Max)
 def _max(node, g):
     ctx = node.ctx
-    mask = ctx.x == ctx.out
-    share = mask / mask.sum(axis=ctx.axes, keepdims=True)  # ties share the gradient
+    mask = ctx.x == ctx.out  # every tied maximum takes the whole gradient (Paddle's max)
     if not ctx.keepdim:
         g = g._reshape_to(ctx.out.shape)
-    return g * _const(share.astype(g.dtype))
+    return g * _const(mask.astype(g.dtype))
 
 
 @_rule(O.Reshape)

@@ -43,6 +43,8 @@ SETS = (
     "cross_entropy",
     "review_fixes",
     "write_versions_and_reviews",
+    "review_ops_nov28",
+    "review_gpu_host_and_scripts",
 )
 
 

@@ -37,7 +37,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "gpt-step-out-proj-copied-untransposed",
-        "benchmarks/gpt_step.py",
+        "benchmarks/gpt_torch.py",
         "            b.self_attn.out_proj.weight.copy_(t(attn.out_proj.weight, True))",
         "            b.self_attn.out_proj.weight.copy_(t(attn.out_proj.weight))",
         ("tests/test_gpt_parity.py::test_the_fp32_loss_tracks_pytorch_within_1e_5_over_40_steps",),

@@ -88,8 +88,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "device-stage-without-the-warm-up",
         "benchmarks/gpu_check.sh",
-        '    "$warm_up && nvidia-smi && ',
-        '    "nvidia-smi && ',
+        '    "failed=0; $warm_up || failed=1; nvidia-smi ',
+        '    "failed=0; nvidia-smi ',
         (
             "tests/test_gpu_check.py::"
             "test_the_device_stage_fills_the_kernel_cache_on_every_core_before_the_report",

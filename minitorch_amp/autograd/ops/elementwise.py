@@ -3,6 +3,8 @@
 Gradients are returned at the broadcast shape; the engine un-broadcasts them.
 Python numbers are weak constants (``x * 2.0`` stays float16 for a float16 ``x``); an integer
 tensor meeting a floating one takes its dtype (``promote``, applied by ``dispatch.promote``).
+Float maths of integer tensors (true division, ``sqrt``, ``exp``, ``log``, ``tanh``,
+``sigmoid``, ``rsqrt``) gives the default float dtype, float32, not NumPy's float64.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...backend import get_array_module, is_array
-from ...backend.dtypes import accumulation_dtype, is_floating
+from ...backend.dtypes import accumulation_dtype, default_float
 from ..op import BLACK, NONE, Op
 
 
@@ -29,6 +31,13 @@ def binary(name: str, fn, x, y):
             f"{name}: shapes {_shape_of(x)} and {_shape_of(y)} cannot be broadcast together "
             "(trailing dimensions must be equal or 1)"
         ) from None
+
+
+def floating(x):
+    """``x`` itself when floating, else (an integer or bool array) in the default float dtype:
+    Paddle's and PyTorch's result dtype for ``sqrt``, ``exp``... of integers (NumPy's is
+    float64). A cast inside the forward: an integer input never gets a gradient."""
+    return x if x.dtype.kind in "fV" else x.astype(default_float())
 
 
 class Add(Op):
@@ -73,8 +82,15 @@ class Multiply(Op):
 
 
 class Divide(Op):
+    """True division ``x / y``; integers are divided in the default float dtype (float32).
+
+    ``dispatch.promote`` casts integer and bool tensors first: ``int32 / 2`` and
+    ``int32 / int32`` are float32, as in Paddle and PyTorch (NumPy: float64).
+    """
+
     name = "divide"
     promote = (0, 1)
+    integers_to_float = True  # (read by dispatch.promote)
 
     @staticmethod
     def forward(ctx, x, y):
@@ -93,6 +109,11 @@ class Neg(Op):
 
     @staticmethod
     def forward(ctx, x):
+        if x.dtype.kind == "b":
+            raise TypeError(
+                "neg: -x is not defined for a bool tensor; for a logical not write x == False, "
+                "for signed numbers cast first: -x.astype('int64')"
+            )
         return -x
 
     @staticmethod
@@ -109,6 +130,7 @@ class Pow(Op):
 
     @staticmethod
     def forward(ctx, x, y):
+        _check_integer_power(x, y)
         out = binary("pow", lambda a, b: a**b, x, y)
         ctx.x, ctx.y, ctx.out = x, y, out
         return out
@@ -123,6 +145,23 @@ class Pow(Op):
         with np.errstate(all="ignore"):
             gy = grad * out * get_array_module(x, y).log(x)
         return gx, gy
+
+
+def _check_integer_power(x, y) -> None:
+    """Refuse an integer base with a negative integer exponent (1 / x is no integer), which
+    NumPy refuses with its own words and CuPy computes as 0."""
+    integer_base = isinstance(x, int) if not hasattr(x, "dtype") else x.dtype.kind in "iub"
+    if not integer_base:
+        return
+    if isinstance(y, (int, np.integer)) and not isinstance(y, bool):
+        negative = y < 0
+    else:  # an integer array of exponents (a host read, for integer bases only)
+        negative = getattr(y, "dtype", np.dtype("f")).kind == "i" and bool((y < 0).any())
+    if negative:
+        raise ValueError(
+            "pow: an integer base to a negative integer power is not an integer; make the "
+            "base floating first: x.astype('float32') ** y, or 2.0 ** y for a number"
+        )
 
 
 class Square(Op):
@@ -144,7 +183,7 @@ class Sqrt(Op):
 
     @staticmethod
     def forward(ctx, x):
-        out = get_array_module(x).sqrt(x)
+        out = get_array_module(x).sqrt(floating(x))
         ctx.out = out
         return out
 
@@ -164,8 +203,7 @@ class Rsqrt(Op):
 
     @staticmethod
     def forward(ctx, x):
-        if not is_floating(x.dtype):
-            raise TypeError(f"rsqrt needs a floating tensor, got {x.dtype}; cast it first")
+        x = floating(x)
         xp = get_array_module(x)
         acc = accumulation_dtype(x.dtype)
         y = 1.0 / xp.sqrt(x.astype(acc, copy=False))
@@ -184,7 +222,7 @@ class Exp(Op):
 
     @staticmethod
     def forward(ctx, x):
-        out = get_array_module(x).exp(x)
+        out = get_array_module(x).exp(floating(x))
         ctx.out = out
         return out
 
@@ -199,7 +237,7 @@ class Log(Op):
 
     @staticmethod
     def forward(ctx, x):
-        ctx.x = x
+        ctx.x = x = floating(x)
         return get_array_module(x).log(x)
 
     @staticmethod
@@ -225,7 +263,7 @@ class Tanh(Op):
 
     @staticmethod
     def forward(ctx, x):
-        out = get_array_module(x).tanh(x)
+        out = get_array_module(x).tanh(floating(x))
         ctx.out = out
         return out
 
@@ -242,7 +280,7 @@ class Sigmoid(Op):
     @staticmethod
     def forward(ctx, x):
         xp = get_array_module(x)
-        out = (xp.tanh(x * 0.5) + 1) * 0.5
+        out = (xp.tanh(floating(x) * 0.5) + 1) * 0.5
         ctx.out = out
         return out
 
@@ -252,7 +290,11 @@ class Sigmoid(Op):
 
 
 class Clip(Op):
-    """Clamp to ``[min, max]`` (either may be None); the gradient passes where not clamped."""
+    """Clamp to ``[min, max]`` (either may be None); the gradient passes strictly inside.
+
+    d/dx = 1 where ``min < x < max``, else 0: on a bound too (Paddle's clip_grad; PyTorch's
+    ``clamp`` passes it there). A bound that is None bounds nothing.
+    """
 
     name = "clip"
 
@@ -262,10 +304,10 @@ class Clip(Op):
         ctx.mask = xp.ones(x.shape, dtype=bool)
         out = x
         if min is not None:
-            ctx.mask &= x >= min
+            ctx.mask &= x > min
             out = xp.maximum(out, _bound(min, x.dtype))
         if max is not None:
-            ctx.mask &= x <= max
+            ctx.mask &= x < max
             out = xp.minimum(out, _bound(max, x.dtype))
         return out if out is not x else x.copy()
 

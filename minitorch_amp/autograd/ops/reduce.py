@@ -3,17 +3,24 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...backend import get_array_module
 from ...backend.dtypes import accumulation_dtype, is_floating
 from ...backend.primitives import reduce_sum
 from ..op import BLACK, GRAY, NONE, Op
+from .index import check_axis
 
 
 def _normalise_axes(axis, ndim):
-    """``axis`` (None, int or tuple) as a sorted tuple of non-negative axes."""
-    if axis is None:
+    """``axis`` (None, int or tuple) as a sorted tuple of non-negative axes.
+
+    None and an empty tuple or list mean every axis (Paddle's ``axis=[]``; NumPy's
+    ``axis=()`` would reduce none).
+    """
+    axes = (axis,) if isinstance(axis, int) else () if axis is None else tuple(axis)
+    if not axes:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
     for a in axes:
         if not -max(ndim, 1) <= a < max(ndim, 1):
             raise ValueError(f"axis {a} is out of range for a tensor with {ndim} dimensions")
@@ -67,7 +74,7 @@ class Mean(Op):
 
 
 class Max(Op):
-    """Maximum; the gradient is shared equally among tied maxima (it still sums to ``grad``)."""
+    """Maximum; every tied maximum gets the whole gradient (Paddle's ``max``, not ``amax``)."""
 
     name = "max"
     amp = GRAY
@@ -83,11 +90,12 @@ class Max(Op):
 
     @staticmethod
     def backward(ctx, grad):
+        # NOTE: not shared among ties: Paddle's max passes ``grad`` to each of them (its amax,
+        # and PyTorch's full-reduction max, split it evenly).
         mask = ctx.x == ctx.out
-        ties = mask.sum(axis=ctx.axes, keepdims=True)
         if not ctx.keepdim:
             grad = grad.reshape(ctx.out.shape)
-        return mask * (grad / ties).astype(grad.dtype, copy=False)
+        return mask * grad
 
 
 class ArgMax(Op):
@@ -98,6 +106,17 @@ class ArgMax(Op):
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdim=False):
+        if axis is not None:
+            if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+                raise TypeError(
+                    f"argmax: axis must be an int or None (the flattened tensor), got {axis!r}"
+                )
+            axis = check_axis("argmax", int(axis), max(x.ndim, 1))
+        if x.size == 0:
+            raise ValueError(
+                f"argmax of an empty tensor (shape {list(x.shape)}) is undefined; check the "
+                "tensor's size before taking it"
+            )
         xp = get_array_module(x)
         if axis is None:
             out = xp.argmax(x.reshape(-1))

@@ -17,29 +17,36 @@ from .index import check_axis
 
 def stable_argsort(x, axis: int, descending: bool):
     """Positions that sort ``x`` along ``axis``, equal values keeping their order (also when
-    descending: the first of two equal values comes first)."""
+    descending: the first of two equal values comes first). NaN counts as the largest value
+    (Paddle's sort kernels): last when ascending, first when descending.
+
+    Descending is the ascending sort of ``x`` reversed along ``axis``, read backwards: ties
+    (and NaNs) come out in their original order, and no key is negated (``-x`` would keep
+    NaN last).
+    """
     xp = get_array_module(x)
     key = x
-    if x.dtype == bfloat16 or x.dtype.kind in "bu":  # sort keys NumPy and CuPy both negate
-        key = x.astype(float32 if x.dtype == bfloat16 else np.int64)
+    if x.dtype == bfloat16 or x.dtype.kind == "b":  # as a key dtype both backends sort
+        key = x.astype(float32 if x.dtype == bfloat16 else np.int8)
     if descending:
-        key = -key
-    if xp is np:
-        return np.argsort(key, axis=axis, kind="stable")
-    return xp.argsort(key, axis=axis)  # CuPy's sort is always stable
+        key = xp.flip(key, axis)
+    order = np.argsort(key, axis=axis, kind="stable") if xp is np else xp.argsort(key, axis=axis)
+    if not descending:  # (CuPy's sort is always stable)
+        return order
+    return (x.shape[axis] - 1) - xp.flip(order, axis)
 
 
 class ArgSort(Op):
-    """Positions that sort ``x`` along ``axis`` (int64); ties keep their order."""
+    """Positions that sort ``x`` along ``axis`` (int64); ties keep their order, NaN is largest."""
 
     name = "argsort"
     amp = NONE
 
     @staticmethod
     def forward(ctx, x, axis=-1, descending=False):
+        axis = check_axis("argsort", axis, max(x.ndim, 1))  # a 0-D tensor has axis 0 (or -1)
         if x.ndim == 0:
             return get_array_module(x).zeros((), dtype=np.int64)
-        axis = check_axis("argsort", axis, x.ndim)
         return stable_argsort(x, axis, descending).astype(np.int64, copy=False)
 
     @staticmethod
@@ -50,7 +57,7 @@ class ArgSort(Op):
 class TopK(Op):
     """Positions (int64) of the ``k`` largest or smallest entries along ``axis``, best first.
 
-    Of equal values the first comes first.
+    Of equal values the first comes first; NaN counts as the largest value (Paddle).
     """
 
     name = "topk"
