@@ -3,7 +3,11 @@
 An optimizer applies a regularizer after gradient clipping and before its update:
 ``grad = regularizer(param, grad)``. A float ``weight_decay`` given to an optimizer means
 ``L2Decay(weight_decay)``. A regularizer set on the parameter itself (``param.regularizer``,
-from ``ParamAttr``) takes precedence over the optimizer's.
+from ``ParamAttr``) takes precedence over the optimizer's; inside a param group given as a
+dict the group's ``weight_decay`` (default: the optimizer's) replaces it instead, as in
+Paddle (AdamW's groups excepted). ``L2Decay`` is fused into the update; any other regularizer
+runs before the update, on the clipped gradient (so Momentum's ``rescale_grad`` scales its
+term too, as in Paddle).
 
 Example:
     >>> import numpy as np

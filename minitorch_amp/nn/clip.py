@@ -113,6 +113,11 @@ class ClipGradByGlobalNorm:
     Args:
         clip_norm: the largest global norm allowed (> 0).
         group_name: kept for Paddle compatibility.
+        auto_skip_clip: Paddle's: when True the global norm is read on the host (a sync on
+            a GPU), and when it is not above ``clip_norm`` the pairs come back as they were,
+            the gradients not multiplied at all; above it each is scaled by
+            ``clip_norm / global_norm``. The values are those of False, whose scale is
+            ``1.0`` below the limit (exact), computed on the device without a sync.
 
     Example:
         >>> import numpy as np
@@ -124,15 +129,25 @@ class ClipGradByGlobalNorm:
         array([0.6, 0.8], dtype=float32)
     """
 
-    def __init__(self, clip_norm: float, group_name: str = "default_group"):
+    def __init__(
+        self, clip_norm: float, group_name: str = "default_group", auto_skip_clip: bool = False
+    ):
         self.clip_norm = _check_positive(clip_norm, "ClipGradByGlobalNorm: clip_norm")
         self.group_name = group_name
+        if not isinstance(auto_skip_clip, bool):  # (Paddle asserts it)
+            raise TypeError(
+                "ClipGradByGlobalNorm: auto_skip_clip must be True or False, got "
+                f"{auto_skip_clip!r}"
+            )
+        self.auto_skip_clip = auto_skip_clip
         self._outputs = _Outputs()
         self._kept: dict = {}  # a GPU: per set of pairs, its launches and result (_KeptClip)
 
     def __call__(self, params_grads):
         if not isinstance(params_grads, (list, tuple)):  # (it is read more than once)
             params_grads = list(params_grads)
+        if self.__dict__.get("auto_skip_clip"):  # (a clip pickled before it had the flag)
+            return self._clip_if_above(params_grads)
         key = _KeptClip.key(params_grads)
         kept = self.__dict__.setdefault("_kept", {}).get(key)  # (a clip pickled without one)
         if kept is not None and kept.fits(params_grads):
@@ -163,6 +178,26 @@ class ClipGradByGlobalNorm:
         global_norm = xp.sqrt(total)
         scale = dtype.type(self.clip_norm) / xp.maximum(global_norm, dtype.type(self.clip_norm))
         return _map_clipped(params_grads, lambda p, g: _scaled(g, scale, next(done)))
+
+    def _clip_if_above(self, params_grads) -> list:
+        """``auto_skip_clip=True`` (Paddle's ``_dygraph_clip``): the pairs unchanged when the
+        global norm is not above ``clip_norm`` (NaN is not), else scaled by
+        ``clip_norm / global_norm``."""
+        clipped = [
+            _data(g) for p, g in params_grads if g is not None and getattr(p, "need_clip", True)
+        ]
+        if not clipped:
+            return list(params_grads)
+        dtype = _norm_dtype(clipped)
+        xp = get_array_module(clipped[0])
+        global_norm = xp.sqrt(sum(_sum_squares(g, dtype) for g in clipped))
+        limit = dtype.type(self.clip_norm)
+        if xp is not np:
+            sync.host_read("ClipGradByGlobalNorm(auto_skip_clip=True)")
+        if not bool(global_norm > limit):
+            return list(params_grads)
+        scale = limit / global_norm
+        return _map_clipped(params_grads, lambda p, g: _scaled(g, scale, self._outputs(p, g)))
 
     def __repr__(self) -> str:
         return f"ClipGradByGlobalNorm(global_clip_norm={self.clip_norm})"

@@ -47,6 +47,9 @@ class AdamW(Adam):
     """
 
     _kernel_name = "adamw_"  # its op in Paddle's operator statistics (eager)
+    # Paddle's AdamW._add_param_group writes a group's learning_rate into its parameters but
+    # not its weight_decay: a ParamAttr regularizer stays in force inside a group.
+    _group_sets_regularizer = False
 
     @torch_spellings
     def __init__(
@@ -89,10 +92,15 @@ class AdamW(Adam):
         coeff = group["weight_decay"]
         if coeff is None:
             coeff = 0.0
-        if isinstance(coeff, bool) or not isinstance(coeff, numbers.Real) or coeff < 0:
+        if isinstance(coeff, bool) or not isinstance(coeff, numbers.Real):
             raise TypeError(
                 f"AdamW: weight_decay is the decoupled decay coefficient, a float >= 0; got "
                 f"{coeff!r} (for L2 on the gradient use Adam(weight_decay=L2Decay(...)))"
+            )
+        if not coeff >= 0:  # (NaN too)
+            raise ValueError(
+                f"AdamW: weight_decay is the decoupled decay coefficient and must be >= 0, "
+                f"got {coeff!r}"
             )
         group["weight_decay"] = None  # so that the base sees no L2 regularizer
         super()._validate_group(group)

@@ -21,8 +21,9 @@ the GPU. :meth:`Bucket.run` takes one of two paths, chosen when the bucket is bu
 
 Both start from the same prologue and end with the same optimize-cast, per element::
 
-    p = master (or float32(param));  g = float32(grad) * grad_scale
-    g = g + l2 * p  (L2Decay)   or   g = regularizer(p, g)  (any other, not fused)
+    p = master (or float32(param))
+    g = float32(grad) * grad_scale + l2 * p                (L2Decay, fused after the scale)
+    g = regularizer(p, float32(grad)) * grad_scale         (any other: before the scale)
     optimizer._update(p, g, state, lr, hyper)         lr = float32(base_lr * lr_ratio)
     master = p;  param = round_to_nearest_even(p)
 
@@ -165,9 +166,13 @@ class Bucket(InPlacePath, KernelPath):
 
     # ---- the update -----------------------------------------------------------------------
     def regularized(self, grads: list) -> list | None:
-        """``regularizer(p, g * grad_scale)`` of each parameter, in the bucket's wide dtype
+        """``regularizer(p, g) * grad_scale`` of each parameter, in the bucket's wide dtype
         and the parameter's shape (a bucket holds parameters with such a regularizer or
         none): what the update reads for a regularizer it does not fuse. None without one.
+
+        NOTE: the regularizer comes before Momentum's ``rescale_grad`` (Paddle runs it as an
+        op of its own before the momentum op, whose kernel scales what it is given); only a
+        fused ``L2Decay`` comes after it (``g * rescale_grad + coeff * p``).
 
         Raises:
             ValueError: a regularizer returned another shape than its parameter's.
@@ -178,7 +183,7 @@ class Bucket(InPlacePath, KernelPath):
         for i, (record, grad) in enumerate(zip(self.records, grads)):
             own = self.view(self.master, i) if self.master is not None else record.data
             p = own.astype(self.wide, copy=False)
-            g = grad.astype(self.wide) * record.grad_scale
+            g = grad.astype(self.wide)  # (a copy: the regularizer never sees .grad itself)
             value = self.xp.ascontiguousarray(record.regularizer(p, g), dtype=self.wide)
             if value.shape != own.shape:
                 raise ValueError(
@@ -187,7 +192,7 @@ class Bucket(InPlacePath, KernelPath):
                     "return the regularized gradient, of the parameter's shape (nothing was "
                     "updated)"
                 )
-            out.append(value)
+            out.append(value * record.grad_scale if record.grad_scale != 1.0 else value)
         return out
 
     def run(self, grads: list, found_inf, base_lr, regularized=None) -> None:
@@ -227,7 +232,7 @@ class Bucket(InPlacePath, KernelPath):
             a, b = self.offsets[start], self.offsets[stop - 1] + self.sizes[stop - 1]
             ps, gs = p[a:b], g[a:b]
             if record.grad_scale != 1.0:
-                gs *= record.grad_scale  # Momentum's rescale_grad, before the weight decay
+                gs *= record.grad_scale  # Momentum's rescale_grad, before a fused L2Decay
             if record.l2:
                 gs += record.l2 * ps  # L2Decay: g + coeff * p
             elif regularized is not None:  # a run of one, made before the step's writes

@@ -15,7 +15,9 @@ __all__ = ["Momentum"]
 class Momentum(Optimizer):
     """Momentum SGD, with one ``velocity`` accumulator per parameter (zero at the start).
 
-    ``g = rescale_grad * g`` (then weight decay, e.g. ``g += coeff * p``)
+    ``g = rescale_grad * g + coeff * p`` with ``L2Decay(coeff)`` (fused after the rescale),
+    ``g = rescale_grad * regularizer(p, g)`` with any other regularizer (``L1Decay``, one of
+    the user's: applied first, as Paddle does in an op of its own before the momentum op)
     ``v = momentum * v + g``
     ``p = p - lr * v``; with Nesterov: ``p = p - lr * (g + momentum * v)`` (new ``v``)
 
@@ -28,8 +30,8 @@ class Momentum(Optimizer):
         grad_clip: e.g. ``nn.ClipGradByGlobalNorm(1.0)``.
         multi_precision: keep fp32 master weights for float16 parameters and update
             those in fp32 (AMP O2; see ``Optimizer``). Float32 parameters are unaffected.
-        rescale_grad: multiplies the gradient before weight decay (Paddle fuses L2Decay into
-            the kernel after the rescale; so do we).
+        rescale_grad: multiplies the gradient; before an ``L2Decay``'s term (which Paddle
+            fuses into the kernel after the rescale) but after any other regularizer's.
 
     State dict keys: ``f'{param.name}_velocity_0'``.
 
@@ -81,7 +83,9 @@ class Momentum(Optimizer):
         group["use_nesterov"] = bool(group["use_nesterov"])
 
     def _grad_scale(self, group: dict) -> float:
-        # NOTE: the rescale comes first, so that it does not scale the weight decay (Paddle).
+        # NOTE: the rescale comes before a fused L2Decay, so that it does not scale its
+        # term, but after any other regularizer, whose term it does scale (Paddle's order:
+        # that regularizer is an op before the momentum op; bucket.regularized).
         return group["rescale_grad"]
 
     def _state_layout(self, group: dict) -> dict:

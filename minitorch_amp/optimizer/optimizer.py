@@ -11,7 +11,10 @@ One ``step()``, in Paddle's order:
    flat buffers. ``g = regularizer(p, g)`` (``L2Decay``: ``g + coeff * p``), then
    ``self._update(p, g, state, lr, hyper)``.
 
-``lr`` is ``get_lr() * group['learning_rate'] * param.optimize_attr['learning_rate']``.
+``lr`` is ``get_lr() * param.optimize_attr['learning_rate']``, where in a param group
+given as a dict the group's ``learning_rate`` replaces the parameter's (and its
+``weight_decay`` the parameter's ``regularizer``), as Paddle's ``_add_param_group`` does by
+writing them into the parameter (``UpdateRule._own_settings``; the parameter is left alone).
 ``_update`` is the one place a subclass writes maths, on plain float32 arrays (``p`` is
 updated in place, ``state`` holds the accumulators): it is the CPU path and the
 specification ``optim.cu`` is held to bit for bit.
@@ -45,7 +48,13 @@ from ..autograd.tensor import Tensor
 from ..backend import device as _device
 from .lr import LRScheduler
 from .mixed_precision import as_found_inf, low_precision_warning
-from .param_groups import as_groups, as_regularizer, check_learning_rate
+from .param_groups import (
+    as_groups,
+    as_regularizer,
+    check_floating,
+    check_learning_rate,
+    own_settings,
+)
 from .state import OptimizerState
 from .state_dict import load_optimizer_state, optimizer_state_dict
 from .torch_compat import TorchOptimizerMethods
@@ -66,8 +75,12 @@ class Optimizer(UpdateRule, TorchOptimizerMethods):
             list of param groups ``{'params': [...], 'learning_rate': ratio,
             'weight_decay': ...}`` where ``learning_rate`` multiplies the global rate and
             any other key overrides the optimizer's argument of that name for the group.
+            As in Paddle, a group's ``learning_rate`` (default 1.0) replaces its parameters'
+            ``ParamAttr`` learning rate, and its ``weight_decay`` (default the optimizer's;
+            AdamW excepted) their ``ParamAttr`` regularizer. Floating-point parameters only.
         weight_decay: None, a float (``L2Decay(coeff)``: ``g += coeff * p``) or a
-            regularizer from ``minitorch_amp.regularizer``.
+            regularizer from ``minitorch_amp.regularizer``. A parameter's own regularizer
+            (``ParamAttr``) wins over it, outside param groups.
         grad_clip: called as ``grad_clip([(param, grad), ...])`` before regularization, e.g.
             ``nn.ClipGradByGlobalNorm(1.0)``.
         name: unused; kept for Paddle compatibility.
@@ -113,18 +126,31 @@ class Optimizer(UpdateRule, TorchOptimizerMethods):
         self._param_groups: list[dict] = []
         self._parameter_list: list[Tensor] = []
         self._group_of: dict[int, dict] = {}
-        for group in as_groups(parameters, type(self).__name__):
-            self._add_param_group(group, defaults)
+        groups, given_as_dicts = as_groups(parameters, type(self).__name__)
+        for group in groups:
+            self._add_param_group(group, defaults, given_as_dicts)
 
     # ---- parameters and groups ---------------------------------------------------------------
-    def _add_param_group(self, group: dict, defaults: dict) -> None:
+    def _add_param_group(self, group: dict, defaults: dict, given_as_dict: bool = True) -> None:
+        """Check ``group`` (every parameter, every setting), then add it.
+
+        A group given as a dict takes over its parameters' own settings as Paddle's
+        ``_add_param_group`` does (see ``UpdateRule._own_settings``): ``group['_taken']``
+        records each parameter's settings as they were when the group took it.
+        """
         group = self._make_group(group, defaults)
+        seen: set = set()
         for param in group["params"]:
-            if id(param) in self._group_of:
+            if id(param) in self._group_of or id(param) in seen:
                 raise ValueError(
                     f"parameter {param.name!r} appears twice in the parameters given to "
                     f"{type(self).__name__}; pass each parameter once"
                 )
+            seen.add(id(param))
+        group["_taken"] = (
+            {id(p): own_settings(p) for p in group["params"]} if given_as_dict else None
+        )
+        for param in group["params"]:
             self._group_of[id(param)] = group
         self._param_groups.append(group)
         self._parameter_list.extend(group["params"])
@@ -144,6 +170,7 @@ class Optimizer(UpdateRule, TorchOptimizerMethods):
                     f"{type(self).__name__}: parameters must be Parameters or Tensors, "
                     f"item {i} is a {type(p).__name__}"
                 )
+            check_floating(p, type(self).__name__)
         self._validate_group(group)
         return group
 
@@ -190,13 +217,22 @@ class Optimizer(UpdateRule, TorchOptimizerMethods):
         self._learning_rate = scheduler
 
     # ---- the update ---------------------------------------------------------------------------
-    def step(self) -> None:
+    def step(self, closure=None) -> None:
         """Update every trainable parameter that has a gradient, from that gradient.
 
         Parameters with ``stop_gradient=True`` or no ``.grad`` are skipped (they keep their
         values and their accumulators). When the auxiliary var ``'found_inf'`` is true the
         whole update is skipped; the var is cleared either way.
+
+        Args:
+            closure: refused. Paddle's ``step()`` takes none; PyTorch's ``step(closure)``
+                calls it first: write ``loss = closure()`` then ``opt.step()``.
         """
+        if closure is not None:
+            raise TypeError(
+                f"{type(self).__name__}.step() takes no closure (Paddle's step has none): call "
+                "it yourself first, loss = closure(), then opt.step(); nothing was updated"
+            )
         found_inf = self._auxiliary_vars.pop("found_inf", None)
         self._run(found_inf, [(group, group["params"]) for group in self._param_groups])
 
@@ -335,13 +371,18 @@ class Optimizer(UpdateRule, TorchOptimizerMethods):
     def set_state_dict(self, state_dict: dict) -> None:
         """Load what :meth:`state_dict` returned (Tensors or arrays); all-or-nothing.
 
-        Every entry is checked (shape, dtype of master weights, completeness, the scheduler's
-        keys) before anything changes, so a failed load leaves the optimizer exactly as it was.
-        A ``'master_weights'`` entry replaces all master weights (as in Paddle).
+        Every entry is checked (shape, dtype of master weights, completeness, every field of
+        the scheduler's state) before anything changes, so a failed load leaves the optimizer
+        and its scheduler exactly as they were. A ``'master_weights'`` entry replaces all
+        master weights (as in Paddle).
 
         Raises:
+            KeyError: the learning rate is an LRScheduler and the state dict has no
+                ``'LR_Scheduler'`` (Paddle's error too).
             ValueError: an accumulator or master weight has the wrong shape, a master weight is
-                not float32, or a parameter's set of accumulators is incomplete.
+                not float32, a parameter's set of accumulators is incomplete, or a field of
+                ``'LR_Scheduler'`` is out of range.
+            TypeError: a field of ``'LR_Scheduler'`` has the wrong type.
         """
         load_optimizer_state(self, state_dict)
 

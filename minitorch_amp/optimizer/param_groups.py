@@ -5,6 +5,7 @@ from __future__ import annotations
 import numbers
 
 from ..autograd.tensor import Tensor
+from ..backend import dtypes as _dtypes
 from ..regularizer import L2Decay, WeightDecayRegularizer
 from .lr import LRScheduler
 
@@ -32,8 +33,28 @@ def as_regularizer(weight_decay):
     return L2Decay(float(weight_decay)) if weight_decay else None
 
 
-def as_groups(parameters, owner: str) -> list[dict]:
-    """Normalise ``parameters`` into a non-empty list of ``{'params': [...], ...}`` dicts."""
+def check_floating(param, owner: str) -> None:
+    """Refuse a parameter an update cannot write: one that is not float16, bfloat16, float32
+    or float64 (``p -= lr * g`` has no integer, bool or FP8 form)."""
+    dtype = param._data.dtype
+    if not _dtypes.is_floating(dtype):
+        raise TypeError(
+            f"{owner}: parameter {param.name!r} is {dtype}, but an optimizer updates "
+            "floating-point parameters only (float16, bfloat16, float32, float64); leave it "
+            "out of parameters, or make it a float parameter (astype('float32'))"
+        )
+
+
+def own_settings(param) -> tuple:
+    """A parameter's own settings, as a step reads them: its ``optimize_attr`` learning-rate
+    ratio (None when unset) and its ``regularizer`` (both from ``ParamAttr``)."""
+    attr = getattr(param, "optimize_attr", None)
+    return (attr.get("learning_rate") if attr else None), getattr(param, "regularizer", None)
+
+
+def as_groups(parameters, owner: str) -> tuple[list[dict], bool]:
+    """Normalise ``parameters`` into a non-empty list of ``{'params': [...], ...}`` dicts, and
+    whether they were given as group dicts (a plain list of parameters is one group)."""
     hint = (
         f"{owner} needs the parameters to optimize, e.g. "
         f"{owner}(learning_rate=0.01, parameters=model.parameters())"
@@ -57,4 +78,4 @@ def as_groups(parameters, owner: str) -> list[dict]:
         groups = [{"params": items}]
     if sum(len(g["params"]) for g in groups) == 0:
         raise ValueError(f"parameters is empty: there is nothing to optimize. {hint}")
-    return groups
+    return groups, isinstance(items[0], dict)

@@ -33,17 +33,11 @@ from ..backend import graphs as _graphs
 from ..backend.error_notes import add_note
 from .bucket import Bucket
 from .mixed_precision import check_master_name, seed_master
+from .param_groups import own_settings
 
 _DATA = operator.attrgetter("_data")
 _VERSION = operator.attrgetter("_version")
 _DTYPE = operator.attrgetter("dtype")
-
-
-def _settings(param) -> tuple:
-    """What a record reads of a parameter's own settings: its learning-rate ratio and its
-    regularizer (Paddle reads both at every step, so a change must reach the next one)."""
-    attr = getattr(param, "optimize_attr", None)
-    return (attr.get("learning_rate") if attr else None), getattr(param, "regularizer", None)
 
 
 class Plan:
@@ -152,7 +146,9 @@ class OptimizerState:
             signature.extend(map(id, map(_DATA, params)))
             signature.extend(map(_VERSION, params))
             signature.extend(map(_DTYPE, grads))
-            signature.extend(map(_settings, params))
+            # a parameter's own settings: Paddle reads them at every step, so a change
+            # must reach the next one
+            signature.extend(map(own_settings, params))
         plan = self.plan
         if plan is not None and plan.signature == signature:
             return plan

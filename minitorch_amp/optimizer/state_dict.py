@@ -12,9 +12,13 @@ under the master's name, as Paddle does (its optimizer adds them to the master v
 ``{param.name}_fp32_master_0``), so Paddle's O2 checkpoints and ours load both ways. A
 checkpoint that keys them by the parameter's own name (ours before) loads too.
 
-NOTE: loading is all-or-nothing. Every entry (shapes, dtypes, completeness, the scheduler's
-keys) is checked before the first value is written, so a failed ``set_state_dict`` leaves
-the optimizer exactly as it was rather than half old, half new.
+NOTE: loading is all-or-nothing. Every entry (shapes, dtypes, completeness, every field of
+the scheduler's state, nested ones included) is checked before the first value is written,
+so a failed ``set_state_dict`` leaves the optimizer and its scheduler exactly as they were
+rather than half old, half new. An optimizer driven by an ``LRScheduler`` refuses a state
+dict without ``'LR_Scheduler'`` (``KeyError``, as Paddle's), rather than keep its schedule
+where it is while the accumulators move on; with a float learning rate an ``'LR_Scheduler'``
+entry is ignored (Paddle's too).
 """
 
 from __future__ import annotations
@@ -57,6 +61,18 @@ def load_optimizer_state(opt, state_dict: dict) -> None:
     """What ``Optimizer.set_state_dict()`` does: check everything, then replace the state."""
     if not isinstance(state_dict, dict):
         raise TypeError(f"set_state_dict needs a dict, got {type(state_dict).__name__}")
+    scheduler = opt._learning_rate
+    has_sched = isinstance(scheduler, LRScheduler)
+    if has_sched:  # checked first, every field of it: its load below cannot fail
+        if "LR_Scheduler" not in state_dict:
+            raise KeyError(
+                "set_state_dict: this optimizer's learning rate is an LRScheduler, but the "
+                "state dict has no 'LR_Scheduler' entry (saved from an optimizer with a float "
+                "learning rate?); nothing was loaded. To keep the scheduler where it is, load "
+                "{**state_dict, 'LR_Scheduler': scheduler.state_dict()}"
+            )
+        caller = f"{type(opt).__name__}.set_state_dict"
+        scheduler._check_state(state_dict["LR_Scheduler"], "LR_Scheduler", caller)
     staged, used = [], {"LR_Scheduler", "master_weights"}
     for param in opt._parameter_list + opt._state.extra_params:
         group = opt._group_of.get(id(param), opt._default_group)
@@ -76,10 +92,6 @@ def load_optimizer_state(opt, state_dict: dict) -> None:
             used.add(key)
         staged.append((param, fresh))
     masters, unknown = _stage_master_weights(opt, state_dict.get("master_weights"))
-    scheduler = opt._learning_rate
-    has_sched = isinstance(scheduler, LRScheduler) and "LR_Scheduler" in state_dict
-    if has_sched:
-        scheduler._check_state(state_dict["LR_Scheduler"])
     unused = [k for k in state_dict if k not in used] + [f"master_weights/{n}" for n in unknown]
     if unused:
         warnings.warn(

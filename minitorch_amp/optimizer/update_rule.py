@@ -15,6 +15,7 @@ from ..backend import device as _device
 from ..backend import dtypes as _dtypes
 from ..regularizer import L2Decay
 from .bucket import Record
+from .param_groups import check_floating, own_settings
 
 
 class UpdateRule:
@@ -52,7 +53,8 @@ class UpdateRule:
         """Move the per-tensor state one step on, after :meth:`_update` (Adam's beta pows)."""
 
     def _grad_scale(self, group: dict) -> float:
-        """A factor applied to the gradient before the weight decay (Momentum's)."""
+        """A factor on the gradient (Momentum's): before a fused L2Decay's term, after any
+        other regularizer's (``bucket.Bucket.regularized``)."""
         return 1.0
 
     def _decay_coeff(self, param, group: dict) -> float:
@@ -84,10 +86,15 @@ class UpdateRule:
             state[name] = _device.to_place(array, _device.place_of(data))
         return state
 
+    # Paddle's Optimizer._add_param_group writes a group's weight_decay into each of its
+    # parameters' ``regularizer``; AdamW's (whose weight_decay is no regularizer) does not.
+    _group_sets_regularizer = True
+
     def _record(self, param, group: dict) -> Record:
         """``param`` as the update sees it: its lr ratio, weight decay and scalars (read when
         the step's plan is built)."""
-        regularizer = getattr(param, "regularizer", None) or group["_regularizer"]
+        check_floating(param, type(self).__name__)  # (a minimize(parameters=...) extra)
+        regularizer = self._own_settings(param, group)[1] or group["_regularizer"]
         l2 = 0.0
         if type(regularizer) is L2Decay and regularizer.coeff != 0.0:
             l2, regularizer = regularizer.coeff, None  # fused into the update, as Paddle does
@@ -100,8 +107,32 @@ class UpdateRule:
             regularizer=regularizer,
         )
 
+    def _own_settings(self, param, group: dict) -> tuple:
+        """``(lr ratio, regularizer)`` of ``param`` in ``group``: its ``ParamAttr``'s (the
+        ratio times the group's ``learning_rate``, 1.0 for a plain list of parameters), except
+        in a group given as a dict, where the group's replace them.
+
+        Paddle's ``_add_param_group`` writes the group's ``learning_rate`` (default 1.0) into
+        ``param.optimize_attr['learning_rate']`` and (but AdamW's) the group's
+        ``weight_decay`` (default the optimizer's, a float as ``L2Decay``, None too) into
+        ``param.regularizer``. We leave the parameter alone and compute the same numbers: the
+        group's value while the parameter's own is what it was when the group took it, the
+        parameter's once the user has changed it (in Paddle that change overwrites the value
+        the group wrote).
+        """
+        ratio, regularizer = own_settings(param)
+        ratio = 1.0 if ratio is None else float(ratio)
+        taken = group.get("_taken")
+        if taken is None:  # a plain list of parameters (one group), minimize()'s extras
+            return float(group["learning_rate"]) * ratio, regularizer
+        ratio_then, regularizer_then = taken[id(param)]
+        if ratio == (1.0 if ratio_then is None else ratio_then):
+            ratio = float(group["learning_rate"])
+        if self._group_sets_regularizer and regularizer is regularizer_then:
+            regularizer = group["_regularizer"]
+        return ratio, regularizer
+
     def _lr_multiplier(self, param, group: dict) -> float:
-        """The group's and the parameter's learning-rate ratios, multiplied."""
-        attr = getattr(param, "optimize_attr", None)
-        ratio = 1.0 if attr is None else attr.get("learning_rate", 1.0)
-        return float(group["learning_rate"]) * float(ratio)
+        """The learning-rate ratio of ``param`` (:meth:`_own_settings`): the group's times
+        its ``optimize_attr``'s, or in a group given as a dict the group's."""
+        return self._own_settings(param, group)[0]

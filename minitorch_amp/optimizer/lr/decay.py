@@ -165,17 +165,8 @@ class LinearWarmup(LRScheduler):
 
     _nested_keys = ("LinearWarmup_LR",)
 
-    def _check_state(self, state_dict) -> None:
-        super()._check_state(state_dict)
+    def _nested(self) -> dict:
+        """The wrapped scheduler's state is ``state['LinearWarmup_LR']`` (Paddle's key)."""
         if isinstance(self.learning_rate, LRScheduler):
-            if "LinearWarmup_LR" not in state_dict:
-                raise RuntimeError(
-                    "LinearWarmup.set_state_dict: the state dict has no 'LinearWarmup_LR' "
-                    "entry for the wrapped scheduler; pass what LinearWarmup.state_dict() returned"
-                )
-            self.learning_rate._check_state(state_dict["LinearWarmup_LR"])
-
-    def _load_state(self, state_dict) -> None:
-        super()._load_state(state_dict)
-        if isinstance(self.learning_rate, LRScheduler):
-            self.learning_rate._load_state(state_dict["LinearWarmup_LR"])
+            return {"LinearWarmup_LR": self.learning_rate}
+        return {}

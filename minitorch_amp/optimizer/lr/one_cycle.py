@@ -121,3 +121,11 @@ class OneCycleLR(LRScheduler):
         if self.anneal_strategy == "cos":
             return lr_to + (lr_from - lr_to) / 2.0 * (math.cos(math.pi * pct) + 1)
         return (lr_to - lr_from) * pct + lr_from
+
+    def _check_epoch(self, epoch: int, where: str) -> None:
+        if epoch > self.total_steps:
+            raise ValueError(
+                f"{where}['last_epoch'] is {epoch}, past "
+                f"total_steps={self.total_steps}, where this schedule ends; the state was saved "
+                f"from a longer schedule: create OneCycleLR with total_steps >= {epoch}"
+            )

@@ -8,6 +8,8 @@ epoch, their choice). Construction already takes one step, so ``last_epoch`` sta
 
 from __future__ import annotations
 
+import math
+import numbers
 import warnings
 
 
@@ -102,36 +104,71 @@ class LRScheduler:
         return {key: getattr(self, key) for key in self._state_keys}
 
     def set_state_dict(self, state_dict: dict) -> None:
-        """Restore what :meth:`state_dict` returned; checks every key before changing anything.
+        """Restore what :meth:`state_dict` returned; all or nothing.
+
+        Every entry, and every entry of a wrapped scheduler's state (``LinearWarmup``), is
+        checked, its type and its value, before anything changes: a refused state leaves
+        the scheduler as it was.
 
         Raises:
             RuntimeError: a required key is missing.
+            TypeError: ``state_dict`` is not a dict, or an entry has the wrong type.
+            ValueError: an entry is out of range (a negative epoch, a rate that is not
+                finite, an epoch past ``OneCycleLR``'s ``total_steps``).
         """
         self._check_state(state_dict)
         self._load_state(state_dict)
 
-    def _check_state(self, state_dict) -> None:
-        name = type(self).__name__
+    def _check_state(self, state_dict, where: str = "state_dict", caller: str = "") -> None:
+        """Check everything :meth:`_load_state` reads. The errors begin with ``caller``
+        (default ``'<Scheduler>.set_state_dict'``) and name the entry from ``where``
+        (``LR_Scheduler`` when an optimizer loads it)."""
+        caller = caller or f"{type(self).__name__}.set_state_dict"
         if not isinstance(state_dict, dict):
-            raise TypeError(f"{name}.set_state_dict needs a dict, got {type(state_dict).__name__}")
-        missing = [key for key in self._state_keys if key not in state_dict]
+            raise TypeError(f"{caller}: {where} must be a dict, got {type(state_dict).__name__}")
+        required = self._state_keys + tuple(self._nested())
+        missing = [key for key in required if key not in state_dict]
         if missing:
             raise RuntimeError(
-                f"{name}.set_state_dict: the state dict has no {missing}; "
-                "pass what scheduler.state_dict() returned"
+                f"{caller}: {where} has no {missing}; pass what scheduler.state_dict() returned"
             )
+        epoch, rate = state_dict["last_epoch"], state_dict["last_lr"]
+        if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral):
+            raise TypeError(f"{caller}: {where}['last_epoch'] must be an int, got {epoch!r}")
+        if epoch < 0:
+            raise ValueError(
+                f"{caller}: {where}['last_epoch'] must be >= 0 (the epoch counter), got {epoch}"
+            )
+        if isinstance(rate, bool) or not isinstance(rate, numbers.Real):
+            raise TypeError(f"{caller}: {where}['last_lr'] must be a number, got {rate!r}")
+        if not math.isfinite(rate):
+            raise ValueError(f"{caller}: {where}['last_lr'] must be a finite number, got {rate}")
+        self._check_epoch(int(epoch), f"{caller}: {where}")
+        for key, inner in self._nested().items():
+            inner._check_state(state_dict[key], f"{where}[{key!r}]", caller)
         unused = set(state_dict) - set(self._state_keys) - set(self._nested_keys)
         if unused:
             warnings.warn(
-                f"{name}.set_state_dict ignores unknown keys {sorted(unused)}; "
+                f"{caller} ignores unknown keys {sorted(unused)}; "
                 "was the state saved from a different scheduler?",
                 stacklevel=3,
             )
 
+    def _check_epoch(self, epoch: int, where: str) -> None:
+        """Refuse an epoch this schedule cannot be at (``OneCycleLR``: past its end);
+        ``where`` begins the error."""
+
+    def _nested(self) -> dict:
+        """``{key: scheduler}``: the schedulers whose state this one's state holds."""
+        return {}
+
     def _load_state(self, state_dict) -> None:
+        """Write a state :meth:`_check_state` passed (nothing here raises)."""
+        for key, inner in self._nested().items():
+            inner._load_state(state_dict[key])
         self.last_epoch = int(state_dict["last_epoch"])
         self.last_lr = float(state_dict["last_lr"])
 
-    _nested_keys: tuple[str, ...] = ()
+    _nested_keys: tuple[str, ...] = ()  # keys a nested state may have (not an unknown key)
 
     set_dict = set_state_dict  # Paddle's older name
