@@ -42,6 +42,8 @@ class Hooks:
             inputs as the forward saw them (arrays after AMP's casts, or constants); after a
             backward, the gradient of its output (one array). The model properties of
             ``minitorch_amp.testing`` print their ranges next to the first inf/NaN.
+        node: while grad observers run, the :class:`Node` whose backward they see (the op
+            trace of ``minitorch_amp.testing`` tells AMP's own casts apart by it).
     """
 
     autocast = None
@@ -49,6 +51,7 @@ class Hooks:
     grad_observers: tuple = ()
     counters: tuple = ()
     inputs: tuple = ()
+    node = None
 
 
 hooks = Hooks()

@@ -338,9 +338,10 @@ def _observe(node, in_grads: tuple, grad_out) -> None:
         else:
             flowing.append(g._data if isinstance(g, Tensor) else g)
     hooks.inputs = (grad_out._data if isinstance(grad_out, Tensor) else grad_out,)
+    hooks.node = node
     for observe in hooks.grad_observers:
         observe(node.op, tuple(flowing))
-    hooks.inputs = ()
+    hooks.inputs, hooks.node = (), None
 
 
 def _meta(grad) -> tuple:

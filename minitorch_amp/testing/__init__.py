@@ -34,7 +34,8 @@ Whole models under AMP (issue 29; see docs/testing.md, "Whole models under AMP")
   :func:`log_uniform_tensors`, :func:`scaled_batches`, :func:`adversarial_tensors`.
 
 The strategies and the model tools are re-exported here too, but loaded only when first used,
-so that ``import minitorch_amp.testing`` works without Hypothesis installed.
+so that ``import minitorch_amp.testing`` works without Hypothesis installed (and
+``from minitorch_amp.testing import *`` there brings everything but the Hypothesis tools).
 
 Example:
     >>> import numpy as np
@@ -109,6 +110,24 @@ def __dir__():
     return sorted([*__all__, *_MODULES, "fp8_strategies"])
 
 
+def _hypothesis_installed() -> bool:
+    """Whether ``import hypothesis`` can work here (found, not imported: that stays lazy)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("hypothesis") is not None
+    except (ImportError, ValueError):  # a blocked or half-imported module
+        return False
+
+
+_SEARCH_MODULES = ("model_search", "model_strategies")  # the model tools that need Hypothesis
+_NEEDS_HYPOTHESIS = (
+    *_STRATEGIES,
+    *(name for name, module in _MODEL_TOOLS.items() if module in _SEARCH_MODULES),
+    *_FP8_STRATEGIES,
+)
+# ``from minitorch_amp.testing import *`` brings the Hypothesis tools only where it can load
+# them: a star import loads every name in __all__, and one ImportError would fail it all.
 __all__ = [
     "DEFAULT_TOLERANCES",
     "as_numpy",
@@ -117,12 +136,11 @@ __all__ = [
     "bf16",
     "fp16",
     "ulp_distance",
-    *_STRATEGIES,
-    *_MODEL_TOOLS,
+    *(name for name in _MODEL_TOOLS if name not in _NEEDS_HYPOTHESIS),
     "assert_fp8_bit_equal",
     "assert_fp8_close",
     "fp8",
     "fp8_error_in_ulps",
     "fp8_ulp_distance",
-    *_FP8_STRATEGIES,
+    *(_NEEDS_HYPOTHESIS if _hypothesis_installed() else ()),
 ]

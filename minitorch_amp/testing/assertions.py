@@ -13,7 +13,7 @@ float16    1e-3        1e-5        about 2 ulps (eps is 2**-10 = 9.8e-4)
 bfloat16   8e-3        1e-5        about 2 ulps (eps is 2**-7 = 7.8e-3)
 float32    1e-5        1e-8        about 80 ulps (eps is 2**-23 = 1.2e-7)
 float64    1e-12       1e-15       about 4500 ulps (eps is 2**-52 = 2.2e-16)
-others     0           0           integers and bools compare exactly
+others     0           0           integers and bools: exact unless rtol/atol given
 =========  ==========  ==========  ==============================================
 """
 
@@ -75,8 +75,10 @@ def assert_close(
 ):
     """Assert ``|actual - expected| <= atol + rtol * |expected|`` elementwise.
 
-    The difference is computed in float64. NaN matches NaN, an infinity matches only the
-    same infinity, and ``expected`` may broadcast to ``actual``'s shape (e.g. a scalar).
+    The difference is computed in float64; between two integer (or bool) arrays exactly, in
+    integers (no rounding past 2**53), as PyTorch's ``torch.testing.assert_close`` does with
+    the tolerances it is given. NaN matches NaN, an infinity matches only the same infinity,
+    and ``expected`` may broadcast to ``actual``'s shape (e.g. a scalar).
 
     Args:
         actual: the value under test (Tensor, NumPy/CuPy array, scalar or list).
@@ -84,7 +86,8 @@ def assert_close(
         dtype: whose default tolerances to use (table in the module docstring). Default:
             the least precise floating dtype of the two arrays (Python numbers and lists
             do not count), so a float16 result checked against a float64 reference gets
-            float16 tolerances. With no floating array at all, the comparison is exact.
+            float16 tolerances. With no floating array at all, the comparison is exact
+            unless ``rtol`` or ``atol`` is given.
         rtol: relative tolerance (overrides the default).
         atol: absolute tolerance (overrides the default).
 
@@ -119,35 +122,63 @@ def assert_close(
             f"shape mismatch: actual has shape {list(a.shape)}, expected {list(e.shape)} "
             "(expected must have actual's shape or broadcast to it)"
         ) from None
-    a64, e64 = a.astype(np.float64), e.astype(np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        diff = np.abs(a64 - e64)
-        allowed = atol + rtol * np.abs(e64)
-        finite = np.isfinite(a64) & np.isfinite(e64)  # inf - inf is no error, inf vs -inf is
-        ok = (a64 == e64) | (np.isnan(a64) & np.isnan(e64)) | (finite & (diff <= allowed))
     if a.dtype.kind in "iub" and e.dtype.kind in "iub":
-        ok = a == e  # exact, also past 2**53 where float64 cannot tell integers apart
+        ok, diff, allowed, rel = _integer_errors(a, e, rtol, atol)
+        shown = a, e  # exact, also past 2**53 where float64 cannot tell integers apart
+    else:
+        # NOTE: a signalling NaN (bfloat16 draws them) warns "invalid value" when widened
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            a64, e64 = a.astype(np.float64), e.astype(np.float64)
+            diff = np.abs(a64 - e64)
+            allowed = atol + rtol * np.abs(e64)
+            finite = np.isfinite(a64) & np.isfinite(e64)  # inf - inf is no error, inf vs -inf is
+            ok = (a64 == e64) | (np.isnan(a64) & np.isnan(e64)) | (finite & (diff <= allowed))
+            rel = np.where(e64 != 0, diff / np.abs(e64), np.inf)
+        shown = a64, e64
     if ok.all():
         return
-    where = f"{dtype} tolerances" if dtype else "exact comparison"
+    if dtype:
+        where = f"{dtype} tolerances"
+    else:
+        where = "given tolerances" if rtol or atol else "exact comparison"
     lines = [
         f"not close: {int((~ok).sum())} of {ok.size} elements differ",
         f"  {where}: rtol={rtol:g}, atol={atol:g}",
     ]
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        excess = np.where(ok, -np.inf, np.nan_to_num(diff - allowed, nan=np.inf, posinf=np.inf))
-        rel = np.where(e64 != 0, diff / np.abs(e64), np.inf)
+    with np.errstate(invalid="ignore", over="ignore"):
+        gap = np.asarray(diff, dtype=np.float64) - allowed  # (an integer diff, rounded)
+        excess = np.where(ok, -np.inf, np.nan_to_num(gap, nan=np.inf, posinf=np.inf))
     worst = _index(int(np.argmax(excess)), a.shape)
     lines.append(
-        f"  worst at index {worst}: actual {float(a64[worst])!r}, "
-        f"expected {float(e64[worst])!r} "
-        f"(|diff| {diff[worst]:.5g} > allowed {allowed[worst]:.5g})"
+        f"  worst at index {worst}: actual {shown[0][worst].item()!r}, "
+        f"expected {shown[1][worst].item()!r} "
+        f"(|diff| {_shown(diff[worst])} > allowed {allowed[worst]:.5g})"
     )
     for name, err in (("abs", diff), ("rel", rel)):
-        bad = np.where(ok, -np.inf, np.nan_to_num(err, nan=np.inf, posinf=np.inf))
+        with np.errstate(invalid="ignore"):
+            err64 = np.asarray(err, dtype=np.float64)
+            bad = np.where(ok, -np.inf, np.nan_to_num(err64, nan=np.inf, posinf=np.inf))
         at = _index(int(np.argmax(bad)), a.shape)
-        lines.append(f"  max {name} error: {bad[at]:.5g} at index {at}")
+        lines.append(f"  max {name} error: {_shown(err[at])} at index {at}")
     raise AssertionError("\n".join(lines))
+
+
+def _integer_errors(a: np.ndarray, e: np.ndarray, rtol: float, atol: float):
+    """``(ok, |a - e|, allowed, relative error)`` of two integer (or bool) arrays, exactly:
+    in Python integers, which neither overflow (int64 minus uint64) nor round (float64 holds
+    53 bits); a Python int compares with a float exactly."""
+    a_int, e_int = a.astype(object), e.astype(object)
+    diff = np.abs(a_int - e_int)
+    allowed = atol + rtol * np.abs(e.astype(np.float64))
+    ok = (diff <= allowed).astype(bool)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = diff.astype(np.float64) / np.abs(e.astype(np.float64))  # x / 0: inf
+    return ok, diff, allowed, rel
+
+
+def _shown(x) -> str:
+    """An error for a message: an integer exactly, a float to 5 digits."""
+    return str(x) if isinstance(x, (int, np.integer)) else f"{x:.5g}"
 
 
 def _least_precise_float(*pairs):
@@ -216,7 +247,9 @@ def ulp_distance(a, b, dtype=None):
     lo, hi = np.minimum(oa, ob).view(np.uint64), np.maximum(oa, ob).view(np.uint64)
     with np.errstate(over="ignore"):  # the wrap-around is the point: hi - lo < 2**64
         steps = (hi - lo).astype(np.float64)
-    out = np.where(np.isnan(a) | np.isnan(b), np.nan, steps)
+    with np.errstate(invalid="ignore"):  # a signalling NaN (bfloat16) warns "invalid value"
+        nan = np.isnan(a) | np.isnan(b)
+    out = np.where(nan, np.nan, steps)
     return float(out) if out.ndim == 0 else out
 
 

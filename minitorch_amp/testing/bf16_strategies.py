@@ -62,7 +62,8 @@ def bf16_values(
 
     Example:
         >>> from hypothesis import find
-        >>> float(find(bf16_values(allow_subnormal=False), lambda b: 0 < b < 1e-37))
+        >>> b = find(bf16_values(allow_nan=False, allow_subnormal=False), lambda b: 0 < b < 1e-37)
+        >>> float(b)  # (allow_nan=False: comparing a signalling NaN warns "invalid value")
         1.1754943508222875e-38
     """
     flags = (allow_nan, allow_infinity, allow_subnormal)

@@ -110,7 +110,8 @@ def fp8_error_in_ulps(actual, expected, dtype=None):
     with np.errstate(invalid="ignore", over="ignore"):
         error = np.abs(a64 - e64) / spacing
         same = (a64 == e64) | (np.isnan(a64) & np.isnan(e64))
-    return np.where(same, 0.0, np.nan_to_num(error, nan=np.inf))
+    # NOTE: not np.nan_to_num(error, nan=np.inf): that also turns an inf error into 1.8e308
+    return np.where(same, 0.0, np.where(np.isnan(error), np.inf, error))
 
 
 def assert_fp8_close(actual, expected, dtype=None, max_ulps: float = 0.5):
@@ -152,9 +153,14 @@ def assert_fp8_close(actual, expected, dtype=None, max_ulps: float = 0.5):
 def assert_fp8_bit_equal(actual, expected, dtype=None):
     """Assert identical FP8 bytes: NaN encodings and the sign of zero count.
 
+    Args:
+        actual, expected: FP8 arrays, or uint8 storage when ``dtype`` names the format.
+        dtype: the format of uint8 storage; an FP8 array of another format is refused.
+
     Raises:
-        AssertionError: for a format or shape mismatch, or naming how many bytes differ and
-            the first: its index, both values and both bytes.
+        AssertionError: for a format or shape mismatch (two formats' bytes mean different
+            values: E4M3's 0x38 is 1.0, E5M2's 0.5), or naming how many bytes differ and the
+            first: its index, both values and both bytes.
 
     Example:
         >>> import ml_dtypes
@@ -165,6 +171,14 @@ def assert_fp8_bit_equal(actual, expected, dtype=None):
         AssertionError: not bit-equal: 2 of 2 FP8 (E4M3) bytes differ
           first at index (0,): actual nan (0x7F), expected nan (0xFF)
     """
+    actual, expected = as_numpy(actual), as_numpy(expected)
+    if dtype is not None:  # uint8 storage is read as dtype=; an FP8 array has its own
+        fmt = format_of(dtype)
+        for name, x in (("actual", actual), ("expected", expected)):
+            if x.dtype in FORMATS and x.dtype != fmt.dtype:
+                raise AssertionError(
+                    f"format mismatch: dtype= is {fmt.name}, {name} is {FORMATS[x.dtype].name}"
+                )
     fmt, a = _format_and_values(actual, dtype)
     fmt_e, e = _format_and_values(expected, fmt.dtype if dtype is not None else None)
     if fmt_e is not fmt:

@@ -20,7 +20,15 @@ Example:
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import strategies as st
+
+try:
+    from hypothesis import strategies as st
+except ImportError as exc:  # the rest of minitorch_amp.testing works without it
+    raise ImportError(
+        "minitorch_amp.testing.fp8_strategies needs Hypothesis: pip install hypothesis "
+        "(or install minitorch_amp with the 'test' extra). The FP8 assertions in "
+        "minitorch_amp.testing work without it."
+    ) from exc
 
 from .fp8 import E4M3, E5M2, Fp8Format, format_of
 

@@ -188,7 +188,8 @@ class NotFiniteReport:
     Attributes:
         op: the first op with an inf/NaN result under AMP (:class:`OpRecord`).
         fp32: the same op (name and application number) in the float32 run, or None where
-            the float32 run has no such op (AMP's own casts).
+            the float32 run has no such op (AMP's own casts, ``op.amp_cast``: numbered apart
+            from the model's casts, never paired with one).
         example: the inputs, as NumPy arrays.
         level, dtype: the AMP settings.
         examples_run: how many inputs the search had run, this one included (0: a single check).
@@ -246,7 +247,8 @@ def check_finite_under_amp(
 
     On failure the same inputs go once through a float32 copy, watched for the same op (for
     an FP8 op, the plain op it stands for: ``linear`` for ``fp8_linear``, and for a
-    ``cast_to_fp8`` the GEMM it fed, whose inputs show what the cast read in float32).
+    ``cast_to_fp8`` the GEMM it fed, whose inputs show what the cast read in float32); not
+    for a cast AMP inserted (``report.op.amp_cast``), which float32 does not run.
 
     Raises:
         AmpNotFiniteError: the report names the first op, forward or backward.
@@ -261,13 +263,14 @@ def check_finite_under_amp(
     found = trace.first_bad
     if found is None:
         return
-    bad = found.twin()  # what float32 runs in its place (the plain GEMM of an FP8 op)
-    with OpTrace(want=(bad.op, bad.occurrence, bad.slot)) as reference:
-        copies.run(inputs, False, backward, loss_scale, loss_fn)
+    fp32 = None  # a cast AMP inserted has no twin in the float32 run
+    if not found.amp_cast:
+        bad = found.twin()  # what float32 runs in its place (the plain GEMM of an FP8 op)
+        with OpTrace(want=(bad.op, bad.occurrence, bad.slot)) as reference:
+            copies.run(inputs, False, backward, loss_scale, loss_fn)
+        fp32 = reference.wanted
     example = tuple(t.numpy() for t in inputs)
-    raise AmpNotFiniteError(
-        NotFiniteReport(found, reference.wanted, example, copies.level, copies.dtype)
-    )
+    raise AmpNotFiniteError(NotFiniteReport(found, fp32, example, copies.level, copies.dtype))
 
 
 # ---- the differential property -------------------------------------------------------------
@@ -304,9 +307,10 @@ class AmpDivergenceError(AssertionError):
         self.report = report
 
 
-def _layer_outputs(model: Layer, inputs: tuple, region) -> list[tuple[str, np.ndarray]]:
-    """``(layer name, output)`` for every layer's call, in the order they finish."""
-    seen: list[tuple[str, np.ndarray]] = []
+def _layer_outputs(model: Layer, inputs: tuple, region) -> list[tuple[str, str, np.ndarray]]:
+    """``(label, layer name, output)`` for every layer's call, in the order they finish: the
+    label ``name``, ``name#2`` for its second call, ``name[i]`` for its ``i``-th output."""
+    seen: list[tuple[str, str, np.ndarray]] = []
     counts: dict[str, int] = {}
 
     def hook_for(name):
@@ -320,7 +324,7 @@ def _layer_outputs(model: Layer, inputs: tuple, region) -> list[tuple[str, np.nd
             )
             for i, t in enumerate(tensors):
                 shown = label if len(tensors) == 1 else f"{label}[{i}]"
-                seen.append((shown, t.numpy()))
+                seen.append((shown, name, t.numpy()))
 
         return record
 
@@ -389,9 +393,9 @@ def check_close_to_fp32(
     inputs = _as_inputs(x)
     amp = _layer_outputs(copies.amp_model(), inputs, copies.region(True))
     fp32 = _layer_outputs(copies.fp32, inputs, copies.region(False))
-    names = tuple(name for name, _ in fp32)
-    for (name, a), (_, r) in zip(amp, fp32, strict=True):
-        own = rtol.get(name.split("#")[0]) if isinstance(rtol, dict) else rtol
+    names = tuple(label for label, _, _ in fp32)
+    for (name, layer, a), (_, _, r) in zip(amp, fp32, strict=True):
+        own = rtol.get(layer) if isinstance(rtol, dict) else rtol
         bound = _bound(copies.dtype, own, ulps)
         err = _relative_error(a.astype(np.float64), r.astype(np.float64))
         if not err <= bound:

@@ -6,7 +6,9 @@ engine after every backward (``minitorch_amp.amp.debugging``), with the tensor c
 statistics (``num_nan``, ``num_inf``, ``max``/``min`` over the finite values). An
 :class:`OpTrace` numbers each op name's applications (``linear`` #0, #1, ..., ``linear_grad``
 #0, ...), so the same op can be found again in a float32 run of the same model, where AMP's
-casts do not exist but every other op runs in the same order.
+casts do not exist but every other op runs in the same order. AMP's own casts (those its
+per-op rule inserts, and their backward) are numbered apart from the model's ``cast`` ops and
+marked ``amp_cast``: the float32 run has no twin of them.
 
 Under ``fp8_autocast`` each FP8 cast shows as op ``cast_to_fp8``, its output the *plain*
 (unsaturated) conversion of the scaled tensor (``minitorch_amp.amp.fp8.gemm``): NaN (E4M3) or
@@ -33,6 +35,7 @@ import numpy as np
 from ..amp.debugging import observers
 from ..amp.debugging.tensor_checker import _dtype_name, _numerics
 from ..autograd.dispatch import hooks
+from ..autograd.ops.cast import Cast
 from ..backend import asnumpy
 from ..backend.dtypes import FP8
 
@@ -91,6 +94,8 @@ class OpRecord:
         slot: which of the op's results ``output`` describes.
         feeds: for a ``cast_to_fp8``: ``(GEMM op, its application number, operand)``, e.g.
             ``('fp8_linear', 0, 'input')``; ``inputs`` then holds the values the cast read.
+        amp_cast: a ``cast`` (or ``cast_grad``) that AMP inserted; ``occurrence`` then counts
+            AMP's casts only, and a float32 run has no such op.
     """
 
     op: str
@@ -100,6 +105,7 @@ class OpRecord:
     dtype: str
     slot: int = 0
     feeds: tuple = ()
+    amp_cast: bool = False
 
     @property
     def phase(self) -> str:
@@ -121,7 +127,8 @@ class OpRecord:
         return f"  {read}: {'; '.join(self.inputs) or '(none)'}\n  output: {self.output}"
 
     def __str__(self) -> str:
-        head = f"op {self.op!r} (application #{self.occurrence}, {self.phase})"
+        which = "AMP's cast" if self.amp_cast else "application"
+        head = f"op {self.op!r} ({which} #{self.occurrence}, {self.phase})"
         if self.feeds:
             gemm, k, operand = self.feeds
             head += (
@@ -138,7 +145,8 @@ class OpTrace:
     Attributes:
         first_bad: the :class:`OpRecord` of the first op whose result held inf or NaN (None).
         wanted: the :class:`OpRecord` of ``want`` once it ran (None until then).
-        counts: how many times each op name ran.
+        counts: how many times each op name ran (AMP's casts under ``'cast (AMP)'`` and
+            ``'cast_grad (AMP)'``).
     """
 
     def __init__(self, want: tuple[str, int, int] | None = None):
@@ -147,29 +155,50 @@ class OpTrace:
         self.wanted: OpRecord | None = None
         self.counts: dict[str, int] = {}
         self._casts: list = []  # (occurrence, plain conversion) of the casts awaiting a GEMM
+        self._inserting = 0  # > 0 while AMP's per-op rule runs: the casts it makes are its own
+        self._amp_nodes: set = set()  # the graph nodes of AMP's casts (their backward too)
         # NOTE: one bound method each, kept: ``self._forward`` makes a new object at every
         # access, and uninstall removes the very object that was installed.
-        self._observers = (self._forward, self._backward)
+        self._observers = (self._forward, self._backward, self._autocast)
+        self._amp_rule = None
 
     def __enter__(self) -> OpTrace:
         observers.install(self._observers[0])
         observers.install_grad_observer(self._observers[1])
+        self._amp_rule = hooks.autocast
+        if self._amp_rule is not None:
+            hooks.autocast = self._observers[2]
         return self
 
     def __exit__(self, *exc) -> None:
         observers.uninstall(self._observers[0])
         observers.uninstall_grad_observer(self._observers[1])
+        if hooks.autocast is self._observers[2]:
+            hooks.autocast = self._amp_rule
+        self._amp_nodes = set()
         self._flush(None, 0)  # a cast whose GEMM never showed (it raised)
 
+    def _autocast(self, op, inputs, state):
+        """AMP's per-op rule (``hooks.autocast``), watched: the casts it applies are AMP's."""
+        self._inserting += 1
+        try:
+            return self._amp_rule(op, inputs, state)
+        finally:
+            self._inserting -= 1
+
     def _forward(self, op, out) -> None:
-        self._seen(op.name, (out._data,))
+        inserted = op is Cast and self._inserting > 0
+        if inserted and out._node is not None:
+            self._amp_nodes.add(out._node)
+        self._seen(op.name, (out._data,), inserted)
 
     def _backward(self, op, grads) -> None:
-        self._seen(op.name + "_grad", grads)
+        self._seen(op.name + "_grad", grads, hooks.node in self._amp_nodes)
 
-    def _seen(self, name: str, results) -> None:
-        occurrence = self.counts.get(name, 0)
-        self.counts[name] = occurrence + 1
+    def _seen(self, name: str, results, inserted: bool = False) -> None:
+        key = f"{name} (AMP)" if inserted else name  # AMP's casts counted apart
+        occurrence = self.counts.get(key, 0)
+        self.counts[key] = occurrence + 1
         if name == CAST:
             self._casts.append((occurrence, results[0]))
             return
@@ -177,12 +206,12 @@ class OpTrace:
             self._flush(name, occurrence)
         elif any(not _finite(plain) for _, plain in self._casts):
             return  # NOTE: AMP's casts of the GEMM's inputs show between its casts and it
-        wanted = self.want is not None and self.want[:2] == (name, occurrence)
+        wanted = not inserted and self.want is not None and self.want[:2] == (name, occurrence)
         if self.first_bad is not None and not wanted:
             return
         bad = next((i for i, r in enumerate(results) if not _finite(r)), None)
         if bad is not None and self.first_bad is None:
-            self.first_bad = self._record(name, occurrence, results, bad)
+            self.first_bad = self._record(name, occurrence, results, bad, amp_cast=inserted)
         if wanted and self.want[2] < len(results):
             slot = self.want[2]
             if slot < 0:  # any: the first result there is (the GEMM an FP8 cast fed)
@@ -210,7 +239,9 @@ class OpTrace:
                 return
 
     @staticmethod
-    def _record(name: str, occurrence: int, results, slot: int, read=None, feeds=()) -> OpRecord:
+    def _record(
+        name: str, occurrence: int, results, slot: int, read=None, feeds=(), amp_cast=False
+    ) -> OpRecord:
         shown = results[slot]
         read = hooks.inputs if read is None else read
         return OpRecord(
@@ -221,4 +252,5 @@ class OpTrace:
             dtype=_dtype_name(shown.dtype) if shown is not None else "none",
             slot=slot,
             feeds=feeds,
+            amp_cast=amp_cast,
         )

@@ -33,9 +33,10 @@ except ImportError as exc:  # the rest of minitorch_amp.testing works without it
     ) from exc
 
 from ..autograd.tensor import Tensor
-from ..backend.dtypes import bfloat16, convert_dtype
+from ..backend.dtypes import FP8, bfloat16, convert_dtype
 from . import fp16
 from .bf16_strategies import BF16_EDGE_VALUES, bf16_values, fp32_values_near_bf16_edges
+from .fp8_strategies import fp8_values
 
 __all__ = [
     "BF16_EDGE_VALUES",
@@ -163,6 +164,9 @@ def fp32_values_near_fp16_edges(draw, max_ulps: int = 2) -> np.float32:
     return -x if draw(st.booleans()) else x
 
 
+_FLOAT64_EXPONENTS = (-1022, 1023)  # where m * 2**e (m in [1, 2)) is a normal float64
+
+
 def gradient_magnitudes(
     low_exp: int = -40, high_exp: int = 16, signed: bool = True
 ) -> st.SearchStrategy[float]:
@@ -173,8 +177,13 @@ def gradient_magnitudes(
     so every value is exact in float32 when ``-126 <= e <= 127``.
 
     Args:
-        low_exp, high_exp: the range of binary exponents (inclusive).
+        low_exp, high_exp: the range of binary exponents (inclusive), within float64's normal
+            exponents ``[-1022, 1023]`` (the values are Python floats).
         signed: also negative values.
+
+    Raises:
+        ValueError: ``low_exp > high_exp``, or an exponent outside ``[-1022, 1023]`` (past it
+            ``m * 2**e`` would lose bits, round to 0.0, or overflow).
 
     Example:
         >>> from hypothesis import given, settings
@@ -187,6 +196,12 @@ def gradient_magnitudes(
     """
     if low_exp > high_exp:
         raise ValueError(f"low_exp {low_exp} must not exceed high_exp {high_exp}")
+    if not _FLOAT64_EXPONENTS[0] <= low_exp <= high_exp <= _FLOAT64_EXPONENTS[1]:
+        raise ValueError(
+            f"low_exp and high_exp must lie in [{_FLOAT64_EXPONENTS[0]}, "
+            f"{_FLOAT64_EXPONENTS[1]}], float64's normal exponents (the values are Python "
+            f"floats); got ({low_exp}, {high_exp})"
+        )
 
     @st.composite
     def draw_one(draw):
@@ -253,48 +268,64 @@ def _default_elements(dtype: np.dtype) -> st.SearchStrategy:
         return fp16_values(allow_nan=False, allow_infinity=False)
     if dtype == bfloat16:
         return bf16_values(allow_nan=False, allow_infinity=False)
+    if dtype in FP8:  # NOTE: ml_dtypes' FP8 kinds differ (E4M3 'V', E5M2 'f'): test first
+        return fp8_values(dtype, allow_nan=False, allow_infinity=False)
     if dtype.kind == "f":
         return st.floats(width=8 * dtype.itemsize, allow_nan=False, allow_infinity=False)
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         return st.integers(int(info.min), int(info.max))
-    return st.booleans()
+    if dtype == np.bool_:
+        return st.booleans()
+    raise TypeError(f"tensors() cannot draw {dtype}; use one of: {', '.join(_DRAWN)}")
 
 
-def _bfloat16_bits(value) -> int:
-    """The bits of ``value`` as a bfloat16: a bfloat16's own, anything else rounded through
-    float32 as ``astype`` rounds it.
-
-    NOTE: not through float32 for a bfloat16: a signalling NaN widened to float32 and
-    narrowed back comes out quieted (other bits), with NumPy's "invalid value encountered in
-    cast" warning, an error in tests that turn warnings into errors."""
-    if getattr(value, "dtype", None) == bfloat16:
-        return int(np.asarray(value).view(np.uint16))
-    with np.errstate(invalid="ignore"):  # a float32 signalling NaN: quieted, still a NaN
-        return int(np.asarray(np.float32(value)).astype(bfloat16).view(np.uint16))
+_DRAWN = ("float16", "bfloat16", "float32", "float64", "int32", "int64", "bool")
+_DRAWN += tuple(str(d) for d in FP8)
+# Hypothesis has no bfloat16 or FP8 arrays: each value's bits are drawn, then viewed
+_BITS = {bfloat16: np.uint16, **{d: np.uint8 for d in FP8}}
 
 
-@st.composite
+def _bits_of(dtype):
+    """``value -> its bits as dtype`` (an int): a value of ``dtype`` its own, anything else
+    rounded through float32 as ``astype`` rounds it (FP8: plain, E4M3's overflow is NaN).
+
+    NOTE: not through float32 for a value of ``dtype``: a signalling NaN widened to float32
+    and narrowed back comes out quieted (other bits), with NumPy's "invalid value encountered
+    in cast" warning, an error in tests that turn warnings into errors."""
+    uint = _BITS[dtype]
+
+    def bits(value) -> int:
+        if getattr(value, "dtype", None) == dtype:
+            return int(np.asarray(value).view(uint))
+        with np.errstate(invalid="ignore", over="ignore"):  # a NaN quieted; overflow as cast
+            return int(np.asarray(np.float32(value)).astype(dtype).view(uint))
+
+    return bits
+
+
 def tensors(
-    draw,
     shape: Sequence[int] | st.SearchStrategy = shapes(),  # noqa: B008 - a strategy, immutable
     dtype="float32",
     elements: st.SearchStrategy | None = None,
     place=None,
     stop_gradient: bool = True,
-) -> Tensor:
+) -> st.SearchStrategy[Tensor]:
     """minitorch_amp Tensors of a given (or drawn) shape and dtype.
 
     Args:
         shape: a shape (int or tuple) or a strategy of shapes (default: :func:`shapes`).
-        dtype: float16, bfloat16, float32, float64, int32, int64 or bool, or a strategy of
-            them.
+        dtype: float16, bfloat16, float32, float64, int32, int64, bool, float8_e4m3fn or
+            float8_e5m2, or a strategy of them (any other dtype is refused: ``TypeError``).
         elements: a strategy for the values. Default, by dtype: float16 ->
             ``fp16_values(allow_nan=False, allow_infinity=False)``; bfloat16 -> the same
-            with ``bf16_values``; float32/float64 ->
+            with ``bf16_values``; FP8 -> the same with ``fp8_values(dtype)``;
+            float32/float64 ->
             any finite value of the dtype (subnormals and the largest values included);
             integers -> the dtype's whole range; bool -> both. Narrow it for ops that would
-            overflow, e.g. ``st.floats(-10, 10, width=32)``.
+            overflow, e.g. ``st.floats(-10, 10, width=32)``. For bfloat16 and FP8 a value of
+            the dtype lands bit for bit (NaN payloads included); a float is rounded through
+            float32, as ``astype`` rounds it.
         place: where the tensor lives (default: the current device).
         stop_gradient: False for tensors that ``backward()`` should reach.
 
@@ -306,17 +337,24 @@ def tensors(
         ...     assert x.shape == [2, 3] and x.dtype == "float16"
         >>> test_shape_and_dtype()
     """
+    if not isinstance(dtype, st.SearchStrategy):  # refused here, not at the first draw
+        dtype = convert_dtype(dtype)
+        elements = _default_elements(dtype) if elements is None else elements
+    return _tensors(shape, dtype, elements, place, stop_gradient)
+
+
+@st.composite
+def _tensors(draw, shape, dtype, elements, place, stop_gradient) -> Tensor:
     if isinstance(shape, st.SearchStrategy):
         shape = draw(shape)
     if isinstance(dtype, st.SearchStrategy):
-        dtype = draw(dtype)
-    dtype = convert_dtype(dtype)
-    elements = _default_elements(dtype) if elements is None else elements
+        dtype = convert_dtype(draw(dtype))
+        elements = _default_elements(dtype) if elements is None else elements
     # Filling with one drawn value and overwriting a few keeps big arrays fast; the values
     # are copied into the array, so reusing a drawn one is safe for these dtypes.
-    if dtype == bfloat16:  # Hypothesis has no bfloat16: each value's 16 bits, then a view
-        bits = elements.map(_bfloat16_bits)
-        array = draw(hnp.arrays(np.uint16, shape, elements=bits, fill=bits)).view(dtype)
+    if dtype in _BITS:
+        bits = elements.map(_bits_of(dtype))
+        array = draw(hnp.arrays(_BITS[dtype], shape, elements=bits, fill=bits)).view(dtype)
     else:
         array = draw(hnp.arrays(dtype, shape, elements=elements, fill=elements))
     return Tensor(array, dtype=dtype, place=place, stop_gradient=stop_gradient)

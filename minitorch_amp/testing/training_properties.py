@@ -4,7 +4,8 @@
 ``GradScaler`` and checks, at every step:
 
 * a step whose unscaled gradients hold inf/NaN (found independently of the scaler, by
-  reading the gradients after ``unscale_``) leaves every parameter bit-identical;
+  reading the gradients after ``unscale_``) leaves every parameter bit-identical, and the
+  optimizer's state too (``state_dict()``: O2's float32 master weights, the moments);
 * no more than ``max_skip_streak`` steps in a row are skipped;
 * after ``update()`` the loss scale lies in ``scale_band`` (inclusive).
 
@@ -87,6 +88,38 @@ def _finite_grads(params) -> bool:
     return True
 
 
+def _optimizer_state(opt) -> dict:
+    """``opt.state_dict()`` flattened to ``{key: value}``: each Tensor a NumPy copy (the
+    accumulators; each master weight under ``'master_weights/<name>'``), the rest as given."""
+    flat = {}
+
+    def walk(prefix: str, value) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(f"{prefix}{key}/", item)
+        else:
+            flat[prefix[:-1]] = value.numpy().copy() if hasattr(value, "numpy") else value
+
+    walk("", opt.state_dict())
+    return flat
+
+
+def _state_change(before: dict, after: dict) -> str | None:
+    """What a skipped step changed in the optimizer's state (None: nothing)."""
+    if before.keys() != after.keys():
+        return f"its entries went from {sorted(before)} to {sorted(after)}"
+    for key, old in before.items():
+        if not isinstance(old, np.ndarray):
+            if after[key] != old:
+                return f"{key!r}: {old!r} became {after[key]!r}"
+            continue
+        try:
+            assert_bit_equal(after[key], old)
+        except AssertionError as err:
+            return f"{key!r}: {err}"
+    return None
+
+
 def check_loss_scale_stream(
     model: Layer,
     batches,
@@ -116,7 +149,8 @@ def check_loss_scale_stream(
         fp8_recipe: with ``dtype='float8'``: the recipe (default ``DelayedScaling()``).
 
     Raises:
-        LossScaleError: a skipped step changed a parameter, or a rule broke.
+        LossScaleError: a skipped step changed a parameter or the optimizer's state (its
+            ``state_dict()``: master weights, moments), or a rule broke.
     """
     level, dtype = _checked(level, dtype)
     recipe = _checked_recipe(dtype, fp8_recipe)
@@ -148,6 +182,7 @@ def check_loss_scale_stream(
         sc.unscale_(opt)
         skipped = not _finite_grads(params)
         before = [p.numpy().copy() for p in params]
+        state = _optimizer_state(opt) if skipped else None
         sc.step(opt)
         sc.update()
         opt.clear_grad()
@@ -171,6 +206,15 @@ def check_loss_scale_stream(
                     raise LossScaleError(
                         f"a skipped step changed parameter {p.name}: {err}", step, history, batches
                     ) from None
+            changed = _state_change(state, _optimizer_state(opt))
+            if changed is not None:
+                raise LossScaleError(
+                    f"a skipped step changed the optimizer's state (a master weight, a "
+                    f"moment): {changed}",
+                    step,
+                    history,
+                    batches,
+                )
         streak = streak + 1 if skipped else 0
         if max_skip_streak is not None and streak > max_skip_streak:
             raise LossScaleError(

@@ -31,8 +31,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "differential-reports-the-final-output",
         "minitorch_amp/testing/model_properties.py",
-        "    for (name, a), (_, r) in zip(amp, fp32, strict=True):\n",
-        "    for (name, a), (_, r) in reversed(list(zip(amp, fp32, strict=True))):\n",
+        "    for (name, layer, a), (_, _, r) in zip(amp, fp32, strict=True):\n",
+        "    for (name, layer, a), (_, _, r) in reversed(list(zip(amp, fp32, strict=True))):\n",
         (
             f"{PROPS}::test_the_differential_property_names_the_first_layer_past_an_"
             "unmeetable_bound",

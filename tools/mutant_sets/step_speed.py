@@ -290,8 +290,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "bf16-tensors-drawn-through-float32",
         "minitorch_amp/testing/strategies.py",
-        '    if getattr(value, "dtype", None) == bfloat16:\n',
-        "    if False:\n",
+        '        if getattr(value, "dtype", None) == dtype:\n',
+        "        if False:\n",
         ("tests/test_bf16_kit.py",),
         "tensors(bfloat16) widens a drawn bfloat16 and narrows it back: a signalling NaN comes "
         "out quieted, with an 'invalid value' warning",
