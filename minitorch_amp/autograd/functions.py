@@ -135,7 +135,8 @@ def matmul(x, y, transpose_x: bool = False, transpose_y: bool = False) -> Tensor
 
 # ---- reductions ----------------------------------------------------------------------------------
 def sum(x, axis=None, dtype=None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    """Sum over ``axis`` (int, list, or None for all); float16 accumulates in float32."""
+    """Sum over ``axis`` (int, list, or None for all); float16 accumulates in float32.
+    With ``dtype``, ``x`` is cast to it first and summed in it (Paddle)."""
     return _tensor(x, "sum").sum(axis=axis, dtype=dtype, keepdim=keepdim)
 
 
@@ -145,7 +146,7 @@ def mean(x, axis=None, keepdim: bool = False) -> Tensor:
 
 
 def max(x, axis=None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    """Maximum over ``axis``; tied maxima share the gradient equally."""
+    """Maximum over ``axis``; each tied maximum gets the whole gradient (Paddle's ``max``)."""
     return _tensor(x, "max").max(axis=axis, keepdim=keepdim)
 
 
@@ -167,23 +168,19 @@ def transpose(x, perm) -> Tensor:
 
 
 def flatten(x, start_axis: int = 0, stop_axis: int = -1) -> Tensor:
-    """Merge the axes ``start_axis..stop_axis`` (inclusive) into one."""
+    """Merge the axes ``start_axis..stop_axis`` (inclusive) into one; ValueError when an
+    axis is out of ``[-ndim, ndim)`` or ``start_axis`` comes after ``stop_axis``."""
     return _tensor(x, "flatten").flatten(start_axis, stop_axis)
 
 
 def unsqueeze(x, axis) -> Tensor:
-    """Insert size-1 axes; with a list they are inserted one after another, in order."""
-    x = _tensor(x, "unsqueeze")
-    if isinstance(axis, int):
-        return x.unsqueeze(axis)
-    shape = x.shape
-    for a in axis.tolist() if isinstance(axis, Tensor) else axis:
-        shape.insert(a if a >= 0 else a + len(shape) + 1, 1)
-    return x._reshape_to(shape)
+    """Insert size-1 axes; with a list they are inserted one after another, in order.
+    Each axis must be in ``[-(ndim+1), ndim]`` of the shape so far (else a ValueError)."""
+    return _tensor(x, "unsqueeze").unsqueeze(axis)
 
 
 def squeeze(x, axis=None) -> Tensor:
-    """Drop size-1 axes (only those in ``axis`` when given)."""
+    """Drop size-1 axes (only those in ``axis`` when given, each in ``[-ndim, ndim)``)."""
     return _tensor(x, "squeeze").squeeze(axis)
 
 

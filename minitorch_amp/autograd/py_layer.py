@@ -175,6 +175,7 @@ def _record(cls, ctx: PyLayerContext, wants: tuple, items: list) -> None:
     call.layer, call.user = cls, ctx
     call.metas = [(t._data.shape, t._data.dtype, Tensor._xp_of(t._data)) for t in tensors]
     call.inputs = [(w is not None, w) for w in wants]
+    call.input_versions = tuple(None if w is None else w._version for w in wants)
     hidden = Tensor._wrap(call.metas[0][2].empty((0,), dtype=tensors[0].dtype))  # a joint only
     hidden._node = Node(PyLayerOp, call, wants)
     hidden.stop_gradient = False

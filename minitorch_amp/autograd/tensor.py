@@ -273,7 +273,10 @@ class Tensor:
         """Overwrite the values in place with ``value`` (same shape and dtype; Paddle's method).
 
         The tensor keeps its array, so a captured CUDA graph that reads it sees the new
-        values: this is how a graphed training step gets its next batch. A NumPy value is
+        values: this is how a graphed training step gets its next batch. (Except a tensor
+        whose array is a view of another's, the result of reshape, transpose, a slice or a
+        split: it gets its own array at its first write, and the other tensor keeps its
+        values; see ``_writable``.) A NumPy value is
         copied to the tensor's device (an upload the user asked for, not reported by the
         sync debug mode).
 
@@ -294,8 +297,32 @@ class Tensor:
                 f"cast it first, e.g. value.astype('{self.dtype}')"
             )
         source = _device.to_place(source, self.place)
-        Tensor._xp_of(self._data).copyto(self._data, source)
+        data = self._data
+        if data.base is not None:  # a view of another tensor's memory: copy on write
+            data = self._writable(whole=True)
+        Tensor._xp_of(data).copyto(data, source)
         self._version += 1  # an fp16 parameter's fp32 master follows (optimizer/mixed_precision)
+
+    def _writable(self, whole: bool = False):
+        """This tensor's array, ready for an in-place write of its values (``whole``: all of
+        them, so the old values need not be copied).
+
+        NOTE: copy on write. A view op's result (reshape, transpose, squeeze, a basic slice,
+        a split piece) shares its input's memory, but versions belong to tensors: a write
+        through the view would change the input behind its version, and an op that saved the
+        input would differentiate with the new values, silently. So a tensor whose array is
+        a view (``.base`` set) first gets an array of its own; the other tensor is untouched
+        (Paddle 2.x gives these results their own memory too). The common case, a tensor
+        that owns its array (parameters, creation functions), costs one attribute read.
+        """
+        data = self._data
+        if data.base is None:
+            return data
+        xp = Tensor._xp_of(data)
+        own = xp.empty_like(data) if whole else data.copy()
+        _memory.track(own)
+        self._data = own
+        return own
 
     def copy_(self, src, blocking: bool = True) -> Tensor:
         """:meth:`set_value` from ``src`` that returns ``self`` (Paddle's and PyTorch's name)."""

@@ -4,7 +4,8 @@ An op's forward saves arrays for its backward (``ctx.x, ctx.y = x, y``). If one 
 arrays is written in place before backward runs, the gradient is computed from the new
 values, silently: ``y = x * x``, then ``x.set_value(5)``, then backward gives ``2 * 5``, not
 ``2 * x``. So every in-place write of a tensor's values bumps its ``_version``
-(``Tensor.set_value`` and ``copy_``, ``Layer.set_state_dict``, an ``nn.initializer``), each
+(``Tensor.set_value`` and ``copy_``, ``x[index] = value``, ``Layer.set_state_dict``, an
+``nn.initializer``), each
 recorded node keeps the version of each Tensor input as the op ran (``dispatch.Node.versions``),
 and the engine calls
 :func:`check` before running a node's backward. A PyLayer's ``ctx.save_for_backward`` keeps
@@ -18,14 +19,22 @@ backward (``higher_order.py``) reads those tensors themselves.
 
 The check costs one version read per Tensor input when an op is recorded, and one comparison
 per input when its backward runs; the search of ``ctx`` happens only for a changed version.
-NOTE: a version belongs to a Tensor, not to its memory: a write through another Tensor on the
-same array (``x.detach().set_value(...)``, an op's view of ``x``) or to the raw array
-(``x.data[...] = ...``) is not seen. PyTorch shares one counter among views; we do not.
+A recorded ``x[index] = value`` moves ``x``'s earlier history onto a stand-in (see
+``ops.shape.SetValue``); :func:`check` sends an op that took ``x`` before the write there.
+
+NOTE: a version belongs to a Tensor, not to its memory. A write into a view op's result
+(``set_value``, ``copy_``, ``x[index] = value`` on a reshape, transpose, slice or split piece)
+gives that tensor its own array first (``Tensor._writable``), so its source is untouched. Not
+seen: a write into a tensor that view ops' results still share (``v = d.reshape([4])``,
+``y = w * v``, then ``d.set_value(...)``: ``v`` changes, its version does not, backward uses
+the new values), a write through ``x.detach()`` (the same array), and a write to the raw
+array (``x.data[...] = ...``). PyTorch shares one counter among views; we do not.
 """
 
 from __future__ import annotations
 
 from ..backend import is_array
+from .ops.shape import SetValue
 from .tensor import Tensor
 
 
@@ -36,7 +45,11 @@ def check(node, output: Tensor | None, create_graph: bool) -> None:
     at version 0, and an op that saved its result (``exp``, ``tanh``) must see it unchanged.
     """
     versions = node.versions
-    if versions is None:  # a PyLayer's node
+    if versions is None:  # a PyLayer's node: check_saved checks what it saved
+        for i, saved in enumerate(getattr(node.ctx, "input_versions", ())):
+            t = node.inputs[i]  # (written by x[index] = v since the call: as it was)
+            if t is not None and t._version != saved and getattr(t._node, "op", None) is SetValue:
+                _as_it_was(node, i, t, saved)
         return
     inputs = node.inputs
     for i, saved in enumerate(versions):
@@ -48,12 +61,34 @@ def check(node, output: Tensor | None, create_graph: bool) -> None:
             t = ref()
             if t is None:
                 continue  # dead: nothing can have written it
+        elif t._version != saved and t._node is not None and t._node.op is SetValue:
+            t = _as_it_was(node, i, t, saved)
+            inputs = node.inputs
         if t._version != saved and (
             (create_graph and inputs[i] is not None) or _holds(node.ctx, t._data)
         ):
             raise RuntimeError(_message(f"input {i} of '{node.op.name}'", t, saved))
     if output is not None and _holds(node.ctx, output._data):
         raise RuntimeError(_message(f"the result of '{node.op.name}'", output, 0))
+
+
+def _as_it_was(node, i: int, t: Tensor, saved: int) -> Tensor:
+    """Send input ``i`` of ``node`` (``t``, taken at version ``saved``) to ``t`` as it was.
+
+    ``t[index] = value`` recorded a write (``ops.shape.SetValue``) that moved ``t``'s earlier
+    history onto a stand-in, the write's input 0. An op that took ``t`` before the write
+    must send its gradient there, not through the write: ``node.inputs`` is changed for good
+    (the stand-in holds the same array at the version after the write, so the check that
+    follows still refuses a saved array that the write changed).
+    """
+    write = t._node
+    while write is not None and write.op is SetValue and write.ctx is not None:
+        if saved > write.ctx.before or write.inputs[0] is None:
+            break
+        t = write.inputs[0]
+        write = t._node
+    node.inputs = node.inputs[:i] + (t,) + node.inputs[i + 1 :]
+    return t
 
 
 def check_saved(layer: str, tensors: tuple, versions: tuple) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...backend import get_array_module, sync
 from ...backend.dtypes import accumulation_dtype
 from ...backend.primitives import scatter_add, unbroadcast
-from ..op import GRAY, Op
+from ..op import GRAY, NONE, Op
 
 
 class Reshape(Op):
@@ -38,10 +38,14 @@ class Transpose(Op):
 
     @staticmethod
     def forward(ctx, x, perm=None):
-        if perm is not None and sorted(p % max(x.ndim, 1) for p in perm) != list(range(x.ndim)):
+        nd = x.ndim
+        if perm is not None and (
+            any(not -nd <= p < nd for p in perm) or sorted(p % nd for p in perm) != list(range(nd))
+        ):
             raise ValueError(
-                f"transpose: perm {list(perm)} is not a permutation of the {x.ndim} axes "
-                f"of a tensor of shape {list(x.shape)}"
+                f"transpose: perm {list(perm)} is not a permutation of the {nd} axes of a "
+                f"tensor of shape {list(x.shape)}: name each axis once, as an int in "
+                f"[{-nd}, {nd})"
             )
         ctx.perm = perm
         return x.transpose(perm)
@@ -99,6 +103,39 @@ class GetItem(Op):
         full = xp.zeros(ctx.shape, dtype=accumulation_dtype(grad.dtype))
         scatter_add(full, ctx.index, grad.astype(full.dtype, copy=False))
         return full.astype(grad.dtype, copy=False)
+
+
+class SetValue(Op, register=False):
+    """``x[index] = value`` written into ``x``'s own array (Paddle's ``set_value`` op).
+
+    ``Tensor.__setitem__`` checks and prepares everything (``value`` is already in ``x``'s
+    dtype, on its device, and broadcasts to ``x[index]``), runs this op only when a gradient
+    is involved, and moves the node onto ``x``: ``x``'s history continues through the write.
+    Its input 0 is a stand-in for ``x`` as it was (its earlier history, the same array);
+    ``before`` is ``x``'s version before the write: an op that took ``x`` at that version or
+    earlier is sent to the stand-in by ``versions.check``. Backward: ``x`` gets the gradient
+    with the written positions zeroed, ``value`` the gradient at them (the engine sums it
+    back to ``value``'s shape). Not in the op table: users reach it only through ``x[i] = v``.
+    """
+
+    name = "set_value"
+    amp = NONE  # AMP never casts it: the write goes into x's own array
+
+    @staticmethod
+    def forward(ctx, x, value, index, before):
+        ctx.index, ctx.before = index, before
+        x[index] = value
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad_x = grad_value = None
+        if ctx.needs_grad[0]:
+            grad_x = grad.copy()
+            grad_x[ctx.index] = 0
+        if ctx.needs_grad[1]:
+            grad_value = grad[ctx.index]
+        return grad_x, grad_value
 
 
 class Expand(Op):
