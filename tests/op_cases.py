@@ -283,8 +283,13 @@ def call_dropout(x, p, training, mode, seed):
 def make_layer_norm(rng, s):
     lead, normalized = s
     has_weight, has_bias, flat = (bool(b) for b in rng.integers(2, size=3))
-    inputs = [rng.uniform(-2, 2, lead + normalized)]
-    param_shape = (math.prod(normalized),) if flat else normalized
+    # NOTE: a spread in every normalized group (a ramp plus noise): two nearly equal values
+    # have a variance float32 cannot resolve against their mean (x - mean cancels), an
+    # ill-conditioned case that no tolerance of float32 arithmetic covers.
+    size = math.prod(normalized)
+    ramp = np.linspace(-2, 2, size).reshape(normalized) if size > 1 else np.zeros(normalized)
+    inputs = [ramp + rng.uniform(-1, 1, lead + normalized)]
+    param_shape = (size,) if flat else normalized
     inputs += [rng.uniform(0.5, 1.5, param_shape)] if has_weight else []
     inputs += [rng.uniform(-1, 1, param_shape)] if has_bias else []
     attrs = {"k": len(normalized), "has_weight": has_weight, "has_bias": has_bias, "flat": flat}

@@ -314,11 +314,11 @@ def test_bad_input_raises_a_clear_error(call, message):
         call()
 
 
-def test_cross_entropy_rejects_float_labels_and_soft_label():
+def test_cross_entropy_rejects_float_hard_labels_and_integer_soft_labels():
     with pytest.raises(TypeError, match="integer class indices"):
         F.cross_entropy(mt.ones([2, 3]), mt.ones([2]))
-    with pytest.raises(NotImplementedError, match="soft_label"):
-        F.cross_entropy(mt.ones([2, 3]), mt.ones([2, 3]), soft_label=True)
+    with pytest.raises(TypeError, match="soft_label=True needs float label"):
+        F.cross_entropy(mt.ones([2, 3]), mt.to_tensor([[0, 1, 0], [1, 0, 0]]), soft_label=True)
 
 
 def test_cross_entropy_mean_with_weights_divides_by_the_kept_weight():

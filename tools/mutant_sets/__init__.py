@@ -45,6 +45,7 @@ SETS = (
     "write_versions_and_reviews",
     "review_ops_nov28",
     "review_tensor_writes_nov28",
+    "review_nn_nov28",
     "review_optimizer_nov28",
     "review_testing_kit_nov28",
     "review_gpu_host_and_scripts",

@@ -31,6 +31,19 @@ def _widen(x):
     return x.astype(accumulation_dtype(x.dtype), copy=False)
 
 
+def float_only(name: str, dtype) -> TypeError:
+    """The error for an integer or bool input to an op with floating-point kernels only.
+
+    Paddle registers no integer kernels for these ops and PyTorch raises "not implemented for
+    'Long'"; computing them in integers would truncate every value silently. The ops test
+    ``x.dtype.kind in "biu"`` (one comparison) and raise this.
+    """
+    return TypeError(
+        f"{name}: got an input of dtype {dtype}, but {name} computes in floating point only; "
+        "cast it to a float dtype first, e.g. x.astype('float32')"
+    )
+
+
 def softmax_axis(axis: int, ndim: int, name: str):
     """Check ``axis`` for a tensor of ``ndim`` dims; a 0-d tensor reduces over everything."""
     if not -max(ndim, 1) <= axis < max(ndim, 1):
@@ -54,6 +67,8 @@ class Relu(Op):
 
     @staticmethod
     def forward(ctx, x):
+        if x.dtype.kind in "biu":
+            raise float_only("relu", x.dtype)
         ctx.y = get_array_module(x).maximum(x, x.dtype.type(0))
         return ctx.y  # saved for backward: y > 0 exactly where x > 0 (NaN in neither)
 
@@ -85,6 +100,8 @@ class Gelu(Op):
 
     @staticmethod
     def forward(ctx, x, approximate=False):
+        if x.dtype.kind in "biu":
+            raise float_only("gelu", x.dtype)
         xp = get_array_module(x)
         if not approximate and _gelu.usable(x):  # a GPU: one launch each way (backend/gelu.py)
             ctx.x, ctx.approximate, ctx.cdf = x, False, None
@@ -146,6 +163,8 @@ class Softmax(Op):
 
     @staticmethod
     def forward(ctx, x, axis=-1):
+        if x.dtype.kind in "biu":
+            raise float_only("softmax", x.dtype)
         xp = get_array_module(x)
         axis = softmax_axis(axis, x.ndim, "softmax")
         ctx.axis = axis
@@ -156,7 +175,7 @@ class Softmax(Op):
             ctx.out, out = _softmax.forward(x)  # (float32, and out in x's dtype)
             return out
         xa = _widen(x)
-        if xa.ndim == 0 or xa.dtype.kind != "f":  # a 0-d or integer input: no fast path
+        if xa.ndim == 0 or xa.dtype.kind != "f":  # a 0-d or bfloat16 input: no fast path
             e = xp.exp(xa - xa.max(axis=axis, keepdims=True))
             ctx.out = e / e.sum(axis=axis, keepdims=True)
             return ctx.out.astype(x.dtype, copy=False)
@@ -225,6 +244,8 @@ class LogSoftmax(Op):
 
     @staticmethod
     def forward(ctx, x, axis=-1):
+        if x.dtype.kind in "biu":
+            raise float_only("log_softmax", x.dtype)
         axis = softmax_axis(axis, x.ndim, "log_softmax")
         ctx.axis = axis
         if x.size == 0:
@@ -249,6 +270,8 @@ class LeakyRelu(Op):
 
     @staticmethod
     def forward(ctx, x, negative_slope=0.01):
+        if x.dtype.kind in "biu":
+            raise float_only("leaky_relu", x.dtype)
         ctx.slope = get_array_module(x).where(x > 0, 1.0, negative_slope).astype(_widen(x).dtype)
         return (_widen(x) * ctx.slope).astype(x.dtype, copy=False)  # one rounding
 
@@ -268,6 +291,8 @@ class Silu(Op):
 
     @staticmethod
     def forward(ctx, x):
+        if x.dtype.kind in "biu":
+            raise float_only("silu", x.dtype)
         xa = _widen(x)
         ctx.x, ctx.s = xa, 0.5 * (get_array_module(x).tanh(0.5 * xa) + 1.0)
         return (xa * ctx.s).astype(x.dtype, copy=False)

@@ -23,7 +23,7 @@ def check_reduction(name: str, reduction: str) -> None:
         raise ValueError(f"{name}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
 
 
-def _hard_labels(logits, label, axis: int):
+def hard_labels(logits, label, axis: int):
     """``label`` with the class axis dropped; checks dtype and shape against ``logits``."""
     shapes = f"label of shape {list(label.shape)} for input of shape {list(logits.shape)}"
     if label.dtype.kind not in "iu":
@@ -72,7 +72,7 @@ class CrossEntropy(Op):
         classes = logits.shape[axis]
         label = sync.to_device(label, logits, "cross_entropy's label")
         ctx.label_shape = label.shape  # reduction='none' returns the label's shape (Paddle)
-        label = _hard_labels(logits, label, axis)
+        label = hard_labels(logits, label, axis)
         if weight is not None and tuple(weight.shape) != (classes,):
             raise ValueError(
                 f"cross_entropy: weight of shape {list(weight.shape)} must be [{classes}], one "

@@ -7,6 +7,7 @@ is rounded once to the input's dtype; scale, bias and running statistics keep th
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
@@ -17,6 +18,7 @@ from ...backend.primitives import column_sums, scatter_add
 from ...backend.random import generator
 from ...backend.row_sums import column_dots, row_dots, row_means
 from ..op import BLACK, EXTRA_BLACK, GRAY, Op
+from .activation import float_only
 
 DROPOUT_MODES = ("upscale_in_train", "downscale_in_infer")
 
@@ -30,6 +32,41 @@ def check_dropout(p, mode) -> None:
         raise ValueError(f"dropout probability p must be in [0, 1], got {p}")
     if mode not in DROPOUT_MODES:
         raise ValueError(f"dropout mode must be one of {DROPOUT_MODES}, got {mode!r}")
+
+
+def check_dropout_axis(axis) -> list[int] | None:
+    """``axis`` as a list of ints (None stays None), or an error; the input's rank is checked
+    by :func:`dropout_axes`. nn.Dropout calls this at construction."""
+    if axis is None:
+        return None
+    axes = [axis] if isinstance(axis, numbers.Integral) else axis
+    if not isinstance(axes, (list, tuple)) or not all(
+        isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in axes
+    ):
+        raise TypeError(f"dropout: axis must be None, an int or a list of ints, got {axis!r}")
+    if not axes or any(a < 0 for a in axes):
+        raise ValueError(
+            f"dropout: axis {axis!r} must name axes in [0, ndim) (Paddle takes no negative "
+            "axes here): write a negative axis a as a + x.ndim"
+        )
+    return [int(a) for a in axes]
+
+
+def dropout_axes(axis, ndim: int) -> tuple[int, ...] | None:
+    """The axes of an ``ndim``-D input the mask is drawn over (None: all), or ValueError.
+
+    Paddle refuses an axis outside ``[0, ndim)`` and more axes than ``ndim``; wrapping it
+    (``axis % ndim``) would draw the mask over another axis, silently.
+    """
+    axes = check_dropout_axis(axis)
+    if axes is None:
+        return None
+    if len(axes) > ndim or max(axes) >= ndim:
+        raise ValueError(
+            f"dropout: axis {axis!r} is out of range for a {ndim}-D input; give at most {ndim} "
+            f"axes in [0, {ndim})"
+        )
+    return tuple(axes)
 
 
 class Dropout(Op):
@@ -47,6 +84,9 @@ class Dropout(Op):
     @staticmethod
     def forward(ctx, x, p=0.5, training=True, mode="upscale_in_train", axis=None):
         check_dropout(p, mode)
+        if x.dtype.kind in "biu":
+            raise float_only("dropout", x.dtype)
+        axes = dropout_axes(axis, x.ndim)
         acc = accumulation_dtype(x.dtype)
         if not training or p == 0.0:
             ctx.factor = 1.0 - p if mode == "downscale_in_infer" and not training else 1.0
@@ -54,7 +94,7 @@ class Dropout(Op):
                 return x.copy()
             return (x.astype(acc, copy=False) * ctx.factor).astype(x.dtype, copy=False)
         xp = get_array_module(x)
-        axes = range(x.ndim) if axis is None else [a % x.ndim for a in _as_list(axis)]
+        axes = range(x.ndim) if axes is None else axes
         mask_shape = [n if i in axes else 1 for i, n in enumerate(x.shape)]
         keep = generator(xp).random(mask_shape, dtype=float32) >= p
         scale = 1.0 if mode == "downscale_in_infer" else (1.0 / (1.0 - p) if p < 1.0 else 0.0)
@@ -66,10 +106,6 @@ class Dropout(Op):
         if isinstance(ctx.factor, float) and ctx.factor == 1.0:  # p = 0: nothing was dropped
             return grad
         return (grad * ctx.factor).astype(grad.dtype, copy=False)
-
-
-def _as_list(axis):
-    return [axis] if isinstance(axis, int) else list(axis)
 
 
 class LayerNorm(Op):
@@ -85,6 +121,8 @@ class LayerNorm(Op):
 
     @staticmethod
     def forward(ctx, x, weight=None, bias=None, normalized_shape=(), epsilon=1e-5):
+        if x.dtype.kind in "biu":
+            raise float_only("layer_norm", x.dtype)
         normalized_shape = tuple(normalized_shape)
         k = len(normalized_shape)
         if k == 0 or k > x.ndim or tuple(x.shape[x.ndim - k :]) != normalized_shape:
@@ -190,6 +228,8 @@ class BatchNorm(Op):
         epsilon=1e-5,
         channel_axis=1,
     ):
+        if x.dtype.kind in "biu":
+            raise float_only("batch_norm", x.dtype)
         if x.ndim < 2:
             raise ValueError(
                 f"batch_norm: input must be [N, C] or [N, C, ...], got shape {list(x.shape)}"

@@ -19,6 +19,7 @@ from ...backend import get_array_module, graphs
 from ...backend.constants import device_constant
 from ...backend.dtypes import accumulation_dtype
 from ..op import GRAY, Op
+from .activation import float_only
 
 POOLING_TYPES = ("max", "avg")
 
@@ -92,6 +93,9 @@ class Pool2D(Op):
         divisor=None,
         adaptive=False,
     ):
+        if x.dtype.kind in "biu":  # Paddle's pool2d has float kernels only
+            kind = "adaptive_avg" if adaptive else pooling_type
+            raise float_only(f"{kind}_pool2d", x.dtype)
         if x.ndim != 4:
             raise ValueError(f"pool2d: needs a 4-D input [N, C, H, W], got {list(x.shape)}")
         if pooling_type not in POOLING_TYPES:

@@ -1,4 +1,9 @@
-"""Activation functions: relu, leaky_relu, gelu, silu, sigmoid, tanh, softmax, log_softmax."""
+"""Activation functions: relu, leaky_relu, gelu, silu, sigmoid, tanh, softmax, log_softmax.
+
+Each takes Paddle's trailing ``name=None``, accepted and ignored (Paddle names static-graph
+variables with it). Integer and bool inputs are refused with a TypeError: these compute in
+floating point only (cast first, e.g. ``x.astype('float32')``).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ from ...autograd import functions as _functions
 from ...autograd import ops as _ops
 
 
-def relu(x: Tensor) -> Tensor:
+def relu(x: Tensor, name=None) -> Tensor:
     """Rectified linear unit, ``max(x, 0)``.
 
     Example:
@@ -19,7 +24,7 @@ def relu(x: Tensor) -> Tensor:
     return apply(_ops.Relu, x)
 
 
-def gelu(x: Tensor, approximate: bool = False) -> Tensor:
+def gelu(x: Tensor, approximate: bool = False, name=None) -> Tensor:
     """Gaussian error linear unit.
 
     ``gelu(x) = x * (1 + erf(x / sqrt(2))) / 2``; with ``approximate=True`` the tanh form
@@ -60,15 +65,35 @@ def silu(x: Tensor, name=None) -> Tensor:
     return apply(_ops.Silu, x)
 
 
-sigmoid = _functions.sigmoid
-tanh = _functions.tanh
+def sigmoid(x: Tensor, name=None) -> Tensor:
+    """``1 / (1 + exp(-x))`` (``minitorch_amp.sigmoid`` with Paddle's ``name`` argument).
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> import minitorch_amp.nn.functional as F
+        >>> F.sigmoid(mt.to_tensor([0.0])).numpy()
+        array([0.5], dtype=float32)
+    """
+    return _functions.sigmoid(x)
+
+
+def tanh(x: Tensor, name=None) -> Tensor:
+    """The hyperbolic tangent (``minitorch_amp.tanh`` with Paddle's ``name`` argument).
+
+    Example:
+        >>> import minitorch_amp as mt
+        >>> import minitorch_amp.nn.functional as F
+        >>> F.tanh(mt.to_tensor([0.0])).numpy()
+        array([0.], dtype=float32)
+    """
+    return _functions.tanh(x)
 
 
 def _maybe_cast(x: Tensor, dtype) -> Tensor:
     return x if dtype is None else x.astype(dtype)
 
 
-def softmax(x: Tensor, axis: int = -1, dtype=None) -> Tensor:
+def softmax(x: Tensor, axis: int = -1, dtype=None, name=None) -> Tensor:
     """``softmax(x)_i = exp(x_i) / sum_j exp(x_j)`` along ``axis`` (computed stably).
 
     Args:
@@ -85,7 +110,7 @@ def softmax(x: Tensor, axis: int = -1, dtype=None) -> Tensor:
     return apply(_ops.Softmax, _maybe_cast(x, dtype), axis=int(axis))
 
 
-def log_softmax(x: Tensor, axis: int = -1, dtype=None) -> Tensor:
+def log_softmax(x: Tensor, axis: int = -1, dtype=None, name=None) -> Tensor:
     """``log_softmax(x)_i = x_i - log(sum_j exp(x_j))`` along ``axis`` (computed stably).
 
     Example:

@@ -23,6 +23,7 @@ from ...backend import dtypes as _dtypes
 from ...backend import get_array_module
 from .activation import softmax
 from .common import dropout as _dropout
+from .common import refuse_integers
 
 
 def _check_qkv(query, key, value) -> None:
@@ -136,6 +137,7 @@ def scaled_dot_product_attention(
         array([1., 2.], dtype=float32)
     """
     _check_qkv(query, key, value)
+    refuse_integers("scaled_dot_product_attention", query)
     if not 0.0 <= float(dropout_p) <= 1.0:
         raise ValueError(
             f"scaled_dot_product_attention: dropout_p must be in [0, 1], got {dropout_p}"

@@ -9,11 +9,24 @@ import numpy as np
 from ...autograd import Tensor, apply, fp8_route
 from ...autograd import ops as _ops
 from ...autograd.dispatch import autocast_state
-from ...autograd.ops.nn_ops import check_dropout
+from ...autograd.ops.activation import float_only
+from ...autograd.ops.nn_ops import check_dropout, dropout_axes
 from ...autograd.ops.padding import PAD_MODES
 
 
-def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+def refuse_integers(fn: str, x) -> None:
+    """TypeError when ``x`` (a Tensor or an array) holds integers or bools: ``fn`` computes in
+    floating point only, as in Paddle (no integer kernels) and PyTorch ("not implemented for
+    'Long'"). One comparison per call; values without a dtype are left to the op."""
+    try:
+        kind = x._data.dtype.kind  # a Tensor: the common case, two attribute reads
+    except AttributeError:
+        kind = getattr(getattr(x, "dtype", None), "kind", "f")
+    if kind in "biu":
+        raise float_only(fn, x.dtype)
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, name=None) -> Tensor:
     """``x @ weight + bias`` with Paddle's weight layout ``[in_features, out_features]``.
 
     As in Paddle, a matmul and then an add, each with its own dtype: under ``auto_cast`` the
@@ -51,7 +64,12 @@ def _promoted_bias(x, weight, bias):
 
 
 def dropout(
-    x: Tensor, p: float = 0.5, axis=None, training: bool = True, mode: str = "upscale_in_train"
+    x: Tensor,
+    p: float = 0.5,
+    axis=None,
+    training: bool = True,
+    mode: str = "upscale_in_train",
+    name=None,
 ) -> Tensor:
     """Zero each element with probability ``p``.
 
@@ -62,7 +80,8 @@ def dropout(
     Args:
         x: the input tensor.
         p: the probability of zeroing an element, in ``[0, 1]``.
-        axis: draw the mask only over these axes and broadcast it over the others.
+        axis: draw the mask only over these axes (ints in ``[0, x.ndim)``, as in Paddle) and
+            broadcast it over the others.
         training: False for inference.
         mode: ``'upscale_in_train'`` or ``'downscale_in_infer'``.
 
@@ -73,6 +92,9 @@ def dropout(
         array([1., 1., 1., 1.], dtype=float32)
     """
     check_dropout(p, mode)  # (before the short cuts: a bad p would hide until training)
+    refuse_integers("dropout", x)  # (and a bad x or axis)
+    if axis is not None:
+        axis = dropout_axes(axis, x.ndim)
     if not training and mode == "upscale_in_train":
         return x  # Paddle returns the input itself here
     if isinstance(p, (int, float)) and not isinstance(p, bool) and p == 0:
@@ -80,7 +102,9 @@ def dropout(
     return apply(_ops.Dropout, x, p=float(p), training=bool(training), mode=mode, axis=axis)
 
 
-def embedding(x: Tensor, weight: Tensor, padding_idx: int | None = None, sparse: bool = False):
+def embedding(
+    x: Tensor, weight: Tensor, padding_idx: int | None = None, sparse: bool = False, name=None
+) -> Tensor:
     """Look up rows of ``weight`` (``[num_embeddings, dim]``) by the integer ids in ``x``.
 
     The result has shape ``x.shape + [dim]``. Ids equal to ``padding_idx`` (negative values
@@ -142,7 +166,7 @@ def pad(
     if mode not in PAD_MODES:
         raise ValueError(f"pad: mode must be one of {PAD_MODES}, got {mode!r}")
     spatial = isinstance(pad, Tensor)
-    widths = _widths(pad)
+    widths = pad_widths(pad, "pad")
     ndim = len(x.shape)
     if mode == "constant" and not spatial and len(widths) != 2 * (ndim - 2):
         if len(widths) > 2 * ndim:
@@ -166,13 +190,15 @@ def pad(
     return apply(_ops.Pad3D, x, paddings=tuple(widths), mode=mode, value=float(value))
 
 
-def _widths(pad) -> list[int]:
+def pad_widths(pad, fn: str, arg: str = "pad") -> list[int]:
+    """``pad`` (a list, tuple or Tensor of ints) as a list of ints, or TypeError (``fn`` names
+    the caller: F.pad, or a Pad layer checking its widths at construction)."""
     if isinstance(pad, Tensor):
         pad = pad.numpy().reshape(-1).tolist()
     if not isinstance(pad, list | tuple) or not all(
         isinstance(w, numbers.Integral) and not isinstance(w, bool) for w in pad
     ):
-        raise TypeError(f"pad: pad must be a list, tuple or Tensor of ints, got {pad!r}")
+        raise TypeError(f"{fn}: {arg} must be a list, tuple or Tensor of ints, got {pad!r}")
     return [int(w) for w in pad]
 
 

@@ -12,6 +12,7 @@ import numbers
 
 from ...autograd import Tensor, apply, fp8_route
 from ...autograd import ops as _ops
+from .common import refuse_integers
 
 
 def as_list(value, n: int, arg: str, fn: str) -> list[int]:
@@ -165,6 +166,7 @@ def conv2d(
         raise ValueError(f"conv2d: data_format must be 'NCHW' or 'NHWC', got {data_format!r}")
     channel_last = data_format == "NHWC"
     _tensors("conv2d", x, weight)
+    refuse_integers("conv2d", x)
     if x.ndim != 4 or weight.ndim != 4:
         raise ValueError(
             f"conv2d: x must be 4-D ({data_format}) and weight 4-D [out, in/groups, kh, kw], "
@@ -215,6 +217,7 @@ def conv1d(
         raise ValueError(f"conv1d: data_format must be 'NCL' or 'NLC', got {data_format!r}")
     channel_last = data_format == "NLC"
     _tensors("conv1d", x, weight)
+    refuse_integers("conv1d", x)
     if x.ndim != 3 or weight.ndim != 3:
         raise ValueError(
             f"conv1d: x must be 3-D ({data_format}) and weight 3-D [out, in/groups, k], "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ...autograd import Tensor, apply
 from ...autograd import ops as _ops
+from .common import refuse_integers
 
 _CHANNELS_FIRST = ("NC", "NCL", "NCHW", "NCDHW")
 _CHANNELS_LAST = ("NLC", "NHWC", "NDHWC")
@@ -15,6 +16,7 @@ def layer_norm(
     weight: Tensor | None = None,
     bias: Tensor | None = None,
     epsilon: float = 1e-05,
+    name=None,
 ) -> Tensor:
     """Normalise over the trailing ``normalized_shape`` dimensions, then scale and shift.
 
@@ -73,6 +75,7 @@ def rms_norm(
         >>> F.rms_norm(mt.to_tensor([[3.0, 4.0]]), 2, epsilon=0.0).numpy()
         array([[0.84852815, 1.1313709 ]], dtype=float32)
     """
+    refuse_integers("rms_norm", x)
     if isinstance(normalized_shape, int):
         normalized_shape = [normalized_shape]
     return apply(
@@ -98,6 +101,7 @@ def normalize(x: Tensor, p: float = 2, axis: int = 1, epsilon: float = 1e-12, na
         array([[0.6, 0.8],
                [0. , 0. ]], dtype=float32)
     """
+    refuse_integers("normalize", x)
     norm = apply(_ops.PNorm, x, porder=float(p), axis=int(axis), keepdim=True)
     return x / norm.clip(min=float(epsilon))  # Paddle: x / maximum(norm, epsilon)
 
@@ -113,6 +117,7 @@ def batch_norm(
     epsilon: float = 1e-05,
     data_format: str = "NCHW",
     use_global_stats: bool | None = None,
+    name=None,
 ) -> Tensor:
     """Normalise each channel with batch statistics (training) or running ones (inference).
 

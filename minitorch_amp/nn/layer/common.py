@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numbers
 
+from ...autograd.ops.nn_ops import check_dropout_axis
 from ...autograd.tensor import Tensor
 from ...backend import dtypes as _dtypes
 from .. import functional as F
@@ -76,8 +77,9 @@ class Dropout(Layer):
 
     Args:
         p: drop probability, in ``[0, 1]``.
-        axis: None drops elements independently; an int or list of ints draws the mask only
-            along those axes and shares it along the others (e.g. whole channels).
+        axis: None drops elements independently; an int or list of ints (in ``[0, ndim)``,
+            as in Paddle) draws the mask only along those axes and shares it along the others
+            (e.g. whole channels).
         mode: ``'upscale_in_train'`` or ``'downscale_in_infer'``.
 
     Example:
@@ -98,12 +100,7 @@ class Dropout(Layer):
             raise ValueError(
                 f"Dropout: mode must be 'upscale_in_train' or 'downscale_in_infer', got {mode!r}"
             )
-        if axis is not None:
-            axes = [axis] if isinstance(axis, numbers.Integral) else list(axis)
-            if not all(isinstance(a, numbers.Integral) for a in axes):
-                raise TypeError(
-                    f"Dropout: axis must be None, an int or a list of ints, got {axis!r}"
-                )
+        check_dropout_axis(axis)  # (each input's rank is checked by F.dropout)
         self.p, self.axis, self.mode, self.name = float(p), axis, mode, name
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002

@@ -18,6 +18,37 @@ def _check_layer(container: str, layer) -> Layer:
     return layer
 
 
+def _check_name(container: str, name) -> str:
+    """``name`` if it can key a sublayer (a non-empty str without '.'), else KeyError."""
+    if not isinstance(name, str) or not name or "." in name:
+        raise KeyError(f"{container} key {name!r} must be a non-empty string without '.'")
+    return name
+
+
+def _all_layers(items) -> bool:
+    return all(isinstance(item, Layer) for item in items)
+
+
+def _is_pair(pair) -> bool:
+    """Whether ``pair`` is a ``(str, Layer)`` pair."""
+    return (
+        isinstance(pair, (list, tuple))
+        and len(pair) == 2
+        and isinstance(pair[0], str)
+        and isinstance(pair[1], Layer)
+    )
+
+
+def _check_pairs(container: str, pairs) -> list[tuple[str, Layer]]:
+    """Every ``(name, layer)`` pair of ``pairs`` checked, before any is added."""
+    checked = []
+    for pair in pairs:
+        if not (isinstance(pair, (list, tuple)) and len(pair) == 2):
+            raise TypeError(f"{container} takes a mapping or (key, layer) pairs, got {pair!r}")
+        checked.append((_check_name(container, pair[0]), _check_layer(container, pair[1])))
+    return checked
+
+
 def _list_index(container: str, index: int, length: int) -> int:
     """``index`` made non-negative, or IndexError."""
     if not -length <= index < length:
@@ -43,16 +74,31 @@ class Sequential(Layer):
 
     def __init__(self, *layers):
         super().__init__()
-        if layers and isinstance(layers[0], (list, tuple)):
-            for pair in layers:
-                if not (isinstance(pair, (list, tuple)) and len(pair) == 2):
-                    raise TypeError(
-                        "Sequential takes layers, or (name, layer) pairs, not a mix of both"
-                    )
-                self.add_sublayer(str(pair[0]), _check_layer("Sequential", pair[1]))
-        else:
-            for i, layer in enumerate(layers):
-                self.add_sublayer(str(i), _check_layer("Sequential", layer))
+        for name, layer in self._entries(layers):
+            self.add_sublayer(name, layer)
+
+    @staticmethod
+    def _entries(layers: tuple) -> list[tuple[str, Layer]]:
+        """``(name, layer)`` for every argument, all checked before any is added.
+
+        Either every argument is a Layer, or every one is a ``(str, Layer)`` pair (Paddle).
+        A list of layers as the one argument is refused: it would read as one pair.
+        """
+        if _all_layers(layers):
+            return [(str(i), layer) for i, layer in enumerate(layers)]
+        if all(_is_pair(pair) for pair in layers):
+            return _check_pairs("Sequential", layers)
+        bad = next((a for a in layers if not isinstance(a, Layer) and not _is_pair(a)), None)
+        if len(layers) == 1 and isinstance(bad, (list, tuple)) and _all_layers(bad):
+            raise TypeError(
+                "Sequential takes its layers as arguments, got one list of them (which would "
+                "read as a (name, layer) pair): write nn.Sequential(*layers)"
+            )
+        got = "a mix of both" if bad is None else f"{type(bad).__name__} {bad!r}"
+        raise TypeError(
+            f"Sequential holds Layers, or (str name, Layer) pairs, got {got}: write "
+            "nn.Sequential(*layers) or nn.Sequential(('fc', layer), ...)"
+        )
 
     def __getitem__(self, index):
         """An int (position), a str (name) or a slice (a new Sequential of the same layers)."""
@@ -137,8 +183,7 @@ class LayerList(Layer):
 
     def append(self, sublayer: Layer) -> LayerList:
         """Add ``sublayer`` at the end; returns the list (Paddle)."""
-        self._sub_layers[str(len(self))] = _check_layer("LayerList", sublayer)
-        return self
+        return self.extend([sublayer])
 
     def insert(self, index: int, sublayer: Layer) -> None:
         """Insert ``sublayer`` before position ``index`` (``-len <= index <= len``)."""
@@ -150,9 +195,12 @@ class LayerList(Layer):
         self._renumber(layers)
 
     def extend(self, sublayers: Iterable[Layer]) -> LayerList:
-        """Append every layer of ``sublayers``; returns the list."""
-        for layer in list(sublayers):
-            self.append(layer)
+        """Append every layer of ``sublayers`` (all checked first); returns the list."""
+        if isinstance(sublayers, Layer):
+            raise TypeError("LayerList.extend takes an iterable of Layers; use append(layer)")
+        layers = [_check_layer("LayerList", layer) for layer in sublayers]
+        for layer in layers:
+            self._sub_layers[str(len(self))] = layer
         return self
 
     def forward(self, *inputs, **kwargs):
@@ -180,7 +228,7 @@ class LayerDict(Layer):
         return self._sub_layers[key]
 
     def __setitem__(self, key: str, sublayer: Layer) -> None:
-        self.add_sublayer(key, _check_layer("LayerDict", sublayer))
+        self.update([(key, sublayer)])
 
     def __delitem__(self, key: str) -> None:
         del self._sub_layers[key]
@@ -210,12 +258,13 @@ class LayerDict(Layer):
         return self._sub_layers.values()
 
     def update(self, sublayers) -> None:
-        """Add entries from a mapping or an iterable of ``(key, layer)`` pairs."""
+        """Add entries from a mapping or an iterable of ``(key, layer)`` pairs.
+
+        Every entry is checked before any is added: a bad one leaves the dict as it was.
+        """
         pairs = sublayers.items() if isinstance(sublayers, Mapping) else sublayers
-        for pair in pairs:
-            if not (isinstance(pair, (list, tuple)) and len(pair) == 2):
-                raise TypeError("LayerDict.update takes a mapping or (key, layer) pairs")
-            self[pair[0]] = pair[1]
+        for key, layer in _check_pairs("LayerDict", pairs):
+            self.add_sublayer(key, layer)
 
     def forward(self, *inputs, **kwargs):
         raise NotImplementedError("LayerDict has no forward(); index it in your own forward")

@@ -47,13 +47,14 @@ class _ConvNd(Layer):
             raise ValueError(
                 f"{kind}: data_format must be one of {self._formats}, got {data_format!r}"
             )
+        channel_last = data_format == self._formats[1]
         self._kernel_size = as_list(kernel_size, self._dims, "kernel_size", kind)
         self._stride = as_list(stride, self._dims, "stride", kind)
         self._dilation = as_list(dilation, self._dims, "dilation", kind)
         self._padding, self._padding_mode = padding, padding_mode
         self._mode_pads = None  # per axis (before, after), for the non-zero modes
         if padding_mode != "zeros":  # Paddle: pad first (F.pad), then convolve without padding
-            pads, _ = resolve_padding(padding, self._dims, False, kind)
+            pads, _ = resolve_padding(padding, self._dims, channel_last, kind)
             if isinstance(padding, str) or pads[0::2] != pads[1::2]:
                 raise ValueError(
                     f"{kind}: padding_mode={padding_mode!r} needs an int padding or one int per "
@@ -61,7 +62,7 @@ class _ConvNd(Layer):
                 )
             self._mode_pads = pads[0::2] if any(pads) else None
         else:
-            resolve_padding(padding, self._dims, False, kind)  # checked now, not at forward
+            resolve_padding(padding, self._dims, channel_last, kind)  # checked now, not at forward
         self._in_channels, self._out_channels, self._groups = in_channels, out_channels, groups
         self._data_format, self._weight_attr, self._bias_attr = data_format, weight_attr, bias_attr
         # Paddle's default: Normal(0, sqrt(2 / (prod(kernel) * in_channels))), groups ignored

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ...autograd.tensor import Tensor
 from .. import functional as F
+from ..functional.loss import check_soft_label
 from .layers import Layer
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -63,20 +64,25 @@ class L1Loss(Layer):
 
 
 class CrossEntropyLoss(Layer):
-    """Softmax cross entropy between logits ``input`` and ``label``.
+    """Softmax cross entropy between logits ``input`` and ``label`` (see ``F.cross_entropy``).
 
     With hard labels (``soft_label=False``), ``label`` holds class indices (int64, the shape
     of ``input`` without ``axis``, or with a trailing 1) and
     ``loss = -log_softmax(input)[label]``; entries equal to ``ignore_index`` add nothing and
     are left out of the mean. With ``soft_label=True``, ``label`` is a distribution shaped
-    like ``input`` and ``loss = -sum(label * log_softmax(input))``.
+    like ``input`` and ``loss = -sum(label * log_softmax(input), axis)``; with ``weight`` each
+    sample's loss is multiplied by ``sum(label * weight, axis)``, and ``'mean'`` divides by
+    the sum of those. ``use_softmax=False`` reads ``input`` as probabilities (``log(input)``
+    in place of ``log_softmax(input)``).
 
     Args:
         weight: optional per-class weights, shape ``[num_classes]``.
-        ignore_index: a label value to skip (hard labels only).
+        ignore_index: a label value to skip (hard labels only; must stay -100 with
+            ``soft_label=True``, as in Paddle).
         reduction: ``'mean'``, ``'sum'`` or ``'none'``.
         soft_label: whether ``label`` is a probability distribution.
         axis: the class axis of ``input``.
+        use_softmax: False when ``input`` already holds probabilities.
 
     Example:
         >>> import minitorch_amp as mt
@@ -94,6 +100,7 @@ class CrossEntropyLoss(Layer):
         reduction: str = "mean",
         soft_label: bool = False,
         axis: int = -1,
+        use_softmax: bool = True,
         name=None,
     ):
         super().__init__()
@@ -102,9 +109,11 @@ class CrossEntropyLoss(Layer):
                 f"CrossEntropyLoss: weight must be a Tensor or None, got {type(weight).__name__}"
             )
         self.weight = weight  # a plain Tensor: kept as a non-persistable buffer
+        check_soft_label("CrossEntropyLoss", soft_label, ignore_index)
         self.ignore_index = int(ignore_index)
         self.reduction = _check_reduction("CrossEntropyLoss", reduction)
         self.soft_label, self.axis, self.name = bool(soft_label), int(axis), name
+        self.use_softmax = bool(use_softmax)
 
     def forward(self, input: Tensor, label: Tensor) -> Tensor:  # noqa: A002 - Paddle's name
         return F.cross_entropy(
@@ -115,10 +124,12 @@ class CrossEntropyLoss(Layer):
             reduction=self.reduction,
             soft_label=self.soft_label,
             axis=self.axis,
+            use_softmax=self.use_softmax,
         )
 
     def extra_repr(self) -> str:
         return (
             f"ignore_index={self.ignore_index}, reduction={self.reduction}, "
             f"soft_label={self.soft_label}, axis={self.axis}"
+            + ("" if self.use_softmax else ", use_softmax=False")
         )

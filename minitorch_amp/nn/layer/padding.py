@@ -14,12 +14,14 @@ import numbers
 from ...autograd.ops.padding import PAD_MODES
 from ...autograd.tensor import Tensor
 from .. import functional as F
+from ..functional.common import pad_widths
 from .layers import Layer
 
 
 class _PadND(Layer):
     """Pad the spatial axes: ``padding`` is one int for every side, or two widths per spatial
-    axis, the last axis first (``[left, right, top, bottom, front, back]``)."""
+    axis, the last axis first (``[left, right, top, bottom, front, back]``): ints >= 0 (a list,
+    a tuple or a Tensor of them), checked at construction."""
 
     _spatial: int  # how many spatial axes
     _formats: tuple[str, str]  # channels first (the default), channels last
@@ -31,10 +33,15 @@ class _PadND(Layer):
         kind, sides = type(self).__name__, 2 * self._spatial
         if isinstance(padding, numbers.Integral) and not isinstance(padding, bool):
             padding = [int(padding)] * sides
-        elif isinstance(padding, list | tuple) and len(padding) == sides:
-            padding = [int(w) for w in padding]
-        elif not isinstance(padding, Tensor):
+        elif not isinstance(padding, list | tuple | Tensor):
             raise ValueError(f"{kind}: padding must be an int or {sides} widths, got {padding!r}")
+        widths = pad_widths(padding, kind, "padding")  # F.pad's check: ints only, never truncated
+        if len(widths) != sides:
+            raise ValueError(f"{kind}: padding must be an int or {sides} widths, got {padding!r}")
+        if any(w < 0 for w in widths):
+            raise ValueError(f"{kind}: padding widths must be >= 0, got {widths}")
+        if not isinstance(padding, Tensor):
+            padding = widths
         if mode not in PAD_MODES:
             raise ValueError(f"{kind}: mode must be one of {PAD_MODES}, got {mode!r}")
         data_format = self._formats[0] if data_format is None else data_format
