@@ -47,13 +47,13 @@ def x():
 
 
 # ---- operator statistics ------------------------------------------------------------------
-def test_fp32_computation_counts_fp32_and_comparison_counts_other(x):
+def test_fp32_computation_counts_fp32_and_a_comparison_by_its_inputs_dtype(x):
     with dbg.collect_operator_stats() as stats:
         y = mt.matmul(x, x) + 1.0
         _ = y > 3.0
     assert stats.counts == _counts(
-        _row("matmul", fp32=1), _row("add", fp32=1), _row("compare", other=1)
-    )
+        _row("matmul", fp32=1), _row("add", fp32=1), _row("compare", fp32=1)
+    )  # (a comparison's kernel runs in its inputs' dtype, as Paddle counts it)
 
 
 def test_hand_cast_fp16_inputs_count_matmul_as_fp16_and_casts_by_their_source(x):
@@ -67,7 +67,7 @@ def test_hand_cast_fp16_inputs_count_matmul_as_fp16_and_casts_by_their_source(x)
         # from float16 (the float64 results do not matter)
         _row("cast", fp16=1, fp32=2),
         _row("matmul", fp16=1),
-        _row("compare", other=1),
+        _row("compare", fp16=1),
         _row("multiply", other=1),  # float64 is 'other'
     )
 

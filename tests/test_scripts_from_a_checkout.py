@@ -5,7 +5,9 @@ the third-party packages stay reachable through ``PYTHONPATH``."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -39,5 +41,19 @@ def test_every_script_finds_the_package_without_an_install(tmp_path):
     assert "benchmarks/step_kernels.py" in SCRIPTS and "examples/simple_net.py" in SCRIPTS
     with ThreadPoolExecutor(4) as pool:
         results = dict(zip(SCRIPTS, pool.map(lambda s: help_of(s, tmp_path), SCRIPTS)))
-    failed = {script: last for script, (status, last) in results.items() if status != 0}
+    failed = {
+        script: last
+        for script, (status, last) in results.items()
+        if status != 0 and not _needs_a_package_not_installed(last)
+    }
     assert not failed, failed
+
+
+def _needs_a_package_not_installed(last_line: str) -> bool:
+    """A script that needs a third-party package this environment lacks (PyTorch, for the
+    benchmarks that compare with it) fails for that reason only: not this test's concern."""
+    missing = re.fullmatch(r"ModuleNotFoundError: No module named '([\w.]+)'", last_line)
+    if missing is None:
+        return False
+    top = missing.group(1).split(".")[0]
+    return top != "minitorch_amp" and importlib.util.find_spec(top) is None

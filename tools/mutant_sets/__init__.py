@@ -49,6 +49,7 @@ SETS = (
     "review_optimizer_nov28",
     "review_testing_kit_nov28",
     "review_gpu_host_and_scripts",
+    "review_debugging_nov28",
 )
 
 

@@ -6,7 +6,9 @@ import contextlib
 from collections.abc import Iterator
 
 from ...autograd import Tensor
+from ...autograd.dispatch import hooks
 from ...autograd.ops import Cast
+from ...backend.dtypes import FP8, bfloat16
 from .observers import install as _install
 from .observers import install_counter, uninstall_counter
 from .observers import uninstall as _uninstall
@@ -19,7 +21,9 @@ _HEADER = "<{:-^40} | {:-^17} | {:-^17} | {:-^17} | {:-^17}>".format(
 
 
 class OperatorStats:
-    """Forward calls per op, bucketed by the dtype of the op's *output*.
+    """Forward calls per op, bucketed by the dtype its kernel ran in, as Paddle counts them:
+    the output's dtype, or for an op with an integer or bool result (a comparison,
+    ``argmax``, ``topk``) the dtype of its first floating input.
 
     fp16, bf16 and fp32 have their own bucket; everything else (int, bool, float64) is
     ``'other'``. Casts are counted as ``'cast'`` (Paddle's table calls them ``transfer_dtype``)
@@ -64,8 +68,19 @@ def _count_op(op, out: Tensor) -> None:
     if op is Cast:  # a cast counts itself, by its source dtype (through hooks.counters)
         return
     dtype = out._data.dtype
+    if not _floating(dtype):  # a comparison, argmax, topk: the kernel's dtype is its input's
+        dtype = next((d for d in _input_dtypes() if _floating(d)), dtype)
     for stats in _collectors:
         stats.add(op.name, dtype)
+
+
+def _floating(dtype) -> bool:
+    return dtype.kind == "f" or dtype == bfloat16 or dtype in FP8
+
+
+def _input_dtypes():
+    """The dtypes of the arrays the observed op read (``hooks.inputs``)."""
+    return (a.dtype for a in hooks.inputs if hasattr(a, "dtype"))
 
 
 def _count_kernel(name: str, dtype) -> None:
@@ -91,7 +106,7 @@ def _stop(stats: OperatorStats) -> None:
 
 
 def enable_operator_stats_collection() -> None:
-    """Start counting forward op calls by output dtype; :func:`disable_operator_stats_collection`
+    """Start counting forward op calls by kernel dtype; :func:`disable_operator_stats_collection`
     prints and returns the counts. Enabling again while on clears the counts (as Paddle does).
     """
     global _global_stats
@@ -114,7 +129,7 @@ def disable_operator_stats_collection() -> dict[str, dict[str, int]] | None:
         >>> counts = debugging.disable_operator_stats_collection()
         <------------------------------ op list ------------------------------>
         <--------------- Op Name ---------------- | -- FP16 Calls --- | -- BF16 Calls --- | --- FP32 Calls--- | -- Other Calls -->
-          compare                                 |  0                |  0                |  0                |  1
+          compare                                 |  1                |  0                |  0                |  0
           matmul                                  |  1                |  0                |  0                |  0
         <----------------------------- op count: 2 ----------------------------->
         >>> counts["matmul"]

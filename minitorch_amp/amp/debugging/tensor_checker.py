@@ -11,7 +11,7 @@ import numpy as np
 
 from ...autograd import OP_TABLE, Tensor
 from ...backend import asnumpy, get_array_module, place_of
-from ...backend.dtypes import FP8
+from ...backend.dtypes import FP8, bfloat16
 from ..op_lists import PADDLE_NAMES, PADDLE_ONLY
 from .observers import install as _install
 from .observers import install_grad_observer, uninstall_grad_observer
@@ -203,9 +203,10 @@ def _report(data, op_type, var_name, stats, values, mode: DebugMode, output_dir)
 
 
 def _check(data, op_type: str, var_name: str, config: TensorCheckerConfig) -> None:
-    # like Paddle, integer and bool outputs pass; FP8 (float8_e4m3fn's kind is 'V') is
-    # checked: the FP8 GEMMs show their casts as cast_to_fp8 (see amp.fp8.gemm)
-    if (data.dtype.kind == "f" or data.dtype in FP8) and data.size:
+    # like Paddle, integer and bool outputs pass; bfloat16 and FP8 (NumPy's kind 'V' for
+    # bfloat16 and float8_e4m3fn) are checked: the FP8 GEMMs show their casts as cast_to_fp8
+    # (see amp.fp8.gemm)
+    if (data.dtype.kind == "f" or data.dtype == bfloat16 or data.dtype in FP8) and data.size:
         stats, values = _numerics(data)
         _report(data, op_type, var_name, stats, values, config.debug_mode, config.output_dir)
 
@@ -333,8 +334,9 @@ def check_layer_numerics(forward: Callable) -> Callable:
         try:
             return forward(self, *args, **kwargs)
         finally:
-            _checker = saved
-            if saved is None:
-                _uninstall(_check_op)
+            if _checker is config:  # (a forward that turned the checker on or off wins)
+                _checker = saved
+                if saved is None:
+                    _uninstall(_check_op)
 
     return checked_forward
