@@ -321,7 +321,8 @@ def test_check_layer_numerics_uses_the_checker_already_on(capsys):
     [
         ({"debug_mode": 1}, "debug_mode must be one of DebugMode.CHECK_NAN_INF_AND_ABORT"),
         ({"debug_step": 3}, "debug_step must be list or tuple"),
-        ({"debug_step": [3, 3]}, r"debug_step must be \[start, end\) with end > start"),
+        ({"debug_step": [3, 3]}, r"debug_step must be \[start, end\), two ints with end > start"),
+        ({"debug_step": [0, None]}, r"two ints with end > start, got \[0, None\]"),
         ({"debug_step": (0, 1, 2)}, r"debug_step must be \[start, end\)"),
         ({"checked_op_list": "log"}, "checked_op_list must be list or tuple"),
         ({"skipped_op_list": ["elementwise_ad"]}, r"unknown op 'elementwise_ad'.* add,"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import numbers
 import os
 from collections.abc import Callable
 from enum import Enum
@@ -85,7 +86,7 @@ class TensorCheckerConfig:
         >>> TensorCheckerConfig(True, DebugMode.CHECK_NAN_INF, debug_step=[2, 1])
         Traceback (most recent call last):
         ...
-        ValueError: debug_step must be [start, end) with end > start, got [2, 1]
+        ValueError: debug_step must be [start, end), two ints with end > start, got [2, 1]
     """
 
     current_step_id = 0  # class-level, as in Paddle
@@ -107,11 +108,15 @@ class TensorCheckerConfig:
         if debug_step is not None:
             if not isinstance(debug_step, (list, tuple)):
                 raise ValueError(f"debug_step must be list or tuple, got {debug_step!r}")
-            if len(debug_step) != 2 or not debug_step[1] > debug_step[0]:
+            whole = len(debug_step) == 2 and all(
+                isinstance(b, numbers.Integral) and not isinstance(b, bool) for b in debug_step
+            )
+            if not whole or not debug_step[1] > debug_step[0]:
                 raise ValueError(
-                    f"debug_step must be [start, end) with end > start, got {debug_step!r}"
+                    "debug_step must be [start, end), two ints with end > start, "
+                    f"got {debug_step!r}"
                 )
-            self.start_step, self.end_step = max(debug_step[0], 0), debug_step[1]
+            self.start_step, self.end_step = max(int(debug_step[0]), 0), int(debug_step[1])
         if not isinstance(stack_height_limit, int):
             raise ValueError(f"stack_height_limit must be int, got {stack_height_limit!r}")
         self.enable = bool(enable)
