@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import numbers
 
+import numpy as np
+
 from ..backend import device as _device
 from ..backend import device_errors as _errors
 from ..backend import dtypes as _dtypes
 from ..backend import memory as _memory
 from ..backend import random as _random
 from .tensor import Tensor, _shape_arg
+from .tensor_input import as_array as _as_array
 
 
 def _place(place=None):
@@ -83,7 +86,13 @@ def full(shape, fill_value, dtype=None, place=None) -> Tensor:
     _no_spread_shape("full", (), (shape, fill_value, dtype, place), tail=1)
     dt = _dtypes.default_float() if dtype is None else _dtypes.convert_dtype(dtype)
     p = _place(place)
-    return Tensor._wrap(_device.xp_for(p).full(_checked_shape(shape), fill_value, dtype=dt))
+    # NOTE: the value is converted once, as to_tensor does (bfloat16/FP8 rounded once, from
+    # float64; float16 overflow silently inf); xp.full would round through float32 first.
+    # The converted value is exact in dt, so filling with it rounds no more.
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value._to_host("full's fill_value given as a Tensor")
+    value = _as_array(fill_value, dt, _device.parse_device("cpu")).item()
+    return Tensor._wrap(_device.xp_for(p).full(_checked_shape(shape), value, dtype=dt))
 
 
 def empty(shape, dtype=None) -> Tensor:
@@ -133,18 +142,41 @@ def full_like(x: Tensor, fill_value, dtype=None) -> Tensor:
 
 
 def arange(start=0, end=None, step=1, dtype=None, place=None) -> Tensor:
-    """Values from ``start`` up to (not including) ``end`` by ``step``; ``arange(5)`` = 0..4."""
+    """Values from ``start`` up to (not including) ``end`` by ``step``; ``arange(5)`` = 0..4.
+
+    Without ``dtype``: int64 when every bound is an integer (a Python or NumPy int, or an
+    integer Tensor of one element), else the default float dtype. As in Paddle, a step whose
+    sign does not lead from ``start`` to ``end`` is an error (``arange(5, 0)``, ``arange(-3)``;
+    NumPy returns an empty array); ``start == end`` gives an empty tensor.
+    """
     if end is None:
         start, end = 0, start
+    start, end, step = (_bound(v) for v in (start, end, step))
     if step == 0:
         raise ValueError("arange: step must not be 0")
+    if (start < end and step < 0) or (start > end and step > 0):
+        raise ValueError(
+            f"arange({start}, {end}, {step}): the step must be "
+            f"{'greater' if start < end else 'less'} than 0 while start "
+            f"{'<' if start < end else '>'} end (Paddle); for a descending range pass a "
+            "negative step, e.g. arange(5, 0, -1)"
+        )
     if dtype is None:
-        is_int = all(isinstance(v, int) for v in (start, end, step))
+        is_int = all(_is_count(v) for v in (start, end, step))
         dtype = _dtypes.int64 if is_int else _dtypes.default_float()
     p = _place(place)
     return Tensor._wrap(
         _device.xp_for(p).arange(start, end, step, dtype=_dtypes.convert_dtype(dtype))
     )
+
+
+def _bound(value):
+    """An arange bound as a Python number (a one-element Tensor is read to the host)."""
+    if isinstance(value, Tensor):
+        if value.size != 1:
+            raise ValueError(f"arange: a Tensor bound needs one element, not shape {value.shape}")
+        return value._to_host("an arange bound given as a Tensor").item()
+    return value
 
 
 def randn(shape, dtype=None, place=None) -> Tensor:
@@ -162,27 +194,76 @@ def randn(shape, dtype=None, place=None) -> Tensor:
 def rand(shape, dtype=None, place=None) -> Tensor:
     """Uniform samples in ``[0, 1)``."""
     _no_spread_shape("rand", (), (shape, dtype, place))
-    return uniform(shape, dtype, 0.0, 1.0, place)
+    return uniform(shape, dtype, 0.0, 1.0, place=place)
 
 
-def uniform(shape, dtype=None, min: float = -1.0, max: float = 1.0, place=None) -> Tensor:  # noqa: A002
-    """Uniform samples in ``[min, max)`` (Paddle's ``paddle.uniform``)."""
+def uniform(
+    shape,
+    dtype=None,
+    min: float = -1.0,  # noqa: A002
+    max: float = 1.0,  # noqa: A002
+    seed: int = 0,
+    name=None,
+    *,
+    place=None,
+) -> Tensor:
+    """Uniform samples in ``[min, max)`` (Paddle's ``paddle.uniform``).
+
+    ``seed=0`` draws from the global generator (``mt.seed``); another ``seed`` draws from a
+    generator of its own seeded with it, so the same call gives the same values. ``place``
+    is keyword-only (Paddle's 5th argument is ``seed``).
+
+    NOTE: the draw is made in float32 (float64 for float64) and then cast; a value within
+    half an ulp of ``max`` would round up to ``max`` itself. Draws are clamped to the
+    largest value of ``dtype`` below ``max`` before the cast, so every value is < ``max``.
+    """
     _no_spread_shape("uniform", (), (shape, dtype, min))
+    if min > max:
+        raise ValueError(f"uniform: min ({min}) must not be greater than max ({max})")
     dt = _float_dtype(dtype)
     p = _place(place)
-    rng = _random.generator(_device.xp_for(p))
+    xp = _device.xp_for(p)
+    rng = _random.generator(xp) if seed == 0 else xp.random.default_rng(int(seed))
     draw_dtype = "float64" if dt == _dtypes.float64 else "float32"
     values = rng.random(_checked_shape(shape), dtype=draw_dtype) * (max - min) + min
+    if max > min:
+        xp.minimum(values, _largest_below(max, dt), out=values)
     return Tensor._wrap(values.astype(dt, copy=False))
 
 
-def normal(mean: float = 0.0, std: float = 1.0, shape=(1,), dtype=None, place=None) -> Tensor:
-    """Normal samples with the given mean and standard deviation."""
+def _largest_below(value: float, dt) -> float:
+    """The largest number of dtype ``dt`` below ``value`` (exact in float32 for 16-bit dt)."""
+    near = np.asarray(value, np.float64).astype(dt)  # a neighbour of value in dt
+    if float(near) >= value:
+        near = np.nextafter(near, dt.type(-np.inf))  # (ml_dtypes has it for bfloat16)
+    return float(near)
+
+
+def normal(mean=0.0, std=1.0, shape=(1,), dtype=None, place=None) -> Tensor:
+    """Normal samples with the given mean and standard deviation (Paddle's ``paddle.normal``).
+
+    ``mean`` and ``std`` may be Tensors of per-element values. As in Paddle, the output then
+    has the shape, dtype and place of ``mean`` if it is a Tensor, else of ``std``, and
+    ``shape``/``dtype``/``place`` are not used; a ``std`` Tensor must have as many elements
+    as a ``mean`` Tensor (it is read in ``mean``'s shape). A float ``std`` must be >= 0.
+    """
     _no_spread_shape("normal", (mean, std), (shape, dtype, place))
-    t = randn(shape, dtype, place)
-    t._data *= std
-    t._data += mean
-    return t
+    if not isinstance(std, Tensor) and std < 0:
+        raise ValueError(f"normal: std must be >= 0, got {std}")
+    like = mean if isinstance(mean, Tensor) else std if isinstance(std, Tensor) else None
+    if like is None:
+        t = randn(shape, dtype, place)
+        t._data *= std
+        t._data += mean
+        return t
+    if isinstance(mean, Tensor) and isinstance(std, Tensor):
+        if mean.size != std.size:
+            raise ValueError(
+                f"normal: mean has {mean.size} elements and std {std.size}; Paddle needs "
+                "equal counts (std is read in mean's shape)"
+            )
+        std = std.reshape(mean.shape)
+    return randn(like.shape, like.dtype, like.place) * std + mean
 
 
 def randint(low: int = 0, high=None, shape=(1,), dtype=None, place=None) -> Tensor:

@@ -13,8 +13,7 @@ from ..backend import device as _device
 from ..backend import dtypes as _dtypes
 from ..backend import memory as _memory
 from ..backend import sync as _sync
-from ..backend.cast import to_bfloat16
-from ..backend.fp8 import to_fp8
+from .tensor_input import as_array as _as_array
 
 
 class Tensor:
@@ -42,7 +41,7 @@ class Tensor:
 
     def __init__(self, data, dtype=None, place=None, stop_gradient: bool = True):
         place = _device.current_place() if place is None else _device.parse_device(place)
-        self._data = _as_array(data, dtype, place)
+        self._data = _as_array(data._data if isinstance(data, Tensor) else data, dtype, place)
         _memory.track(self._data)
         self._node = None
         self._grad_value = None
@@ -202,8 +201,14 @@ class Tensor:
 
     # ---- conversion -------------------------------------------------------------------------
     def numpy(self) -> np.ndarray:
-        """The values as a NumPy array (a copy when the tensor is on the GPU)."""
-        return self._to_host("Tensor.numpy()")
+        """The values as a new NumPy array: a copy, on the CPU too (Paddle's ``numpy()``).
+
+        NOTE: not the tensor's own array, although that would save a copy: a write into it
+        would change the tensor behind its version, and a graph that saved the tensor would
+        differentiate with the new values, silently. Internal readers use ``_data``.
+        """
+        host = self._to_host("Tensor.numpy()")
+        return host.copy() if host is self._data else host  # (a GPU download is a copy)
 
     def _to_host(self, what: str) -> np.ndarray:
         """Every host read of a tensor's values goes through here (see ``backend.sync``)."""
@@ -332,8 +337,16 @@ class Tensor:
     def cpu(self) -> Tensor:
         return self.to("cpu")
 
-    def cuda(self, device_id: int = 0) -> Tensor:
-        return self.to(f"gpu:{device_id}")
+    def cuda(self, device_id=None, blocking=None, non_blocking=None) -> Tensor:
+        """A copy on GPU ``device_id`` (Paddle's ``Tensor.cuda``): None is the current GPU
+        (GPU 0 while the CPU is current); PyTorch's ``non_blocking`` is taken too."""
+        if device_id is None:
+            place = _device.current_place()
+            device_id = place.index if place.kind == "gpu" else 0
+        if isinstance(device_id, bool) or not isinstance(device_id, (int, np.integer)):
+            raise TypeError(f"Tensor.cuda: device_id must be an int or None, got {device_id!r}")
+        how = {"blocking": blocking, "non_blocking": non_blocking}  # (to refuses both)
+        return self.to(f"gpu:{int(device_id)}", **{k: v for k, v in how.items() if v is not None})
 
     def __repr__(self) -> str:
         host = self._to_host("repr(Tensor)")
@@ -344,31 +357,6 @@ class Tensor:
             f"Tensor(shape={self.shape}, dtype={self.dtype}, place={self.place!r}, "
             f"stop_gradient={self.stop_gradient},\n       {body})"
         )
-
-
-def _as_array(data, dtype, place):
-    """Make an array of ``data`` on ``place``; Python floats use the default dtype."""
-    if isinstance(data, Tensor):
-        data = data._data
-    if dtype is not None:
-        dtype = _dtypes.convert_dtype(dtype)
-    elif not _device.is_array(data):
-        probe = np.asarray(data)
-        if probe.dtype.kind == "f":
-            dtype = _dtypes.default_float()
-        elif probe.dtype.kind in "iu":
-            dtype = _dtypes.int64
-        else:
-            dtype = _dtypes.convert_dtype(probe.dtype)
-    else:
-        dtype = _dtypes.convert_dtype(data.dtype)
-    array = _device.to_place(data if _device.is_array(data) else np.asarray(data), place)
-    if dtype == _dtypes.bfloat16 and array.dtype != dtype:
-        return to_bfloat16(array)  # rounded once, also from float64 (see backend.cast)
-    if dtype in _dtypes.FP8 and array.dtype != dtype:
-        return to_fp8(array, dtype)  # rounded once; past the range NaN (E4M3) or inf (E5M2)
-    with np.errstate(over="ignore"):  # past float16's range is inf, as in Paddle, no warning
-        return array.astype(dtype, copy=False)
 
 
 def _axis_arg(axis):

@@ -36,6 +36,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import socket
@@ -74,19 +75,41 @@ def save(obj, path, protocol: int = 4) -> None:
 
     Args:
         obj: e.g. ``{'model': model.state_dict(), 'opt': opt.state_dict(), 'epoch': 3}``.
-        path: the file to write (any suffix; Paddle uses ``.pdparams`` / ``.pdopt``).
-        protocol: accepted for Paddle compatibility; ignored (nothing is pickled).
+        path: the file to write (any suffix; Paddle uses ``.pdparams`` / ``.pdopt``), or an
+            ``io.BytesIO``: the checkpoint is written at its position once all of it is
+            encoded, so a failed save leaves the buffer as it was.
+        protocol: checked as ``paddle.save`` checks it (an int, 2 to 4), else unused: nothing
+            is pickled.
 
     Raises:
         TypeError: ``obj`` holds something that cannot be saved; the message gives its key
-            path, e.g. ``obj['opt']['x']: cannot save object of type Foo``.
+            path, e.g. ``obj['opt']['x']: cannot save object of type Foo``. Or ``path`` is
+            neither a path nor an ``io.BytesIO``.
+        ValueError: ``path`` has no file name (``''``, ``'folder/'``: Paddle's message), or
+            ``protocol`` is not an int from 2 to 4.
+        IsADirectoryError: ``path`` is an existing folder.
+
+    Nothing is written when it raises.
     """
-    path = os.fspath(path)
+    _check_protocol(protocol)
+    if isinstance(path, io.BytesIO):
+        arrays: list[np.ndarray] = []
+        root = _encode(obj, "obj", arrays, set())
+        payload = io.BytesIO()  # all of it first: a failed save leaves the buffer as it was
+        _write_archive(payload, _structure(root), arrays)
+        path.write(payload.getbuffer())
+        return
+    path = _file_path(path, "save")
+    if not os.path.basename(path):
+        raise ValueError(
+            "The input path MUST be format of dirname/filename [dirname\\filename in Windows "
+            f"system], but received filename is empty string. (path={path!r})"
+        )
     if os.path.isdir(path):
         raise IsADirectoryError(f"cannot save to {path!r}: it is a directory; give a file name")
-    arrays: list[np.ndarray] = []
+    arrays = []
     root = _encode(obj, "obj", arrays, set())
-    structure = json.dumps({"format": FORMAT, "version": VERSION, "root": root})
+    structure = _structure(root)
     path = os.path.realpath(path)  # through a symbolic link: the file it points to
     folder, base = os.path.split(path)
     os.makedirs(folder, exist_ok=True)
@@ -95,11 +118,7 @@ def save(obj, path, protocol: int = 4) -> None:
     tmp = os.path.join(folder, f".{base}.{_OWNER}-{os.getpid()}.{uuid.uuid4().hex}.tmp")
     try:
         with open(tmp, "xb") as f:
-            with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
-                zf.writestr(STRUCTURE, structure)
-                for i, array in enumerate(arrays):
-                    with zf.open(f"arrays/{i}.npy", "w", force_zip64=True) as entry:
-                        np.lib.format.write_array(entry, array, allow_pickle=False)
+            _write_archive(f, structure, arrays)
             f.flush()
             os.fsync(f.fileno())
         if mode is not None:
@@ -109,6 +128,38 @@ def save(obj, path, protocol: int = 4) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _check_protocol(protocol) -> None:
+    """Paddle's check of ``protocol`` (``_pickle_save``), with its messages."""
+    if not isinstance(protocol, int):
+        raise ValueError(f"The 'protocol' MUST be `int`, but received {type(protocol)}")
+    if protocol < 2 or protocol > 4:
+        raise ValueError(f"Expected 1<'protocol'<5, but received protocol={protocol}")
+
+
+def _file_path(path, what: str):
+    """``os.fspath(path)``, or a TypeError that says what ``save``/``load`` take."""
+    try:
+        return os.fspath(path)
+    except TypeError:
+        raise TypeError(
+            f"{what}() takes a file path (str or os.PathLike) or an io.BytesIO, got "
+            f"{type(path).__name__}"
+        ) from None
+
+
+def _structure(root: dict) -> str:
+    return json.dumps({"format": FORMAT, "version": VERSION, "root": root})
+
+
+def _write_archive(f, structure: str, arrays: list) -> None:
+    """The checkpoint's zip archive, written to the open binary file ``f``."""
+    with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+        zf.writestr(STRUCTURE, structure)
+        for i, array in enumerate(arrays):
+            with zf.open(f"arrays/{i}.npy", "w", force_zip64=True) as entry:
+                np.lib.format.write_array(entry, array, allow_pickle=False)
 
 
 def _permission_bits(path: str) -> int | None:
@@ -217,7 +268,8 @@ def load(path, return_numpy: bool = False, max_bytes: int | None = DEFAULT_MAX_B
     """Read what :func:`save` wrote, or what Paddle's ``paddle.save`` wrote.
 
     Args:
-        path: the checkpoint file.
+        path: the checkpoint file, or an ``io.BytesIO`` holding one from its position on
+            (read to its end: one checkpoint per buffer).
         return_numpy: give NumPy arrays instead of Tensors.
         max_bytes: the most memory the load may take (default 16 GiB); None for no limit.
             Everything the file declares counts, before it is allocated: the arrays (each
@@ -233,44 +285,59 @@ def load(path, return_numpy: bool = False, max_bytes: int | None = DEFAULT_MAX_B
 
     Raises:
         FileNotFoundError: there is no file at ``path``.
+        TypeError: ``path`` is neither a path nor an ``io.BytesIO``.
         CheckpointError: (a ValueError) the file is not a readable checkpoint: not a zip,
             truncated, corrupted, a zip that ``save`` did not write, a pickle that asks for
             code, or one that takes more than ``max_bytes``. The message names the file.
     """
-    path = os.fspath(path)
     if max_bytes is not None and (
         isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0
     ):
         raise ValueError(f"max_bytes must be a non-negative int or None, got {max_bytes!r}")
+    if isinstance(path, io.BytesIO):
+        size, position = path.getbuffer().nbytes, path.tell()
+        if position >= size:
+            raise CheckpointError(
+                f"cannot load from the io.BytesIO: nothing after its position {position} (of "
+                f"{size} bytes); after saving into it, call seek(0) before loading"
+            )
+        budget = MemoryBudget(max_bytes)
+        budget.charge(size - position, "copying the buffer")
+        return _load_open(io.BytesIO(path.read()), "<io.BytesIO>", return_numpy, budget)
+    path = _file_path(path, "load")
     if not os.path.exists(path):
         raise FileNotFoundError(2, "no checkpoint file at this path", path)
     if os.path.isdir(path):
         raise IsADirectoryError(f"cannot load {path!r}: it is a directory, not a checkpoint file")
-    budget = MemoryBudget(max_bytes)
     with open(path, "rb") as f:
-        if paddle_pickle.is_pickle(f.read(2)):  # what Paddle's paddle.save writes
-            return paddle_pickle.load(f, path, return_numpy, budget)
-        f.seek(0)
+        return _load_open(f, path, return_numpy, MemoryBudget(max_bytes))
+
+
+def _load_open(f, path: str, return_numpy: bool, budget: MemoryBudget):
+    """``load`` of the open binary file (or ``io.BytesIO``) ``f``; ``path`` names it."""
+    if paddle_pickle.is_pickle(f.read(2)):  # what Paddle's paddle.save writes
+        return paddle_pickle.load(f, path, return_numpy, budget)
+    f.seek(0)
+    try:
+        zf = checkpoint_zip.open_archive(f, budget)
+    except CheckpointError as exc:
+        raise CheckpointError(f"cannot load {path!r}: {exc}") from None
+    except MemoryError:
+        raise
+    except Exception as exc:  # zipfile raises more than BadZipFile on a damaged archive
+        raise CheckpointError(
+            f"cannot load {path!r}: not a checkpoint written by minitorch_amp.save (not a "
+            f"readable zip archive: {exc}); the file may be truncated or corrupt"
+        ) from None
+    with zf:
         try:
-            zf = checkpoint_zip.open_archive(f, budget)
+            return checkpoint_zip.Reader(zf, return_numpy, budget).read_root()
         except CheckpointError as exc:
             raise CheckpointError(f"cannot load {path!r}: {exc}") from None
         except MemoryError:
-            raise
-        except Exception as exc:  # zipfile raises more than BadZipFile on a damaged archive
+            raise  # the machine, not the file: max_bytes allowed this much
+        except Exception as exc:  # zipfile, zlib and NumPy's many ways to say "corrupt"
             raise CheckpointError(
-                f"cannot load {path!r}: not a checkpoint written by minitorch_amp.save (not a "
-                f"readable zip archive: {exc}); the file may be truncated or corrupt"
+                f"cannot load {path!r}: the file is corrupt or truncated "
+                f"({type(exc).__name__}: {exc})"
             ) from None
-        with zf:
-            try:
-                return checkpoint_zip.Reader(zf, return_numpy, budget).read_root()
-            except CheckpointError as exc:
-                raise CheckpointError(f"cannot load {path!r}: {exc}") from None
-            except MemoryError:
-                raise  # the machine, not the file: max_bytes allowed this much
-            except Exception as exc:  # zipfile, zlib and NumPy's many ways to say "corrupt"
-                raise CheckpointError(
-                    f"cannot load {path!r}: the file is corrupt or truncated "
-                    f"({type(exc).__name__}: {exc})"
-                ) from None

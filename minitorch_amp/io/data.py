@@ -258,7 +258,9 @@ def default_collate_fn(batch):
     """Stack a list of samples into one batch, field by field (Paddle's rule).
 
     Tensors are stacked, NumPy arrays stacked into a Tensor, Python and NumPy numbers
-    become a 1-D Tensor (``np.array``'s dtype: int64, float64, bool), strings stay a list;
+    become a 1-D Tensor (``np.array``'s dtype: int64 for Python ints, float64, bool, and a
+    NumPy scalar's own int32/int64/float16/float32/float64; NumPy int8/uint8/int16/uint16/
+    uint32 scalars, which no Tensor holds, become int64), strings stay a list;
     dicts are collated per key and lists/tuples per position (a list comes back).
 
     Raises:
@@ -303,6 +305,9 @@ def _numbers_array(batch) -> np.ndarray:
                     f"cannot hold ({_INT64.min} .. {_INT64.max}); return it as a float or a "
                     "string from the dataset, or pass a collate_fn that handles it"
                 )
+        array = np.array(batch)
+        if array.dtype in (np.int32, np.int64):  # np.array's own: kept, as in Paddle
+            return array
         return np.array([int(v) for v in batch], dtype=np.int64)
     return np.array(batch)
 

@@ -60,7 +60,9 @@ class DataLoader:
         shuffle: reshuffle the indices at every epoch (map-style datasets only).
         drop_last: drop the last batch when it is smaller than ``batch_size``.
         collate_fn: turns a list of samples into a batch (default :func:`default_collate_fn`);
-            NumPy arrays in what it returns become Tensors.
+            NumPy arrays in what it returns become Tensors. With ``batch_size=None`` it is
+            called on each sample (Paddle's and PyTorch's rule); without one, the sample's
+            arrays and numbers become Tensors.
         num_workers, use_buffer_reader, prefetch_factor, use_shared_memory, timeout,
             worker_init_fn, persistent_workers: Paddle's loading-process options. Loading
             always happens in the calling process here, so they change nothing (no worker
@@ -132,6 +134,7 @@ class DataLoader:
         )
         self.drop_last, self.return_list = bool(drop_last), True
         self.collate_fn = default_collate_fn if collate_fn is None else collate_fn
+        self._sample_fn = _single if collate_fn is None else _collate_one(collate_fn)
         self.num_workers, self.worker_init_fn = num_workers, worker_init_fn
         self._iterable = iterable
         self._options = {  # kept for introspection; no effect here (see the docstring)
@@ -191,7 +194,7 @@ class _Epoch:
             return self._next_from_stream()
         indices = next(self._source)
         if loader.batch_sampler is None:  # batch_size=None: the samples one by one
-            return _single(_fetch(loader.dataset, indices))
+            return loader._sample_fn(_fetch(loader.dataset, indices))
         if self._gather:  # the same batch as stacking the samples, in one gather per tensor
             rows = to_tensor(np.asarray(indices, dtype=np.int64))
             return [t[rows] for t in loader.dataset.tensors]
@@ -200,7 +203,7 @@ class _Epoch:
     def _next_from_stream(self):
         loader = self._loader
         if loader.batch_size is None:
-            return _single(next(self._source))
+            return loader._sample_fn(next(self._source))
         batch = list(itertools.islice(self._source, loader.batch_size))
         if not batch or (loader.drop_last and len(batch) < loader.batch_size):
             raise StopIteration
@@ -247,6 +250,11 @@ def _sample_error(error: Exception, index) -> Exception:
         except Exception:  # a constructor that wants other arguments
             pass
     return RuntimeError(message)
+
+
+def _collate_one(collate_fn):
+    """What ``batch_size=None`` gives for a sample when the user passed ``collate_fn``."""
+    return lambda sample: _to_tensors(collate_fn(sample))
 
 
 def _single(sample):

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import io
 import math
 import mmap
 import os
@@ -298,13 +299,13 @@ def _dense_tensor_data(data):
 
 # ---- loading a file -------------------------------------------------------------------------
 def load(f, path: str, return_numpy: bool, budget: MemoryBudget):
-    """``minitorch_amp.load`` of a pickle file ``f`` (open, binary): what ``paddle.load``
-    returns. Any failure is a :class:`CheckpointError` naming ``path``.
+    """``minitorch_amp.load`` of a pickle file ``f`` (open, binary, or an ``io.BytesIO``):
+    what ``paddle.load`` returns. Any failure is a :class:`CheckpointError` naming ``path``.
 
     A file bigger than the budget is refused before it is read; then its opcodes are checked
     and charged (``pickle_scan``), then it is unpickled from the file (never read whole).
     """
-    size = os.fstat(f.fileno()).st_size
+    size = _size(f)
     if budget.limited and size > budget.max_bytes:
         raise CheckpointError(
             f"cannot load {path!r}: the file is {size} bytes, more than "
@@ -337,13 +338,20 @@ def load(f, path: str, return_numpy: bool, budget: MemoryBudget):
         ) from None
 
 
+def _size(f) -> int:
+    """The size of the open file ``f``, or of the ``io.BytesIO`` ``f``."""
+    if isinstance(f, io.BytesIO):
+        return f.getbuffer().nbytes
+    return os.fstat(f.fileno()).st_size
+
+
 @contextlib.contextmanager
 def _mapped(f, budget: MemoryBudget):
     """The file's bytes, mapped into memory (not read), or read when it cannot be mapped."""
     try:
         data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):  # a file system that cannot map files
-        size = os.fstat(f.fileno()).st_size
+        size = _size(f)
         budget.charge(size, "reading the whole file (it cannot be mapped)")
         f.seek(0)
         yield f.read()

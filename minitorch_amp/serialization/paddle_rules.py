@@ -11,8 +11,12 @@
   the object itself, each Tensor pickled as the tuple ``(name, ndarray)``.
 
 :func:`paddle_load_result` undoes both: Tensors named as in Paddle (unless ``return_numpy``),
-the name table dropped, split arrays joined. Each walk visits an object once however many
-times the pickle refers to it, so a list referred to a thousand times costs one visit.
+the name table dropped, split arrays joined. Paddle pickles a bfloat16 tensor as its bits, a
+``uint16`` array (Paddle has no uint16 tensor: ``paddle.load`` makes every uint16 array a
+bfloat16 Tensor), so one becomes a bfloat16 Tensor here too; an array of a dtype no Tensor
+holds (int8, uint8, int16: quantized weights) is refused with its key, and
+``return_numpy=True`` reads it. Each walk visits an object once however many times the pickle
+refers to it, so a list referred to a thousand times costs one visit.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ import pickle
 import numpy as np
 
 from ..autograd.tensor import Tensor
-from .bounds import MemoryBudget
+from ..backend.dtypes import SUPPORTED, bfloat16
+from .bounds import CheckpointError, MemoryBudget
 
 _NAME_TABLE = "StructuredToParameterName@@"
 _BIG_PARAMS = "UnpackBigParamInfor@@"
@@ -52,6 +57,15 @@ def _named_tensor(array: np.ndarray, name, key) -> Tensor:
     if name is not None and not isinstance(name, str):
         raise pickle.UnpicklingError(
             f"{_NAME_TABLE} names the tensor {key!r} with a {type(name).__name__}, not a str"
+        )
+    if array.dtype == np.uint16:  # a bfloat16 tensor's bits (Paddle's numpy() of BF16)
+        array = array.view(bfloat16)
+    elif array.dtype not in SUPPORTED:
+        what = repr(key) if key is not None else repr(name) if name is not None else "an array"
+        raise CheckpointError(
+            f"the tensor {what} has dtype {array.dtype}, which no minitorch_amp Tensor holds "
+            f"(supported: {', '.join(str(d) for d in SUPPORTED)}); load(path, "
+            "return_numpy=True) gives the arrays as NumPy arrays"
         )
     t = Tensor(array)
     t.name = name

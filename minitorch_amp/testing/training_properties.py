@@ -98,7 +98,7 @@ def _optimizer_state(opt) -> dict:
             for key, item in value.items():
                 walk(f"{prefix}{key}/", item)
         else:
-            flat[prefix[:-1]] = value.numpy().copy() if hasattr(value, "numpy") else value
+            flat[prefix[:-1]] = value.numpy() if hasattr(value, "numpy") else value
 
     walk("", opt.state_dict())
     return flat
@@ -181,7 +181,7 @@ def check_loss_scale_stream(
         sc.scale(loss).backward()
         sc.unscale_(opt)
         skipped = not _finite_grads(params)
-        before = [p.numpy().copy() for p in params]
+        before = [p.numpy() for p in params]
         state = _optimizer_state(opt) if skipped else None
         sc.step(opt)
         sc.update()

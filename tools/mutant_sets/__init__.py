@@ -50,6 +50,8 @@ SETS = (
     "review_testing_kit_nov28",
     "review_gpu_host_and_scripts",
     "review_debugging_nov28",
+    "review_creation_nov28",
+    "review_io_nov28",
 )
 
 
