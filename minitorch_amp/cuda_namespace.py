@@ -31,8 +31,19 @@ def is_available() -> bool:
 
 
 def _missing(name: str):
-    from .pytorch_hints import missing
+    """A name ``torch.cuda`` has: where it is here. Its own hint if it has one, else
+    ``mt.device.cuda`` when that has the name (Paddle's ``paddle.device.cuda``: the memory
+    functions, ``graphs``)."""
+    from .device import cuda as device_cuda
+    from .pytorch_hints import HINTS, missing
 
+    if name not in HINTS["minitorch_amp.cuda"] and name in device_cuda.__all__:
+        raise AttributeError(
+            f"module 'minitorch_amp.cuda' has no attribute {name!r}; use "
+            f"mt.device.cuda.{name} (Paddle's paddle.device.cuda.{name}; minitorch_amp.cuda "
+            "holds only PyTorch's is_available, device_count and amp)",
+            name=name,
+        )
     raise missing("minitorch_amp.cuda", name, names=vars(cuda))
 
 

@@ -79,6 +79,7 @@ HINTS: dict[str, dict[str, str]] = {
             "model.to(dtype='float16') to convert every tensor"
         ),
         "double": "use model.to(dtype='float64')",
+        "type": "use model.astype(dtype) (Paddle's name)",
         "cuda": "use model.to(device) with device 'gpu', 'cuda' or a Place",
         "cpu": "use model.to('cpu')",
         "modules": "use model.sublayers(include_self=True) (Paddle's name)",

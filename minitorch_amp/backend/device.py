@@ -159,8 +159,18 @@ class Place:
     __slots__ = ("kind", "index")
 
     def __init__(self, kind: str, index: int = 0):
-        self.kind = kind
-        self.index = index if kind == "gpu" else 0
+        """``kind`` is ``'cpu'`` or ``'gpu'`` (any case; ``'cuda'`` is ``'gpu'``, as in the
+        device strings); ``index`` the GPU's number, 0 for the CPU.
+
+        Raises:
+            DeviceError: another kind (``'xpu'``), or a negative, non-int or (for the CPU)
+                non-zero index. Also a ValueError.
+        """
+        # NOTE: place_of makes a Place per GPU op: the usual arguments pass two comparisons
+        if (kind == "gpu" or (kind == "cpu" and index == 0)) and type(index) is int and index >= 0:
+            self.kind, self.index = kind, index
+        else:
+            self.kind, self.index = _checked_place(kind, index)
 
     def is_gpu_place(self) -> bool:
         return self.kind == "gpu"
@@ -172,11 +182,14 @@ class Place:
         return self.index
 
     def __eq__(self, other) -> bool:
-        """Equal to a Place of the same device, and to its name (``'cpu'``, ``'gpu:0'``,
-        ``'cuda:0'``, ``'gpu'``); anything else, an unknown name included, is unequal."""
-        if isinstance(other, str):
-            other = _named_place(other)
-        return isinstance(other, Place) and (self.kind, self.index) == (other.kind, other.index)
+        """Equal to a Place of the same device, and to its canonical name (``'cpu'``,
+        ``'gpu:0'``: ``str(place)``); anything else is unequal, other spellings of the device
+        (``'cuda:0'``, ``'gpu'``, ``'CPU'``) included: a Place hashes as its canonical name,
+        and Python's rule (equal objects hash alike) leaves no room for the others. Compare
+        ``place == mt.device.Place('cuda')`` or ``mt.device(name)`` to take any spelling."""
+        if isinstance(other, Place):
+            return self.kind == other.kind and self.index == other.index
+        return isinstance(other, str) and other == str(self)
 
     def __hash__(self) -> int:
         return hash(str(self))  # as the canonical name's: ``'cpu' in {Place('cpu')}``
@@ -228,6 +241,23 @@ def synchronize(place: Place) -> None:
     """Wait for all queued GPU work on ``place`` (a no-op on the CPU)."""
     if place.kind == "gpu":
         cupy.cuda.Device(place.index).synchronize()
+
+
+def _checked_place(kind, index) -> tuple[str, int]:
+    """``Place(kind, index)``'s fields from arguments off its fast path, or a DeviceError."""
+    name = kind.strip().lower() if isinstance(kind, str) else None
+    name = "gpu" if name == "cuda" else name
+    if name not in ("cpu", "gpu"):
+        raise DeviceError(
+            f"Place(kind): the kind must be 'cpu' or 'gpu' (any case; 'cuda' means 'gpu'), got "
+            f"{kind!r}; e.g. Place('gpu', 0), or the strings 'cpu' and 'gpu:0'"
+        )
+    if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
+        raise DeviceError(f"Place({kind!r}, index): the index must be an int, got {index!r}")
+    if index < 0 or (name == "cpu" and index):
+        allowed = "0 (the CPU has no device number)" if name == "cpu" else ">= 0"
+        raise DeviceError(f"Place({kind!r}, {index!r}): the index must be {allowed}")
+    return name, int(index)
 
 
 def _named_place(text: str) -> Place | None:

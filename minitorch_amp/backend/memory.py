@@ -51,6 +51,7 @@ class _Ledger:
 
 _cpu = _Ledger()
 _gpu_peak: dict[int, int] = {}
+_gpu_reserved_peak: dict[int, int] = {}
 
 
 def _owner(array):
@@ -105,7 +106,19 @@ def track(array, enforce: bool = True) -> None:
 
 
 def _place(device):
-    return _device.current_place() if device is None else _device.parse_device(device)
+    """The Place a memory function's ``device`` names: None (the current device), a device
+    string, a Place, or an int N (GPU N, as Paddle's ``paddle.device.cuda`` functions and
+    PyTorch's ``torch.cuda`` ones take it)."""
+    if device is None:
+        return _device.current_place()
+    if isinstance(device, (int, np.integer)) and not isinstance(device, (bool, np.bool_)):
+        if device < 0:
+            raise _device.DeviceError(
+                f"device {device!r}: an int names a GPU by its number, 0 or more; use 'cpu' "
+                "for the host"
+            )
+        return _device.parse_device(f"gpu:{int(device)}")
+    return _device.parse_device(device)
 
 
 def _pool():
@@ -142,6 +155,42 @@ def max_memory_allocated(device=None) -> int:
         return _cpu.peak
     _sample_gpu_peak(place.index)
     return _gpu_peak[place.index]
+
+
+def memory_reserved(device=None) -> int:
+    """Bytes the allocator holds on ``device``: in use by tensors or cached for reuse (Paddle's
+    ``paddle.device.cuda.memory_reserved``). GPU: CuPy's pool total; CPU: NumPy keeps no
+    cache, so it is :func:`memory_allocated`."""
+    place = _place(device)
+    if place.kind == "cpu":
+        return _cpu.allocated
+    with _device.cupy.cuda.Device(place.index):
+        return int(_pool().total_bytes())
+
+
+def max_memory_reserved(device=None) -> int:
+    """The peak of :func:`memory_reserved` since start (CPU: :func:`max_memory_allocated`).
+
+    NOTE: on a GPU the pool only grows until its cache is freed, so the peak is sampled when
+    it is read and before :func:`empty_cache` frees; CuPy also frees the cache itself to
+    retry an allocation that ran out of memory, which can hide a peak from before then.
+    """
+    place = _place(device)
+    if place.kind == "cpu":
+        return _cpu.peak
+    reserved = memory_reserved(place)
+    peak = _gpu_reserved_peak[place.index] = max(_gpu_reserved_peak.get(place.index, 0), reserved)
+    return peak
+
+
+def empty_cache() -> None:
+    """Give the memory the allocator caches on the current GPU back to the driver (Paddle's
+    ``paddle.device.cuda.empty_cache``; tensors keep theirs). The CPU caches nothing: a no-op."""
+    place = _device.current_place()
+    if place.kind == "gpu":
+        max_memory_reserved(place)  # the peak, before the cache goes
+        with _device.cupy.cuda.Device(place.index):
+            _pool().free_all_blocks()
 
 
 def reset_max_memory_allocated(device=None) -> None:

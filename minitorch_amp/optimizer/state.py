@@ -12,8 +12,10 @@
   stepped and kept while the step looks the same: the same parameters with the same arrays,
   versions, grad dtypes and settings (``optimize_attr``'s learning rate, ``regularizer``),
   and the same ``multi_precision``. Anything else (a new param group, ``set_state_dict``,
-  ``Layer.to``, ``set_value``, sharding) builds it again. AdamW's ``lr_ratio`` and
-  ``apply_decay_param_fun`` are called when the plan is built.
+  ``Layer.to``, ``set_value``, sharding) builds it again. A conversion (``Layer.to``,
+  ``float16()``, ...) drops it first (:func:`release_plans`): it holds the arrays it
+  writes. AdamW's ``lr_ratio`` and ``apply_decay_param_fun`` are called when the plan is
+  built.
 
 Building is all or nothing: every buffer is allocated and filled before the first one is
 installed, under :meth:`OptimizerState.snapshot` / :meth:`OptimizerState.restore`, so a
@@ -86,10 +88,29 @@ class Plan:
             master_seen[name] = (param._version, master_seen[name][1])
 
 
+_STATES: weakref.WeakSet = weakref.WeakSet()  # every live OptimizerState
+
+
+def release_plans(tensors: list) -> None:
+    """Drop the plan of every optimizer whose step writes one of ``tensors``, which are about
+    to get new arrays (``Layer.to`` and every other conversion, ``tensor_convert.py``).
+
+    A plan holds each parameter's array (``Record.data``, the write-back), so until the next
+    step it would keep the replaced arrays alive: a conversion would free no memory. The plan
+    is only a cache: the accumulators and masters live in the state's dicts, and the next
+    step builds the plan again (re-seeding a master from its converted parameter)."""
+    ids = set(map(id, tensors))
+    for state in list(_STATES):
+        plan = state.plan
+        if plan is not None and not ids.isdisjoint(map(id, plan.written)):
+            state.invalidate()
+
+
 class OptimizerState:
     """An optimizer's state (see the module docstring); ``Optimizer._state``."""
 
     def __init__(self):
+        _STATES.add(self)  # for release_plans
         self.accumulators: dict[int, dict] = {}
         self.masters: dict[str, Tensor] = {}
         self.master_owner: dict[str, int] = {}

@@ -52,6 +52,7 @@ SETS = (
     "review_debugging_nov28",
     "review_creation_nov28",
     "review_io_nov28",
+    "review_device_nov28",
 )
 
 

@@ -120,7 +120,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "fp8-tensor-checker-skips-e4m3",
         "minitorch_amp/amp/debugging/tensor_checker.py",
-        '    if (data.dtype.kind == "f" or data.dtype == bfloat16 or data.dtype in FP8) and data.size:',
+        '    if (data.dtype.kind == "f" or data.dtype == bfloat16 or data.dtype in FP8) and data.size:',  # noqa: E501
         '    if (data.dtype.kind == "f" or data.dtype == bfloat16) and data.size:',
         (f"{AUTOCAST_TESTS}::test_the_tensor_checker_sees_an_overflow_the_saturating_cast_hides",),
         "the tensor checker skips float8_e4m3fn (its kind is 'V'): E4M3 overflow goes unseen",

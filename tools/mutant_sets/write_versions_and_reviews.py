@@ -258,8 +258,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "place-equality-parses-as-a-use",
         "minitorch_amp/backend/device.py",
-        "            other = _named_place(other)\n",
-        "            other = parse_device(other)\n",
+        "        return isinstance(other, str) and other == str(self)\n",
+        "        return isinstance(other, str) and parse_device(other) == self\n",
         (
             "tests/test_device_dtype_errors.py::test_a_place_compared_with_any_string_answers_and_hashes_as_its_name",
         ),

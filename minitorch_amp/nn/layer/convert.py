@@ -33,7 +33,8 @@ EXCLUDED_LAYERS_MESSAGE = (
 
 
 class ConvertMixin:
-    """The conversion methods of ``Layer``: :meth:`to`, :meth:`float`, :meth:`float16`."""
+    """The conversion methods of ``Layer``: :meth:`to`, :meth:`astype`, :meth:`float`,
+    :meth:`float16`, :meth:`bfloat16`."""
 
     keeps_float32: str | None = None
     """When converting a model to a 16-bit dtype keeps this layer's tensors float32:
@@ -73,6 +74,31 @@ class ConvertMixin:
             return self  # Paddle's to() with nothing to do
         device, dtype = parse_to_args(args, kwargs, "Layer.to()")
         return self._to_impl(device, dtype, None, include_sublayers=True, floating_only=False)
+
+    def astype(self, dtype=None) -> ConvertMixin:
+        """Paddle's ``Layer.astype(dtype)``: convert every parameter (and its grad) and buffer
+        of this layer and its sublayers to ``dtype``, in place, integer and bool ones too;
+        returns ``self``. The same conversion as ``to(dtype=dtype)``: memory-checked, all or
+        nothing, each Parameter the same object.
+
+        Raises:
+            ValueError: ``dtype`` is None (as in Paddle, whose default is None all the same).
+            DeviceError: an unsupported dtype (also a ValueError and a TypeError).
+            OutOfMemoryError: the conversion does not fit; nothing was converted.
+
+        Example:
+            >>> from minitorch_amp import nn
+            >>> fc = nn.Linear(2, 2)
+            >>> fc.astype("float16") is fc, fc.weight.dtype
+            (True, dtype('float16'))
+        """
+        if dtype is None:
+            raise ValueError(
+                "Layer.astype(dtype) needs a dtype, e.g. 'float16' or mt.float32, got None "
+                "(Paddle refuses None too)"
+            )
+        dtype = parse_dtype(dtype, "Layer.astype()")
+        return self._to_impl(None, dtype, None, include_sublayers=True, floating_only=False)
 
     def _to_impl(
         self,

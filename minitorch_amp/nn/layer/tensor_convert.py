@@ -7,7 +7,9 @@ through it, so the rules below hold for every conversion:
 1. **The memory check** (Paddle PR 36862). A cast needs room for the converted copy next to
    the original; without it the tensor goes through the host, so the device never holds both.
 2. **Validate, then write.** A conversion that cannot fit even through the host is refused
-   before the first write (:func:`_check_room`).
+   before the first write (:func:`_check_room`). Then the optimizers stepping the tensors
+   drop the step plans that hold their arrays (:func:`_release_optimizer_plans`), so that
+   each original is freed when it is replaced.
 3. **All or nothing.** Before an array is replaced, the journal keeps what it takes to put it
    back (:class:`_Journal`). A failure half-way (out of memory that the check could not
    foresee, or any other error) puts every replaced array back, so every tensor and grad is
@@ -26,6 +28,7 @@ from ...backend import dtypes as _dtypes
 from ...backend import memory as _memory
 from ...backend.cast import cast
 from ...backend.error_notes import add_note
+from ...optimizer.state import release_plans
 
 
 def conversion_bytes(numel: int, dtype) -> float:
@@ -89,6 +92,7 @@ def convert_all_(todo: list, dtype=None, place=None) -> None:
     arrays = _arrays_to_convert(todo)
     if dtype is not None:
         _check_room(arrays, dtype)
+    _release_optimizer_plans(arrays, dtype, place)
     journal = _Journal(keep_originals=_room_to_keep_originals(arrays, dtype, place))
     try:
         for name, t in arrays:
@@ -115,6 +119,21 @@ def _arrays_to_convert(todo: list) -> list:
                 seen.add(id(each))
                 arrays.append((label, each))
     return arrays
+
+
+def _release_optimizer_plans(arrays: list, dtype, place) -> None:
+    """Make every optimizer that steps a tensor about to get a new array drop its step plan,
+    which holds the tensor's array (``optimizer/state.py``): else the original would stay
+    alive, and a conversion through the host would find no memory freed. The plan is built
+    again at the next step; the optimizer's state (accumulators, masters) is kept."""
+    changing = [
+        t
+        for _, t in arrays
+        if (dtype is not None and t._data.dtype != dtype)
+        or (place is not None and _device.place_of(t._data) != place)
+    ]
+    if changing:
+        release_plans(changing)
 
 
 def _convert_array_(t: Tensor, dtype, place, name: str, journal: _Journal) -> None:
