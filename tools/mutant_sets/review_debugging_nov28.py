@@ -1,4 +1,4 @@
-"""Defects a review of the AMP debugging tools found (session of 2026-11-28, evening), each
+"""Defects a review of the AMP debugging tools (and Tensor.cuda) found (session of 2026-11-28, evening), each
 planted back: the tests written with the fixes must see them."""
 
 # ruff: noqa: E501 (search texts are source lines, whatever their length)
@@ -33,5 +33,21 @@ MUTANTS: list[Mutant] = [
         "    if False:\n",
         (T + "test_operator_stats_count_an_op_with_an_integer_result_in_its_inputs_dtype",),
         "a float16 argmax or comparison counts as 'other', not as the fp16 kernel Paddle counts",
+    ),
+    Mutant(
+        "debug-step-takes-none",
+        "minitorch_amp/amp/debugging/tensor_checker.py",
+        "            if not whole or not debug_step[1] > debug_step[0]:\n",
+        "            if len(debug_step) != 2 or not debug_step[1] > debug_step[0]:\n",
+        ("tests/test_debugging.py::test_bad_configs_raise_clear_errors",),
+        "debug_step=[0, None] raises a bare TypeError from a comparison, not the documented ValueError",
+    ),
+    Mutant(
+        "tensor-cuda-ignores-the-current-gpu",
+        "minitorch_amp/autograd/tensor.py",
+        '            device_id = place.index if place.kind == "gpu" else 0\n',
+        "            device_id = 0\n",
+        ("tests/test_tensor_cuda_nov28.py::test_cuda_without_an_index_asks_for_the_current_gpu",),
+        "x.cuda() on a machine whose current device is gpu:1 copies to gpu:0",
     ),
 ]
