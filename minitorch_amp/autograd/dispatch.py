@@ -44,6 +44,9 @@ class Hooks:
             ``minitorch_amp.testing`` print their ranges next to the first inf/NaN.
         node: while grad observers run, the :class:`Node` whose backward they see (the op
             trace of ``minitorch_amp.testing`` tells AMP's own casts apart by it).
+        new_arrays: functions ``release(tensors)`` told of tensors about to get new arrays
+            (a ``Layer.to`` conversion): the optimizers drop the step plans holding the old
+            ones (``optimizer.state.release_plans``), so the conversion frees them.
     """
 
     autocast = None
@@ -52,6 +55,7 @@ class Hooks:
     counters: tuple = ()
     inputs: tuple = ()
     node = None
+    new_arrays: tuple = ()
 
 
 hooks = Hooks()

@@ -28,6 +28,7 @@ import operator
 import warnings
 import weakref
 
+from ..autograd.dispatch import hooks
 from ..autograd.tensor import Tensor
 from ..backend import device as _device
 from ..backend import dtypes as _dtypes
@@ -104,6 +105,9 @@ def release_plans(tensors: list) -> None:
         plan = state.plan
         if plan is not None and not ids.isdisjoint(map(id, plan.written)):
             state.invalidate()
+
+
+hooks.new_arrays = (*hooks.new_arrays, release_plans)  # told by every Layer conversion
 
 
 class OptimizerState:
