@@ -27,6 +27,7 @@ CPU_ONLY = pytest.mark.skipif(device.cupy is not None, reason="checks the CPU-on
 MISTAKES = {
     "Tensor.to(unknown device)": lambda: mt.ones([2]).to("tpu"),
     "Layer.to(unknown device)": lambda: nn.Linear(2, 2).to("tpu"),
+    "Layer._to_impl(unknown device)": lambda: nn.Linear(2, 2)._to_impl("tpu"),  # Paddle's
     "set_device(unknown device)": lambda: mt.set_device("tpu"),
     "to_tensor(place=unknown device)": lambda: mt.to_tensor([1.0], place="tpu"),
     "zeros(place=a number)": lambda: mt.zeros([2], place=3),

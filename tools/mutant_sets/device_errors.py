@@ -29,9 +29,9 @@ MUTANTS: list[Mutant] = [
         "        raise ValueError(str(exc)) from exc\n",
         (
             f"{ERRORS}::test_every_device_or_dtype_mistake_raises_device_error"
-            "[Layer.to(unknown device)]",
+            "[Layer._to_impl(unknown device)]",
         ),
-        "Layer.to('cuda') raises ValueError where Tensor.to('cuda') raises DeviceError",
+        "Layer._to_impl('tpu') raises ValueError where Tensor.to('tpu') raises DeviceError",
     ),
     Mutant(
         "tensor-to-words-an-unknown-device-as-neither",
