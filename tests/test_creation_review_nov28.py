@@ -80,3 +80,13 @@ def test_to_tensor_of_a_nested_list_of_tensors_keeps_their_dtype(dtype):
     t = mt.to_tensor([[mt.to_tensor(1.0, dtype), mt.to_tensor(2.0, dtype)]] * 2)
     assert t.dtype == mt.to_tensor(1.0, dtype).dtype and t.shape == [2, 2]
     assert t.numpy().astype("float64").tolist() == [[1.0, 2.0], [1.0, 2.0]]
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [[2.7], "23", [True, 2], 2.0, [mt.to_tensor(2.0)]],
+    ids=["float", "str", "bool", "scalar-float", "float-tensor"],
+)
+def test_a_shape_of_non_integer_sizes_is_refused_not_truncated(shape):
+    with pytest.raises(TypeError, match="a shape"):
+        mt.zeros(shape)

@@ -112,4 +112,14 @@ MUTANTS: list[Mutant] = [
         ),
         "to_tensor of a list of bfloat16/FP8 Tensors crashes (np.asarray asks for numbers)",
     ),
+    Mutant(
+        "shape-truncates-float-sizes",
+        "minitorch_amp/autograd/tensor.py",
+        "        if type(n) is not int:  # (the common case costs one comparison)\n",
+        "        if False:\n",
+        (
+            "tests/test_creation_review_nov28.py::test_a_shape_of_non_integer_sizes_is_refused_not_truncated",
+        ),
+        "zeros([2.7]) makes a tensor of shape [2], and zeros([True, 2]) one of shape [1, 2]",
+    ),
 ]
