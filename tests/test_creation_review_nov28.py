@@ -90,3 +90,11 @@ def test_to_tensor_of_a_nested_list_of_tensors_keeps_their_dtype(dtype):
 def test_a_shape_of_non_integer_sizes_is_refused_not_truncated(shape):
     with pytest.raises(TypeError, match="a shape"):
         mt.zeros(shape)
+
+
+def test_to_tensor_of_a_numpy_scalar_keeps_its_dtype_as_paddle_does():
+    # Paddle: "np.number -> keep dtype"; a Python float takes the default dtype
+    got = {str(v.dtype): mt.to_tensor(v).dtype for v in (np.float64(1.5), np.int32(3))}
+    assert got == {"float64": np.float64, "int32": np.int32}
+    assert mt.to_tensor(np.float16(2.0)).dtype == np.float16
+    assert mt.to_tensor(1.5).dtype == np.float32 and mt.to_tensor(3).dtype == np.int64

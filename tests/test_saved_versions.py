@@ -165,3 +165,69 @@ def test_a_py_layers_saved_tensors_unchanged_give_the_gradient():
     x = _leaf([1.0, 2.0])
     Cube.apply(x).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [3.0, 12.0])
+
+
+@pytest.mark.parametrize("view", ["reshape", "transpose", "slice", "split"])
+@pytest.mark.parametrize("write", ["set_value", "setitem", "set_state_dict"])
+def test_a_write_into_a_source_is_seen_through_the_views_an_op_saved(view, write):
+    layer = nn.Linear(2, 2)
+    d = layer.weight  # a source that owns its memory, written three ways
+    w = mt.ones([2, 2])
+    w.stop_gradient = False
+    make = {
+        "reshape": lambda: d.reshape([4]).reshape([2, 2]),  # a view of a view
+        "transpose": lambda: d.transpose([1, 0]),
+        "slice": lambda: d[0:2],
+        "split": lambda: mt.split(d, 2)[0],
+    }
+    v = make[view]()
+    y = (v * w[: v.shape[0]]).sum()  # saves v for w's gradient
+    new = np.full([2, 2], 5.0, np.float32)
+    if write == "set_value":
+        d.set_value(new)
+    elif write == "setitem":
+        with mt.no_grad():
+            d[0, 0] = 5.0
+    else:
+        layer.set_state_dict({"weight": mt.to_tensor(new), "bias": layer.bias})
+    with pytest.raises(RuntimeError, match="sharing its memory with another tensor"):
+        y.backward()
+    assert w.grad is None
+
+
+def test_a_view_that_got_its_own_memory_is_not_refused_when_its_source_is_written():
+    d = mt.to_tensor([1.0, 2.0, 3.0, 4.0])
+    v = d.reshape([2, 2])
+    v[0, 0] = 9.0  # copy on write: v has its own memory now, d keeps 1.0
+    w = mt.ones([2, 2])
+    w.stop_gradient = False
+    y = (v * w).sum()
+    d.set_value(mt.zeros([4]))
+    y.backward()
+    assert w.grad.numpy().tolist() == [[9.0, 2.0], [3.0, 4.0]]
+
+
+def test_the_table_of_views_drops_the_dead_and_keeps_a_long_lived_sources_views_few():
+    from minitorch_amp.autograd import view_writes
+
+    source = mt.ones([4])
+    for _ in range(3000):
+        mt.ones([4]).reshape([2, 2])  # a dead source's view each time
+        source.reshape([2, 2])  # a live source's dead view each time
+    assert len(view_writes._views) < 2100
+    assert len(view_writes._views[id(source._data)]) <= 8
+
+
+def test_a_write_into_a_tensor_or_its_detached_twin_is_seen_through_the_other():
+    x = mt.to_tensor([1.0, 2.0], stop_gradient=False)
+    y = (x * x).sum()
+    x.detach().set_value(mt.to_tensor([5.0, 5.0]))
+    with pytest.raises(RuntimeError, match="modified in place"):
+        y.backward()
+    d = x.detach()
+    w = mt.ones([2])
+    w.stop_gradient = False
+    z = (d * w).sum()
+    x.set_value(mt.to_tensor([7.0, 7.0]))
+    with pytest.raises(RuntimeError, match="sharing its memory"):
+        z.backward()

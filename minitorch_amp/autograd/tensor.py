@@ -13,6 +13,7 @@ from ..backend import device as _device
 from ..backend import dtypes as _dtypes
 from ..backend import memory as _memory
 from ..backend import sync as _sync
+from . import view_writes as _view_writes
 from .tensor_input import as_array as _as_array
 
 
@@ -57,8 +58,6 @@ class Tensor:
         """A tensor around ``array`` with no checks (the fast path ``apply`` uses)."""
         if not isinstance(array, np.ndarray) and not _device.is_array(array):
             array = np.asarray(array)  # NumPy returns scalars from 0-d maths
-        if array.base is not None or array.nbytes >= _memory.MIN_TRACKED_BYTES:
-            _memory.track(array)  # (tiny arrays are below the accounting's granularity)
         t = object.__new__(cls)
         t._data = array
         t._node = None
@@ -69,6 +68,11 @@ class Tensor:
         t.name = None
         t.persistable = False
         t._hooks = None
+        if array.base is not None:  # a view: a write into its source is a write into it
+            _view_writes.note_view(t)
+            _memory.track(array)
+        elif array.nbytes >= _memory.MIN_TRACKED_BYTES:  # (tiny arrays: below the granularity)
+            _memory.track(array)
         return t
 
     _xp_of = staticmethod(_device.get_array_module)
@@ -196,8 +200,13 @@ class Tensor:
     clear_gradient = clear_grad
 
     def detach(self) -> Tensor:
-        """A tensor sharing this one's data, cut off from the graph (stop_gradient=True)."""
-        return Tensor._wrap(self._data)
+        """A tensor sharing this one's data, cut off from the graph (stop_gradient=True).
+        A write into either is a write into the other: each bumps the other's version."""
+        t = Tensor._wrap(self._data)
+        if self._data.base is None:  # (a view's result was noted by _wrap already)
+            _view_writes.note_view(self)
+            _view_writes.note_view(t)
+        return t
 
     # ---- conversion -------------------------------------------------------------------------
     def numpy(self) -> np.ndarray:
@@ -307,6 +316,7 @@ class Tensor:
             data = self._writable(whole=True)
         Tensor._xp_of(data).copyto(data, source)
         self._version += 1  # an fp16 parameter's fp32 master follows (optimizer/mixed_precision)
+        _view_writes.wrote(self)
 
     def _writable(self, whole: bool = False):
         """This tensor's array, ready for an in-place write of its values (``whole``: all of

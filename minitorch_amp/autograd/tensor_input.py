@@ -1,7 +1,8 @@
 """What ``Tensor(data)`` and ``to_tensor(data)`` make of their input: the array and its dtype.
 
 Python floats become the default float dtype (float32) and Python ints int64, as in Paddle;
-arrays and Tensors keep their dtype. A (nested) list of Tensors is stacked and keeps the
+arrays, NumPy scalars (``np.float64(1.5)`` is float64, ``np.int32(1)`` int32: Paddle's "np.number:
+keep dtype") and Tensors keep their dtype. A (nested) list of Tensors is stacked and keeps the
 Tensors' dtype, bfloat16 and FP8 included. bfloat16 and FP8 are rounded once, from the
 input's own precision (see ``backend.cast``).
 """
@@ -27,9 +28,9 @@ def as_array(data, dtype, place):
     """
     if dtype is not None:
         dtype = _dtypes.convert_dtype(dtype)
-    if _device.is_array(data):
-        array = data
-        dtype = _dtypes.convert_dtype(data.dtype) if dtype is None else dtype
+    if _device.is_array(data) or isinstance(data, np.generic):
+        array = np.asarray(data) if isinstance(data, np.generic) else data
+        dtype = _dtypes.convert_dtype(array.dtype) if dtype is None else dtype
     elif isinstance(data, (list, tuple)) and _first_leaf_is_tensor(data):
         array = _stack_tensors(data)
         dtype = _dtypes.convert_dtype(array.dtype) if dtype is None else dtype

@@ -22,6 +22,7 @@ from ..backend import dtypes as _dtypes
 from ..backend import sync as _sync
 from . import fp8_route as _fp8
 from . import ops as _ops
+from . import view_writes as _view_writes
 from .dispatch import apply
 from .grad_mode import _enabled
 from .ops.index import check_axis
@@ -291,6 +292,7 @@ def set_item(x: Tensor, index, value) -> None:
     if not record:
         data[index] = value._data if isinstance(value, Tensor) else value
         x._version += 1
+        _view_writes.wrote(x)
         return
     before = x._version
     as_was = Tensor._wrap(data)  # x before the write: its history (the same array)
@@ -299,6 +301,7 @@ def set_item(x: Tensor, index, value) -> None:
     out = apply(SetValue, as_was, value, index=index, before=before)
     x._node, x.stop_gradient = out._node, False
     x._version = before + 1
+    _view_writes.wrote(x)
 
 
 # NOTE: not the class's own attributes, and not __hash__: defining __eq__ set this class's

@@ -24,11 +24,11 @@ A recorded ``x[index] = value`` moves ``x``'s earlier history onto a stand-in (s
 
 NOTE: a version belongs to a Tensor, not to its memory. A write into a view op's result
 (``set_value``, ``copy_``, ``x[index] = value`` on a reshape, transpose, slice or split piece)
-gives that tensor its own array first (``Tensor._writable``), so its source is untouched. Not
-seen: a write into a tensor that view ops' results still share (``v = d.reshape([4])``,
-``y = w * v``, then ``d.set_value(...)``: ``v`` changes, its version does not, backward uses
-the new values), a write through ``x.detach()`` (the same array), and a write to the raw
-array (``x.data[...] = ...``). PyTorch shares one counter among views; we do not.
+gives that tensor its own array first (``Tensor._writable``), so its source is untouched. A
+write into a tensor that view ops' results still share (``v = d.reshape([4])``, ``y = w * v``,
+then ``d.set_value(...)``) bumps those results' versions too (``view_writes``), so backward
+refuses ``v`` as PyTorch does (it shares one counter among views); ``x.detach()`` and ``x``
+likewise. Not seen: a write to the raw array (``x.data[...] = ...``).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from __future__ import annotations
 from ..backend import is_array
 from .ops.shape import SetValue
 from .tensor import Tensor
+from .view_writes import owner, shares_memory
 
 
 def check(node, output: Tensor | None, create_graph: bool) -> None:
@@ -101,23 +102,21 @@ def check_saved(layer: str, tensors: tuple, versions: tuple) -> None:
 def _holds(ctx, array) -> bool:
     """Whether ``ctx`` (one level into tuples and lists) holds ``array`` or a view of its
     memory."""
-    owner = _owner(array)
+    mine = owner(array)
     for value in vars(ctx).values():
         for v in value if isinstance(value, (tuple, list)) else (value,):
-            if v is array or (is_array(v) and _owner(v) is owner):
+            if v is array or (is_array(v) and owner(v) is mine):
                 return True
     return False
 
 
-def _owner(array):
-    """The array that owns ``array``'s memory (itself, unless it is a view)."""
-    while is_array(array.base):
-        array = array.base
-    return array
-
-
 def _message(what: str, tensor: Tensor, saved: int) -> str:
     named = f" named {tensor.name!r}" if tensor.name else ""
+    if shares_memory(tensor):
+        named += (
+            ", sharing its memory with another tensor (a view op's result: reshape, transpose, "
+            "slice, split; or detach()): a write into that tensor writes into it"
+        )
     return (
         f"a tensor needed for the gradient was modified in place: {what} (a {tensor.dtype} "
         f"tensor of shape {tensor.shape}{named}) was saved at version {saved} and is now at "

@@ -23,6 +23,7 @@ import math
 
 import numpy as np
 
+from ..autograd import view_writes as _view_writes
 from ..autograd.tensor import Tensor
 from ..backend import device as _device
 from ..backend import dtypes as _dtypes
@@ -100,6 +101,7 @@ class Initializer:
         xp = _device.get_array_module(param._data)
         param._data[...] = self._generate(param.shape, param.dtype, xp)
         param._version += 1  # a write: an fp32 master, a cached cast, a saved input follow
+        _view_writes.wrote(param)
 
     def _generate(self, shape, dtype, xp):  # pragma: no cover - abstract
         raise NotImplementedError

@@ -53,6 +53,8 @@ SETS = (
     "review_creation_nov28",
     "review_io_nov28",
     "review_device_nov28",
+    "review_nov28_night",
+    "review_lr_nov28_night",
 )
 
 

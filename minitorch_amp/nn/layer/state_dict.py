@@ -22,6 +22,7 @@ from collections import OrderedDict
 import ml_dtypes
 import numpy as np
 
+from ...autograd import view_writes as _view_writes
 from ...autograd.tensor import Tensor
 from ...backend import device as _device
 from ...backend import dtypes as _dtypes
@@ -138,6 +139,7 @@ def load_state_dict(layer, state_dict: dict, use_structured_name: bool = True):
     for (_, target, _), array in zip(plan, staged):  # all checked and staged: now write
         _write(target._data, array)
         target._version += 1  # an optimizer's fp32 master of it must follow
+        _view_writes.wrote(target)
     for commit in commits:  # the extra state, checked and staged too
         commit()
     if missing:

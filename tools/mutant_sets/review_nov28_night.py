@@ -1,0 +1,85 @@
+"""Defects found and fixed in the night session of 2026-11-28 (the noticed-but-not-fixed list
+of the evening's note, and the reviews of transformers, initializers and clipping, the graph
+helper, the learning-rate schedulers and the PyTorch spellings), each planted back: the tests
+written with the fixes must see them."""
+
+# ruff: noqa: E501 (search texts are source lines, whatever their length)
+
+from __future__ import annotations
+
+from mutant_sets import Mutant
+
+CREATION = "tests/test_creation_review_nov28.py::"
+INPUT = "minitorch_amp/autograd/tensor_input.py"
+VERSIONS = "tests/test_saved_versions.py"
+SOURCE_WRITE = VERSIONS + "::test_a_write_into_a_source_is_seen_through_the_views_an_op_saved"
+
+MUTANTS: list[Mutant] = [
+    Mutant(
+        "a-numpy-scalar-takes-the-default-dtype",
+        INPUT,
+        "    if _device.is_array(data) or isinstance(data, np.generic):\n",
+        "    if _device.is_array(data):\n",
+        (CREATION + "test_to_tensor_of_a_numpy_scalar_keeps_its_dtype_as_paddle_does",),
+        "to_tensor(np.float64(1.5)) is float32 and to_tensor(np.int32(3)) int64 (Paddle keeps both)",
+    ),
+    Mutant(
+        "views-are-not-noted",
+        "minitorch_amp/autograd/tensor.py",
+        "            _view_writes.note_view(t)\n            _memory.track(array)\n",
+        "            _memory.track(array)\n",
+        (VERSIONS,),
+        "a write into a source leaves its views' versions: backward uses the new values silently",
+    ),
+    Mutant(
+        "a-write-bumps-no-view",
+        "minitorch_amp/autograd/view_writes.py",
+        "            view._version += 1\n",
+        "            pass\n",
+        (VERSIONS,),
+        "the views of a written source keep their versions",
+    ),
+    Mutant(
+        "set-value-announces-no-write",
+        "minitorch_amp/autograd/tensor.py",
+        "        _view_writes.wrote(self)\n",
+        "",
+        (SOURCE_WRITE,),
+        "set_value into a source is not seen through its views",
+    ),
+    Mutant(
+        "setitem-announces-no-write",
+        "minitorch_amp/autograd/tensor_operators.py",
+        "        x._version += 1\n        _view_writes.wrote(x)\n",
+        "        x._version += 1\n",
+        (SOURCE_WRITE,),
+        "x[i] = v (not recorded) into a source is not seen through its views",
+    ),
+    Mutant(
+        "set-state-dict-announces-no-write",
+        "minitorch_amp/nn/layer/state_dict.py",
+        "        _view_writes.wrote(target)\n",
+        "",
+        (SOURCE_WRITE,),
+        "set_state_dict into a source is not seen through its views",
+    ),
+    Mutant(
+        "a-view-with-its-own-memory-is-bumped-too",
+        "minitorch_amp/autograd/view_writes.py",
+        " and owner(view._data) is array:",
+        ":",
+        (
+            VERSIONS
+            + "::test_a_view_that_got_its_own_memory_is_not_refused_when_its_source_is_written",
+        ),
+        "a view that copied on write is refused when its old source is written",
+    ),
+    Mutant(
+        "detach-is-not-noted",
+        "minitorch_amp/autograd/tensor.py",
+        "            _view_writes.note_view(self)\n            _view_writes.note_view(t)\n",
+        "            pass\n",
+        (VERSIONS + "::test_a_write_into_a_tensor_or_its_detached_twin_is_seen_through_the_other",),
+        "a write through x.detach() is not seen by a graph that saved x",
+    ),
+]
