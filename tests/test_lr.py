@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from minitorch_amp.optimizer import lr
@@ -268,3 +269,101 @@ def test_an_optimizer_follows_one_cycle():
         seen.append(opt.get_lr())
         sched.step()
     assert seen == sequence(lr.OneCycleLR(1.0, total_steps=5, anneal_strategy="linear"), 5)
+
+
+# ---- review of 2026-11-28 (night) -------------------------------------------------------------
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: lr.StepDecay(learning_rate=-0.1, step_size=2),
+        lambda: lr.LinearWarmup(0.5, warmup_steps=3, start_lr=-1.0, end_lr=0.5),
+        lambda: lr.ReduceOnPlateau(learning_rate=-0.1),
+    ],
+)
+def test_a_negative_learning_rate_is_refused_as_paddle_refuses_it(make):
+    with pytest.raises(ValueError, match="invalid learning rate -"):
+        make()
+
+
+class Plateauish(lr.LRScheduler):
+    """A user's scheduler written for Paddle: more state, declared through state_keys()."""
+
+    def __init__(self, learning_rate):
+        self.bad_epochs = 0
+        super().__init__(learning_rate)
+
+    def state_keys(self):
+        self.keys = ["last_epoch", "last_lr", "bad_epochs"]
+
+    def get_lr(self):
+        return self.base_lr * 0.5**self.bad_epochs
+
+
+def test_a_subclass_state_keys_hook_saves_and_restores_its_extra_state():
+    a = Plateauish(1.0)
+    a.bad_epochs = 3
+    a.step()
+    assert a.state_dict() == {"last_epoch": 1, "last_lr": 0.125, "bad_epochs": 3}
+    b = Plateauish(1.0)
+    with pytest.raises(RuntimeError, match="bad_epochs"):
+        b.set_state_dict({"last_epoch": 1, "last_lr": 0.125})
+    b.set_state_dict(a.state_dict())
+    b.step()
+    assert b.bad_epochs == 3 and b() == 0.125
+
+
+def test_extra_entries_of_state_keys_are_loaded_back():
+    class Counting(Plateauish):
+        _state_keys = ("last_epoch", "last_lr", "bad_epochs")
+        state_keys = lr.LRScheduler.state_keys
+
+    a = Counting(1.0)
+    a.bad_epochs = 2
+    b = Counting(1.0)
+    b.set_state_dict(a.state_dict())
+    assert b.bad_epochs == 2
+
+
+def paddle_cosine(base, t_max, eta_min, last_epoch, steps, last_lr=None):
+    """Paddle's CosineAnnealingDecay: __init__ steps once from last_epoch, get_lr recurses."""
+    epoch, lr_, out = last_epoch, base if last_lr is None else last_lr, []
+    for _ in range(steps):
+        epoch += 1
+        if epoch == 0:
+            lr_ = base
+        elif (epoch - 1 - t_max) % (2 * t_max) == 0:
+            lr_ = lr_ + (base - eta_min) * (1 - math.cos(math.pi / t_max)) / 2
+        else:
+            ratio = (1 + math.cos(math.pi * epoch / t_max)) / (
+                1 + math.cos(math.pi * (epoch - 1) / t_max)
+            )
+            lr_ = ratio * (lr_ - eta_min) + eta_min
+        out.append(lr_)
+    return out
+
+
+def test_cosine_resumes_from_last_lr_as_paddle_does_bit_for_bit():
+    sched = lr.CosineAnnealingDecay(1.0, T_max=10, eta_min=0.1, last_epoch=4)
+    assert sequence(sched, 4) == paddle_cosine(1.0, 10, 0.1, 4, 4)  # epochs 5..8
+    resumed = lr.CosineAnnealingDecay(1.0, T_max=3)
+    resumed.set_state_dict({"last_epoch": 2, "last_lr": 1.5})  # a rate off this curve
+    resumed.step()
+    assert sequence(resumed, 8) == paddle_cosine(1.0, 3, 0.0, 2, 8, last_lr=1.5)
+    assert sequence(lr.CosineAnnealingDecay(0.3, T_max=2), 9) == paddle_cosine(0.3, 2, 0, -1, 9)
+
+
+def test_numpy_integers_are_accepted_wherever_an_int_is():
+    sched = lr.StepDecay(0.1, step_size=np.int64(2), last_epoch=np.int64(5))
+    assert sched.last_epoch == 6 and type(sched.last_epoch) is int
+    sched.step(np.int64(3))
+    assert sched.last_epoch == 3 and sched() == pytest.approx(0.01)
+    assert lr.MultiStepDecay(0.1, milestones=list(np.arange(30, 90, 30))).milestones == [30, 60]
+    with pytest.raises(ValueError, match="non-negative integer, got True"):
+        sched.step(True)
+
+
+def test_one_cycle_with_phase_pct_one_names_the_empty_fall():
+    with pytest.raises(ValueError, match=r"the fall, from step 9 to step 9.*below 1\.0"):
+        lr.OneCycleLR(1.0, 10, phase_pct=1.0)
+    with pytest.raises(ValueError, match=r"the rise, from step 0 to step 0.*is not 1"):
+        lr.OneCycleLR(1.0, 10, phase_pct=0.1)

@@ -55,6 +55,10 @@ SETS = (
     "review_device_nov28",
     "review_nov28_night",
     "review_lr_nov28_night",
+    "review_graphs_nov28_night",
+    "review_transformer_nov28_night",
+    "review_clip_summary_nov28_night",
+    "review_torch_spellings_nov28_night",
 )
 
 

@@ -12,6 +12,8 @@ from mutant_sets import Mutant
 CREATION = "tests/test_creation_review_nov28.py::"
 INPUT = "minitorch_amp/autograd/tensor_input.py"
 VERSIONS = "tests/test_saved_versions.py"
+ELEMENTWISE = "minitorch_amp/autograd/ops/elementwise.py"
+F16 = "tests/test_float16_scalars.py"
 SOURCE_WRITE = VERSIONS + "::test_a_write_into_a_source_is_seen_through_the_views_an_op_saved"
 
 MUTANTS: list[Mutant] = [
@@ -81,5 +83,45 @@ MUTANTS: list[Mutant] = [
         "            pass\n",
         (VERSIONS + "::test_a_write_into_a_tensor_or_its_detached_twin_is_seen_through_the_other",),
         "a write through x.detach() is not seen by a graph that saved x",
+    ),
+    Mutant(
+        "a-number-after-float16-is-rounded-to-float16",
+        ELEMENTWISE,
+        " is _F16 and not _exact_in_float16(y):\n",
+        " is _F16 and False:\n",
+        (F16 + "::test_a_number_meets_float16_in_float32_rounded_once",),
+        "x * 1e9 for a float16 x is inf (NumPy rounds 1e9 to float16 first)",
+    ),
+    Mutant(
+        "a-number-before-float16-is-rounded-to-float16",
+        ELEMENTWISE,
+        " is _F16 and not _exact_in_float16(x):\n",
+        " is _F16 and False:\n",
+        (F16 + "::test_a_number_meets_float16_in_float32_rounded_once",),
+        "1e9 * x for a float16 x is inf",
+    ),
+    Mutant(
+        "float16-exactness-ignores-the-range",
+        ELEMENTWISE,
+        "    return -65504.0 <= number <= 65504.0 and float(np.float16(number)) == number\n",
+        "    return float(np.float16(number)) == number or number > 65504.0\n",
+        (F16 + "::test_a_number_meets_float16_in_float32_rounded_once",),
+        "numbers past float16's range are taken as exact: x * 1e9 is inf again",
+    ),
+    Mutant(
+        "multiply-backward-rounds-the-number-to-float16",
+        ELEMENTWISE,
+        '        gx = binary("multiply", _mul, grad, ctx.y) if needs_x else None\n',
+        "        gx = grad * ctx.y if needs_x else None\n",
+        (F16 + "::test_the_gradients_of_multiply_and_divide_by_a_number_follow_the_same_rule",),
+        "the gradient of x * 1e5 in float16 is inf",
+    ),
+    Mutant(
+        "divide-backward-rounds-the-number-to-float16",
+        ELEMENTWISE,
+        '        gx = binary("divide", _div, grad, ctx.y)\n',
+        "        gx = grad / ctx.y\n",
+        (F16 + "::test_the_gradients_of_multiply_and_divide_by_a_number_follow_the_same_rule",),
+        "the gradient of x / 1e5 in float16 is 0",
     ),
 ]

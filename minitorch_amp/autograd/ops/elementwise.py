@@ -3,11 +3,15 @@
 Gradients are returned at the broadcast shape; the engine un-broadcasts them.
 Python numbers are weak constants (``x * 2.0`` stays float16 for a float16 ``x``); an integer
 tensor meeting a floating one takes its dtype (``promote``, applied by ``dispatch.promote``).
+A float16 tensor meeting a number that float16 cannot hold exactly is computed in float32 and
+rounded once (see :func:`binary`).
 Float maths of integer tensors (true division, ``sqrt``, ``exp``, ``log``, ``tanh``,
 ``sigmoid``, ``rsqrt``) gives the default float dtype, float32, not NumPy's float64.
 """
 
 from __future__ import annotations
+
+import operator
 
 import numpy as np
 
@@ -20,8 +24,29 @@ def _shape_of(v):
     return list(getattr(v, "shape", ()))
 
 
+_mul, _div = operator.mul, operator.truediv
+_F16 = np.dtype(np.float16)
+_NUMBERS = (int, float)  # (exactly: a bool is no number here, and NumPy scalars are not weak)
+
+
+def _exact_in_float16(number) -> bool:
+    return -65504.0 <= number <= 65504.0 and float(np.float16(number)) == number
+
+
 def binary(name: str, fn, x, y):
-    """``fn(x, y)``, turning NumPy's broadcast error into one that names both shapes."""
+    """``fn(x, y)``, turning NumPy's broadcast error into one that names both shapes.
+
+    NOTE: a float16 array with a Python number that float16 cannot hold exactly (``x * 1e9``,
+    ``x / 1e5``, ``x * 0.1``) is computed in float32 and rounded once, as Paddle's and
+    PyTorch's kernels compute half-precision arithmetic in float ("opmath"): NumPy (and CuPy)
+    would round the number to float16 first, 1e9 to inf (``x * 1e9`` inf or NaN everywhere,
+    ``x / 1e5`` zero) and 0.1 to 0.0999755859375. A number float16 holds exactly gives the same
+    bits either way (bar a rare double rounding of a sum or quotient), so it stays one pass.
+    """
+    if y.__class__ in _NUMBERS and getattr(x, "dtype", None) is _F16 and not _exact_in_float16(y):
+        return fn(x.astype(np.float32), y).astype(_F16)
+    if x.__class__ in _NUMBERS and getattr(y, "dtype", None) is _F16 and not _exact_in_float16(x):
+        return fn(x, y.astype(np.float32)).astype(_F16)
     try:
         return fn(x, y)
     except ValueError as exc:
@@ -46,7 +71,7 @@ class Add(Op):
 
     @staticmethod
     def forward(ctx, x, y):
-        return binary("add", lambda a, b: a + b, x, y)
+        return binary("add", operator.add, x, y)
 
     @staticmethod
     def backward(ctx, grad):
@@ -59,7 +84,7 @@ class Subtract(Op):
 
     @staticmethod
     def forward(ctx, x, y):
-        return binary("subtract", lambda a, b: a - b, x, y)
+        return binary("subtract", operator.sub, x, y)
 
     @staticmethod
     def backward(ctx, grad):
@@ -73,12 +98,13 @@ class Multiply(Op):
     @staticmethod
     def forward(ctx, x, y):
         ctx.x, ctx.y = x, y
-        return binary("multiply", lambda a, b: a * b, x, y)
+        return binary("multiply", _mul, x, y)
 
     @staticmethod
     def backward(ctx, grad):
         needs_x, needs_y = ctx.needs_grad  # (a loss times the scaler's factor: x only)
-        return grad * ctx.y if needs_x else None, grad * ctx.x if needs_y else None
+        gx = binary("multiply", _mul, grad, ctx.y) if needs_x else None
+        return gx, binary("multiply", _mul, grad, ctx.x) if needs_y else None
 
 
 class Divide(Op):
@@ -95,12 +121,12 @@ class Divide(Op):
     @staticmethod
     def forward(ctx, x, y):
         ctx.x, ctx.y = x, y
-        return binary("divide", lambda a, b: a / b, x, y)
+        return binary("divide", _div, x, y)
 
     @staticmethod
     def backward(ctx, grad):
         needs_x, needs_y = ctx.needs_grad
-        gx = grad / ctx.y
+        gx = binary("divide", _div, grad, ctx.y)
         return gx if needs_x else None, -gx * ctx.x / ctx.y if needs_y else None
 
 

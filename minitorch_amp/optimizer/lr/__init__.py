@@ -8,6 +8,10 @@ epoch, their choice). Construction already takes one step, so ``last_epoch`` sta
 * ``scheduler.py``: :class:`LRScheduler`, the base (stepping, ``state_dict``).
 * ``decay.py``: ``StepDecay``, ``MultiStepDecay``, ``ExponentialDecay``,
   ``CosineAnnealingDecay``, ``LambdaDecay``, ``LinearWarmup``.
+* ``formulas.py``: ``NoamDecay``, ``PiecewiseDecay``, ``NaturalExpDecay``, ``InverseTimeDecay``,
+  ``PolynomialDecay``, ``MultiplicativeDecay``, ``LinearLR``.
+* ``cyclic.py``: ``CyclicLR``, ``CosineAnnealingWarmRestarts``.
+* ``plateau.py``: ``ReduceOnPlateau`` (``step(metrics)``: driven by a metric, not the epoch).
 * ``one_cycle.py``: ``OneCycleLR``.
 
 Example:
@@ -21,6 +25,7 @@ Example:
     [0.5, 0.5, 0.05, 0.05, 0.005]
 """
 
+from .cyclic import CosineAnnealingWarmRestarts, CyclicLR
 from .decay import (
     CosineAnnealingDecay,
     ExponentialDecay,
@@ -29,16 +34,36 @@ from .decay import (
     MultiStepDecay,
     StepDecay,
 )
+from .formulas import (
+    InverseTimeDecay,
+    LinearLR,
+    MultiplicativeDecay,
+    NaturalExpDecay,
+    NoamDecay,
+    PiecewiseDecay,
+    PolynomialDecay,
+)
 from .one_cycle import OneCycleLR
+from .plateau import ReduceOnPlateau
 from .scheduler import LRScheduler
 
 __all__ = [
     "CosineAnnealingDecay",
+    "CosineAnnealingWarmRestarts",
+    "CyclicLR",
     "ExponentialDecay",
+    "InverseTimeDecay",
     "LRScheduler",
     "LambdaDecay",
+    "LinearLR",
     "LinearWarmup",
     "MultiStepDecay",
+    "MultiplicativeDecay",
+    "NaturalExpDecay",
+    "NoamDecay",
     "OneCycleLR",
+    "PiecewiseDecay",
+    "PolynomialDecay",
+    "ReduceOnPlateau",
     "StepDecay",
 ]

@@ -36,13 +36,12 @@ class MultiStepDecay(LRScheduler):
                 f"MultiStepDecay: 'milestones' must be a non-empty list or tuple of ints, "
                 f"got {milestones!r}"
             )
-        for m in milestones:
-            _check_positive_int(m, "milestones", "MultiStepDecay")
+        milestones = [_check_positive_int(m, "milestones", "MultiStepDecay") for m in milestones]
         if any(a >= b for a, b in itertools.pairwise(milestones)):
             raise ValueError(
                 f"MultiStepDecay: 'milestones' must be strictly increasing, got {milestones}"
             )
-        self.milestones = list(milestones)
+        self.milestones = milestones
         self.gamma = _check_decay_gamma(gamma, "MultiStepDecay")
         super().__init__(learning_rate, last_epoch, verbose)
 
@@ -63,17 +62,19 @@ class ExponentialDecay(LRScheduler):
 
 
 class CosineAnnealingDecay(LRScheduler):
-    """Cosine annealing from ``base_lr`` down to ``eta_min`` over ``T_max`` epochs.
+    """Cosine annealing from ``base_lr`` down to ``eta_min`` over ``T_max`` epochs, Paddle's way.
 
-    ``lr = eta_min + (base_lr - eta_min) * (1 + cos(pi * last_epoch / T_max)) / 2``
+    ``step()`` follows Paddle's recursion on ``last_lr`` (``t = last_epoch``, ``T = T_max``):
+    ``lr_t = eta_min + (1 + cos(pi t/T)) / (1 + cos(pi (t-1)/T)) * (lr_{t-1} - eta_min)``,
+    and where that denominator is 0 (``t - 1 = T, 3T, 5T, ...``)
+    ``lr_t = lr_{t-1} + (base_lr - eta_min) * (1 - cos(pi/T)) / 2``; ``lr_0 = base_lr``.
+    ``step(epoch)`` uses the closed form
+    ``lr = eta_min + (base_lr - eta_min) * (1 + cos(pi * last_epoch / T_max)) / 2``.
 
-    NOTE: Paddle computes sequential steps with a recursion,
-    ``lr_t - eta_min = (1 + cos(pi t/T)) / (1 + cos(pi (t-1)/T)) * (lr_{t-1} - eta_min)``,
-    with a special case where the denominator is 0 (``t - 1 = T, 3T, ...``, where it adds
-    ``(base_lr - eta_min) * (1 - cos(pi/T)) / 2`` to ``lr_{t-1} = eta_min``). The ratios
-    telescope, and the special case lands on the same point, so the recursion equals the
-    closed form above at every epoch (up to rounding, ~1e-16 per step). We use the closed form
-    everywhere: it cannot drift and does not depend on how the counter got where it is.
+    NOTE: the two agree (to rounding) only along a run from scratch. The recursion continues
+    from whatever ``last_lr`` is: built with ``last_epoch=k`` the first rate is
+    ``lr_{k+1}`` computed from ``lr_k = base_lr``, and after ``set_state_dict`` it continues
+    from the loaded ``last_lr`` even when that is off this curve. Paddle does the same.
     """
 
     def __init__(self, learning_rate, T_max, eta_min=0, last_epoch=-1, verbose=False):  # noqa: N803
@@ -82,8 +83,21 @@ class CosineAnnealingDecay(LRScheduler):
         super().__init__(learning_rate, last_epoch, verbose)
 
     def get_lr(self) -> float:
-        cosine = 1.0 + math.cos(math.pi * self.last_epoch / self.T_max)
-        return self.eta_min + (self.base_lr - self.eta_min) * cosine / 2.0
+        epoch, t_max = self.last_epoch, self.T_max
+        if epoch == 0:
+            return self.base_lr
+        if (epoch - 1 - t_max) % (2 * t_max) == 0:
+            return (
+                self.last_lr + (self.base_lr - self.eta_min) * (1 - math.cos(math.pi / t_max)) / 2
+            )
+        ratio = (1 + math.cos(math.pi * epoch / t_max)) / (
+            1 + math.cos(math.pi * (epoch - 1) / t_max)
+        )
+        return ratio * (self.last_lr - self.eta_min) + self.eta_min
+
+    def _get_closed_form_lr(self) -> float:
+        cosine = 1 + math.cos(math.pi * self.last_epoch / self.T_max)
+        return self.eta_min + (self.base_lr - self.eta_min) * cosine / 2
 
 
 class LambdaDecay(LRScheduler):

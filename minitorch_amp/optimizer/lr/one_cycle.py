@@ -7,6 +7,7 @@ The "1cycle" policy of Smith and Topin, *Super-Convergence* (2017), as Paddle's
 from __future__ import annotations
 
 import math
+import numbers
 
 from .scheduler import LRScheduler, _check_number, _check_positive_int
 
@@ -71,7 +72,7 @@ class OneCycleLR(LRScheduler):
     ):
         peak = _non_negative(max_learning_rate, "max_learning_rate")
         end = _non_negative(end_learning_rate, "end_learning_rate")
-        if isinstance(total_steps, bool) or not isinstance(total_steps, int):
+        if isinstance(total_steps, bool) or not isinstance(total_steps, numbers.Integral):
             raise TypeError(f"{_OWNER}: 'total_steps' must be an int, got {total_steps!r}")
         self.total_steps = _check_positive_int(total_steps, "total_steps", _OWNER)
         divide_factor = _check_number(divide_factor, "divide_factor", _OWNER)
@@ -98,12 +99,17 @@ class OneCycleLR(LRScheduler):
             phases.append((2 * p - 2, last, initial, end))
         else:
             phases = [(0, p - 1, initial, peak), (p - 1, last, peak, end)]
-        for start, stop, _, _ in phases:
+        names = ("the rise", "the fall back", "the final anneal") if three_phase else ()
+        for name, (start, stop, _, _) in zip(names or ("the rise", "the fall"), phases):
             if stop == start:  # Paddle divides by zero here, when the phase is reached
+                fix = (
+                    "change phase_pct so that phase_pct * total_steps is not 1"
+                    if start == 0
+                    else "use a phase_pct below 1.0, so that some steps are left to anneal"
+                )
                 raise ValueError(
-                    f"{_OWNER}: a phase from step {start} to step {stop} has no length "
-                    f"(phase_pct={phase_pct}, total_steps={total_steps}); change phase_pct so "
-                    "that phase_pct * total_steps is not 1"
+                    f"{_OWNER}: {name}, from step {start:g} to step {stop:g}, has no length "
+                    f"(phase_pct={phase_pct}, total_steps={total_steps}); {fix}"
                 )
         self._phases = tuple(phases)
         super().__init__(initial, last_epoch, verbose)

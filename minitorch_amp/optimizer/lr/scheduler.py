@@ -4,6 +4,9 @@ A scheduler is a function of the epoch counter ``last_epoch``. The optimizer rea
 value with ``scheduler()``; the user advances it with ``scheduler.step()`` (per batch or per
 epoch, their choice). Construction already takes one step, so ``last_epoch`` starts at 0 and
 ``last_lr`` holds the value for epoch 0.
+
+Integers may be Python ints or NumPy integers (``np.int64(3)``, ``np.arange``'s elements), never
+``bool``; numbers may be any real number but ``bool``.
 """
 
 from __future__ import annotations
@@ -13,16 +16,27 @@ import numbers
 import warnings
 
 
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def _check_number(value, what: str, owner: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{owner}: '{what}' must be a float or int, got {type(value).__name__}")
     return float(value)
 
 
-def _check_positive_int(value, what: str, owner: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{owner}: '{what}' must be a positive integer, got {value!r}")
+def _check_non_negative(value, what: str, owner: str) -> float:
+    value = _check_number(value, what, owner)
+    if not value >= 0:
+        raise ValueError(f"{owner}: '{what}' must be >= 0, got {value}")
     return value
+
+
+def _check_positive_int(value, what: str, owner: str) -> int:
+    if not _is_int(value) or value <= 0:
+        raise ValueError(f"{owner}: '{what}' must be a positive integer, got {value!r}")
+    return int(value)
 
 
 def _check_decay_gamma(gamma, owner: str) -> float:
@@ -34,11 +48,28 @@ def _check_decay_gamma(gamma, owner: str) -> float:
     return gamma
 
 
+def _check_learning_rate(value, owner: str) -> float:
+    """Paddle's check in ``LRScheduler.__init__``: a number, not negative."""
+    rate = _check_number(value, "learning_rate", owner)
+    if rate < 0:
+        raise ValueError(
+            f"{owner}: invalid learning rate {value}: it must be >= 0 (a negative rate climbs "
+            "the loss); pass the magnitude"
+        )
+    return rate
+
+
+def _check_epoch_arg(epoch, what: str) -> int:
+    if not _is_int(epoch) or epoch < 0:
+        raise ValueError(f"{what} must be a non-negative integer, got {epoch!r}")
+    return int(epoch)
+
+
 class LRScheduler:
     """Base class: subclasses implement :meth:`get_lr` as a function of ``self.last_epoch``.
 
     Args:
-        learning_rate: the initial learning rate, ``base_lr``.
+        learning_rate: the initial learning rate, ``base_lr`` (>= 0, as in Paddle).
         last_epoch: the epoch to resume after; -1 starts from scratch.
         verbose: print the new learning rate on every step.
 
@@ -46,15 +77,19 @@ class LRScheduler:
         base_lr: the initial learning rate.
         last_epoch: the current epoch counter (0 after construction from scratch).
         last_lr: the learning rate for ``last_epoch``; what ``scheduler()`` returns.
+
+    A subclass with more state lists it as Paddle does, in a ``state_keys()`` that sets
+    ``self.keys`` (or in the class attribute ``_state_keys``): :meth:`state_dict` saves those
+    attributes and :meth:`set_state_dict` requires and restores every one of them.
     """
 
     def __init__(self, learning_rate: float = 0.1, last_epoch: int = -1, verbose: bool = False):
         owner = type(self).__name__
-        self.base_lr = _check_number(learning_rate, "learning_rate", owner)
-        if isinstance(last_epoch, bool) or not isinstance(last_epoch, int) or last_epoch < -1:
-            raise ValueError(f"{owner}: 'last_epoch' must be an int >= -1, got {last_epoch!r}")
+        self.base_lr = _check_learning_rate(learning_rate, owner)
+        if not _is_int(last_epoch) or last_epoch < -1:
+            raise ValueError(f"{owner}: 'last_epoch' must be an integer >= -1, got {last_epoch!r}")
         self.last_lr = self.base_lr
-        self.last_epoch = last_epoch
+        self.last_epoch = int(last_epoch)
         self.verbose = verbose
         self.step()
 
@@ -73,15 +108,16 @@ class LRScheduler:
             self.last_epoch += 1
             compute = self.get_lr
         else:
-            if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-                raise ValueError(f"step(epoch=...) needs a non-negative int, got {epoch!r}")
-            self.last_epoch = epoch
+            self.last_epoch = _check_epoch_arg(epoch, "step(epoch=...)")
             compute = self._get_closed_form_lr
         try:
             self.last_lr = compute()
         except BaseException:
             self.last_epoch = previous
             raise
+        self._print_rate()
+
+    def _print_rate(self) -> None:
         if self.verbose:
             print(
                 f"Epoch {self.last_epoch}: {type(self).__name__} set learning rate to "
@@ -97,11 +133,25 @@ class LRScheduler:
         return self.get_lr()
 
     # ---- checkpointing ----------------------------------------------------------------------
-    _state_keys = ("last_epoch", "last_lr")
+    _state_keys: tuple[str, ...] = ("last_epoch", "last_lr")
+    _optional_keys: tuple[str, ...] = ()  # restored when present, not required
+
+    def state_keys(self) -> None:
+        """Paddle's hook: set ``self.keys``, the attributes the state holds (default
+        ``_state_keys``, ``['last_epoch', 'last_lr']`` here). Override it to save more."""
+        self.keys = list(self._state_keys)
+
+    def _keys(self) -> tuple[str, ...]:
+        """``state_keys()``'s ``self.keys``, after ``last_epoch`` and ``last_lr`` (always kept)."""
+        self.state_keys()
+        extra = [key for key in self.keys if key not in ("last_epoch", "last_lr")]
+        return ("last_epoch", "last_lr", *extra)
 
     def state_dict(self) -> dict:
-        """``{'last_epoch': int, 'last_lr': float}`` (subclasses may add entries)."""
-        return {key: getattr(self, key) for key in self._state_keys}
+        """``{'last_epoch': int, 'last_lr': float}`` and every other key of ``state_keys()``
+        the scheduler has (as in Paddle, a key it lacks is left out)."""
+        keys = self._keys() + self._optional_keys
+        return {key: getattr(self, key) for key in keys if key in self.__dict__}
 
     def set_state_dict(self, state_dict: dict) -> None:
         """Restore what :meth:`state_dict` returned; all or nothing.
@@ -111,7 +161,7 @@ class LRScheduler:
         the scheduler as it was.
 
         Raises:
-            RuntimeError: a required key is missing.
+            RuntimeError: a required key (one of ``state_keys()``) is missing.
             TypeError: ``state_dict`` is not a dict, or an entry has the wrong type.
             ValueError: an entry is out of range (a negative epoch, a rate that is not
                 finite, an epoch past ``OneCycleLR``'s ``total_steps``).
@@ -126,14 +176,14 @@ class LRScheduler:
         caller = caller or f"{type(self).__name__}.set_state_dict"
         if not isinstance(state_dict, dict):
             raise TypeError(f"{caller}: {where} must be a dict, got {type(state_dict).__name__}")
-        required = self._state_keys + tuple(self._nested())
-        missing = [key for key in required if key not in state_dict]
+        keys = self._keys()
+        missing = [key for key in keys + tuple(self._nested()) if key not in state_dict]
         if missing:
             raise RuntimeError(
                 f"{caller}: {where} has no {missing}; pass what scheduler.state_dict() returned"
             )
         epoch, rate = state_dict["last_epoch"], state_dict["last_lr"]
-        if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral):
+        if not _is_int(epoch):
             raise TypeError(f"{caller}: {where}['last_epoch'] must be an int, got {epoch!r}")
         if epoch < 0:
             raise ValueError(
@@ -144,9 +194,11 @@ class LRScheduler:
         if not math.isfinite(rate):
             raise ValueError(f"{caller}: {where}['last_lr'] must be a finite number, got {rate}")
         self._check_epoch(int(epoch), f"{caller}: {where}")
+        self._check_extra(state_dict, f"{caller}: {where}")
         for key, inner in self._nested().items():
             inner._check_state(state_dict[key], f"{where}[{key!r}]", caller)
-        unused = set(state_dict) - set(self._state_keys) - set(self._nested_keys)
+        known = set(keys) | set(self._optional_keys) | set(self._nested_keys)
+        unused = set(state_dict) - known
         if unused:
             warnings.warn(
                 f"{caller} ignores unknown keys {sorted(unused)}; "
@@ -158,6 +210,10 @@ class LRScheduler:
         """Refuse an epoch this schedule cannot be at (``OneCycleLR``: past its end);
         ``where`` begins the error."""
 
+    def _check_extra(self, state_dict: dict, where: str) -> None:
+        """Check the entries beyond ``last_epoch``/``last_lr`` a subclass knows the types of
+        (a user's ``state_keys()`` entries are restored as they are, as in Paddle)."""
+
     def _nested(self) -> dict:
         """``{key: scheduler}``: the schedulers whose state this one's state holds."""
         return {}
@@ -166,6 +222,9 @@ class LRScheduler:
         """Write a state :meth:`_check_state` passed (nothing here raises)."""
         for key, inner in self._nested().items():
             inner._load_state(state_dict[key])
+        for key in self._keys() + self._optional_keys:
+            if key in state_dict:
+                setattr(self, key, state_dict[key])
         self.last_epoch = int(state_dict["last_epoch"])
         self.last_lr = float(state_dict["last_lr"])
 
