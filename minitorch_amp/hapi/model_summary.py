@@ -35,10 +35,12 @@ def summary(net: Layer, input_size=None, dtypes=None, input=None) -> dict:  # no
     Args:
         net: the model; one forward runs under ``no_grad`` with every layer in eval mode
             (each layer's own mode is restored afterwards).
-        input_size: the input's shape, a tuple (``None`` or -1 allowed once, for the batch,
-            read as 1); for a model with several inputs, a list of shapes. A list of ints is
-            read as several 1-D inputs, as in Paddle. Objects with a ``shape`` (Paddle's
-            ``InputSpec``) are accepted too.
+        input_size: the input's shape, a tuple of ints (``None`` or -1 allowed once, for the
+            batch, read as 1) or an int (a 1-D input); for a model with several inputs, a list
+            of shapes (or a tuple of them). As in Paddle, a list's items are ints (each a 1-D
+            input), tuples or ``InputSpec``s, never lists. Objects with a ``shape`` and no
+            values (Paddle's ``InputSpec``) are read as their shape; an array or a Tensor is
+            refused (``TypeError``), as is a dim that is not an int, before anything runs.
         dtypes: the inputs' dtypes: one for all, or one per input (default float32). The
             inputs are uniform samples in [0, 1) cast to these dtypes.
         input: the input itself (a Tensor, or a list or dict passed as one argument);
@@ -194,23 +196,61 @@ def _shapes_of(input):  # noqa: A002
 
 
 def _as_sizes(input_size):
-    """Paddle's reading: an int is a 1-D shape, a list holds one shape per input."""
-    if isinstance(input_size, numbers.Integral):
+    """Paddle's reading: an int is a 1-D shape; a tuple is one shape (or, holding shapes, one
+    per input); a list holds one shape per input, each an int, a tuple or an InputSpec; an
+    InputSpec is its shape. Anything else is refused here, before the model runs."""
+    if isinstance(input_size, numbers.Integral) and not isinstance(input_size, bool):
         return (int(input_size),)
-    if isinstance(input_size, list):
-        return [(n,) if isinstance(n, numbers.Integral) else _as_sizes(n) for n in input_size]
     if isinstance(input_size, tuple):
         return input_size
-    if hasattr(input_size, "shape"):  # an InputSpec
+    if _is_input_spec(input_size):
         return tuple(input_size.shape)
+    if isinstance(input_size, list):
+        return [_list_item(n) for n in input_size]
+    hint = ""
+    if hasattr(input_size, "shape"):  # an array or a Tensor: its values would be ignored
+        hint = "; for an array of sizes pass tuple(sizes.tolist()), for the input itself input="
     raise TypeError(
-        f"summary: input_size must be a shape tuple or a list of them, got {input_size!r}"
+        "summary: input_size must be a shape tuple, an int, an InputSpec or a list of them, "
+        f"got {type(input_size).__name__} {input_size!r}{hint}"
     )
 
 
+def _list_item(item):
+    """One input's size inside a list: an int (a 1-D shape), a tuple or an InputSpec."""
+    if isinstance(item, numbers.Integral) and not isinstance(item, bool):
+        return (int(item),)
+    if isinstance(item, tuple):
+        return item
+    if _is_input_spec(item):
+        return tuple(item.shape)
+    raise TypeError(
+        "summary: each item of a list input_size is one input's size, an int, a tuple or an "
+        f"InputSpec, got {type(item).__name__} {item!r} (as in Paddle); write a shape as a "
+        "tuple, e.g. [(1, 4)] for one input of shape [1, 4]"
+    )
+
+
+def _is_input_spec(value) -> bool:
+    """Paddle's ``InputSpec`` or alike: a ``shape`` attribute and no values of its own (an
+    array or a Tensor has ``__array__``, and its values are no size)."""
+    return hasattr(value, "shape") and not hasattr(value, "__array__")
+
+
 def _check_sizes(size):
+    if not isinstance(size, list | tuple):
+        raise TypeError(
+            f"summary: input_size holds {size!r} beside shapes: give every input's shape as "
+            "a tuple of ints"
+        )
     if not _is_shape(size):
         return [_check_sizes(s) for s in size]
+    for n in size:
+        if n is not None and (isinstance(n, bool) or not isinstance(n, numbers.Integral)):
+            raise TypeError(
+                f"summary: input_size {size} has the dim {n!r}: dims are ints (None or -1 "
+                "for the batch)"
+            )
     unknown = [n for n in size if n is None or n == -1]
     if len(unknown) > 1:
         raise ValueError(

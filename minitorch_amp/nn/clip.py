@@ -22,6 +22,7 @@ optimizers and ``nn`` can both import it.
 from __future__ import annotations
 
 import math
+import numbers
 import weakref
 
 import numpy as np
@@ -40,10 +41,24 @@ __all__ = [
 ]
 
 
-def _check_positive(value, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{what} must be a positive number, got {value!r}")
-    return float(value)
+def _check_positive(value, what: str, allow_zero: bool = False) -> float:
+    """``float(value)`` for a real number (a Python or NumPy int or float, not a bool) that is
+    > 0 (>= 0 with ``allow_zero``); anything else, NaN included, is refused."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"{what} must be a number (an int, a float or a NumPy scalar), got {value!r}"
+        )
+    value = float(value)
+    if not (value >= 0 if allow_zero else value > 0):  # (NaN is neither)
+        sign = "non-negative" if allow_zero else "positive"
+        raise ValueError(f"{what} must be a {sign} number, got {value!r}")
+    return value
+
+
+def _check_foreach(foreach, what: str) -> None:
+    """PyTorch's ``foreach=`` (which kernels to use): None, True or False, all the same here."""
+    if foreach is not None and not isinstance(foreach, bool):
+        raise TypeError(f"{what}: foreach must be None, True or False, got {foreach!r}")
 
 
 def _norm_dtype(arrays):
@@ -316,7 +331,13 @@ def _grads_of(parameters) -> list:
     return [p._grad._data for p in parameters if p._grad is not None]
 
 
-def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite=False):
+def clip_grad_norm_(
+    parameters,
+    max_norm: float,
+    norm_type: float = 2.0,
+    error_if_nonfinite: bool = False,
+    foreach: bool | None = None,
+):
     """Scale the gradients of ``parameters`` in place so their joint norm is <= ``max_norm``.
 
     ``total = (sum over grads of norm(g) ** p) ** (1 / p)`` (``max |g|`` for ``p = inf``)
@@ -327,6 +348,7 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
         max_norm: the largest norm allowed.
         norm_type: the ``p`` of the norm: a positive number or ``float('inf')``.
         error_if_nonfinite: raise instead of scaling when the total norm is nan or inf.
+        foreach: PyTorch's choice of kernels; None, True or False, accepted with no effect.
 
     Returns:
         The total norm before clipping, a 0-d float32 Tensor (float64 for float64 grads).
@@ -345,6 +367,7 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
         >>> p.grad.numpy().round(4)
         array([0.6, 0.8], dtype=float32)
     """
+    _check_foreach(foreach, "clip_grad_norm_")
     max_norm = float(max_norm)
     norm_type = float(norm_type)
     if not (norm_type > 0):
@@ -376,8 +399,13 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
     return Tensor._wrap(xp.asarray(total, dtype=dtype))
 
 
-def clip_grad_value_(parameters, clip_value: float) -> None:
-    """Clamp every gradient element of ``parameters`` into ``[-clip_value, clip_value]``."""
-    clip_value = _check_positive(clip_value, "clip_grad_value_: clip_value")
+def clip_grad_value_(parameters, clip_value: float, foreach: bool | None = None) -> None:
+    """Clamp every gradient element of ``parameters`` into ``[-clip_value, clip_value]``.
+
+    ``clip_value`` is a number >= 0 (0 zeroes the gradients, as in PyTorch); ``foreach`` is
+    PyTorch's choice of kernels, accepted with no effect.
+    """
+    _check_foreach(foreach, "clip_grad_value_")
+    clip_value = _check_positive(clip_value, "clip_grad_value_: clip_value", allow_zero=True)
     for g in _grads_of(parameters):
         get_array_module(g).clip(g, -clip_value, clip_value, out=g)

@@ -11,6 +11,10 @@ Every random draw comes from :func:`minitorch_amp.backend.random.generator`, so
 Values are drawn in float32 (float64 for float64 parameters) and rounded to nearest even once
 when the parameter is float16.
 
+``Orthogonal``, ``Dirac`` and ``Bilinear`` live in :mod:`.initializer_structured` and are
+re-exported here. :func:`set_global_initializer` changes the defaults of the parameters created
+afterwards.
+
 Fans (the number of inputs/outputs a weight connects) follow Paddle's layout: a Linear weight
 is ``[in_features, out_features]`` so ``fan_in = shape[0]`` and ``fan_out = shape[1]``; a
 convolution weight ``[out_c, in_c, k...]`` has ``fan_in = in_c * prod(k)`` and
@@ -31,16 +35,20 @@ from ..backend import random as _random
 
 __all__ = [
     "Assign",
+    "Bilinear",
     "Constant",
+    "Dirac",
     "Initializer",
     "KaimingNormal",
     "KaimingUniform",
     "Normal",
+    "Orthogonal",
     "TruncatedNormal",
     "Uniform",
     "XavierNormal",
     "XavierUniform",
     "calculate_gain",
+    "set_global_initializer",
 ]
 
 
@@ -298,3 +306,44 @@ class Assign(Initializer):
 
     def __repr__(self) -> str:
         return f"Assign(shape={list(self.value.shape)})"
+
+
+# ---- the global defaults -------------------------------------------------------------------------
+_global_weight: Initializer | None = None
+_global_bias: Initializer | None = None
+
+
+def set_global_initializer(weight_init: Initializer | None, bias_init: Initializer | None = None):
+    """Initialize every weight (and bias) created from now on with these, until called again;
+    ``set_global_initializer(None)`` restores the layers' own defaults.
+
+    Paddle's priority: an initializer given to the parameter (``weight_attr=``,
+    ``ParamAttr(initializer=...)``) wins; the global one comes next, before the layer's own
+    default (Conv's Normal, a norm layer's ``Constant(1.0)`` scale: a norm's scale is a weight,
+    so it takes the global weight initializer too) and Xavier / zeros. Parameters that exist
+    already keep their values.
+
+    Example:
+        >>> from minitorch_amp import nn
+        >>> nn.initializer.set_global_initializer(nn.initializer.Constant(0.5))
+        >>> nn.Linear(2, 2).weight.numpy().tolist()
+        [[0.5, 0.5], [0.5, 0.5]]
+        >>> nn.initializer.set_global_initializer(None)
+    """
+    for what, init in (("weight_init", weight_init), ("bias_init", bias_init)):
+        if init is not None and not isinstance(init, Initializer):
+            raise TypeError(
+                f"set_global_initializer: {what} must be an nn.initializer object or None, got "
+                f"{type(init).__name__}"
+            )
+    global _global_weight, _global_bias
+    _global_weight, _global_bias = weight_init, bias_init
+
+
+def global_initializer(is_bias: bool) -> Initializer | None:
+    """The initializer :func:`set_global_initializer` set for biases or weights (None: none);
+    ``create_parameter`` puts it before the layer's ``default_initializer``."""
+    return _global_bias if is_bias else _global_weight
+
+
+from .initializer_structured import Bilinear, Dirac, Orthogonal  # noqa: E402 (they subclass Initializer)

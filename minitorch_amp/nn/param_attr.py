@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..backend import device as _device
 from ..backend import dtypes as _dtypes
-from .initializer import Constant, Initializer, XavierUniform
+from .initializer import Constant, Initializer, XavierUniform, global_initializer
 from .parameter import Parameter, unique_name
 
 
@@ -109,7 +109,8 @@ def create_parameter(
 ) -> Parameter | None:
     """A new Parameter on the current device, built as ``attr`` says (None if ``attr`` is False).
 
-    The initializer is, first found: ``attr.initializer``, ``default_initializer``, then
+    The initializer is, first found: ``attr.initializer``, the one
+    :func:`~.initializer.set_global_initializer` set, ``default_initializer``, then
     Paddle's defaults, Xavier uniform for weights and zeros for biases (and for integer
     dtypes). The name is ``attr.name`` or ``<name_prefix>.w_N`` / ``<name_prefix>.b_N``.
     ``Layer.create_parameter`` calls this with the layer's full name as the prefix.
@@ -121,7 +122,7 @@ def create_parameter(
     if any(n < 0 for n in shape):
         raise ValueError(f"create_parameter: shape {shape} has a negative dimension")
     dt = _dtypes.convert_dtype(dtype)
-    init = attr.initializer or default_initializer
+    init = attr.initializer or global_initializer(is_bias) or default_initializer
     if init is None:
         init = Constant(0.0) if is_bias or not _dtypes.is_floating(dt) else XavierUniform()
     array = init._generate(shape, dt, _device.xp_for(_device.current_place()))

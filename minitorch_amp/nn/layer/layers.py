@@ -148,7 +148,8 @@ class Layer(ConvertMixin, PrintingMixin, TorchLayerMethods):
     ) -> Parameter | None:
         """A new Parameter of ``shape``, named ``<full_name>.w_N`` (or ``.b_N`` for a bias).
 
-        The initializer is, first found: ``attr.initializer``, ``default_initializer``, then
+        The initializer is, first found: ``attr.initializer``, the one
+        ``nn.initializer.set_global_initializer`` set, ``default_initializer``, then
         Xavier uniform for weights and zeros for biases (Paddle's defaults). Returns None when
         ``attr`` is False. The result is not registered until assigned to an attribute.
         """
