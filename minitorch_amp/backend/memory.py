@@ -105,7 +105,7 @@ def track(array, enforce: bool = True) -> None:
         _cpu.peak = _cpu.allocated
 
 
-def _place(device):
+def device_place(device):
     """The Place a memory function's ``device`` names: None (the current device), a device
     string, a Place, or an int N (GPU N, as Paddle's ``paddle.device.cuda`` functions and
     PyTorch's ``torch.cuda`` ones take it)."""
@@ -141,7 +141,7 @@ def _sample_gpu_peak(index: int) -> None:
 
 def memory_allocated(device=None) -> int:
     """Bytes of device memory in use by tensors (GPU: by CuPy's pool)."""
-    place = _place(device)
+    place = device_place(device)
     if place.kind == "cpu":
         return _cpu.allocated
     with _device.cupy.cuda.Device(place.index):
@@ -150,7 +150,7 @@ def memory_allocated(device=None) -> int:
 
 def max_memory_allocated(device=None) -> int:
     """The peak of :func:`memory_allocated` since start or the last reset."""
-    place = _place(device)
+    place = device_place(device)
     if place.kind == "cpu":
         return _cpu.peak
     _sample_gpu_peak(place.index)
@@ -161,7 +161,7 @@ def memory_reserved(device=None) -> int:
     """Bytes the allocator holds on ``device``: in use by tensors or cached for reuse (Paddle's
     ``paddle.device.cuda.memory_reserved``). GPU: CuPy's pool total; CPU: NumPy keeps no
     cache, so it is :func:`memory_allocated`."""
-    place = _place(device)
+    place = device_place(device)
     if place.kind == "cpu":
         return _cpu.allocated
     with _device.cupy.cuda.Device(place.index):
@@ -175,7 +175,7 @@ def max_memory_reserved(device=None) -> int:
     it is read and before :func:`empty_cache` frees; CuPy also frees the cache itself to
     retry an allocation that ran out of memory, which can hide a peak from before then.
     """
-    place = _place(device)
+    place = device_place(device)
     if place.kind == "cpu":
         return _cpu.peak
     reserved = memory_reserved(place)
@@ -195,7 +195,7 @@ def empty_cache() -> None:
 
 def reset_max_memory_allocated(device=None) -> None:
     """Start measuring the peak again from what is allocated now."""
-    place = _place(device)
+    place = device_place(device)
     if place.kind == "cpu":
         _cpu.peak = _cpu.allocated
     else:
@@ -209,7 +209,7 @@ def memory_available(device=None) -> int:
     GPU: free memory of the CUDA runtime plus what CuPy's pool holds unused, capped by the
     pool's limit.
     """
-    place = _place(device)
+    place = device_place(device)
     if place.kind == "cpu":
         if _cpu.limit is not None:
             return max(_cpu.limit - _cpu.allocated, 0)
@@ -248,7 +248,7 @@ def set_memory_limit(nbytes: int | None, device=None) -> None:
             "the memory limit must be a non-negative int number of bytes or None (unlimited), "
             f"got {nbytes!r} ({kind}); for example set_memory_limit(2 * 1024**3) for 2 GiB"
         )
-    place = _place(device)
+    place = device_place(device)
     if place.kind == "cpu":
         if nbytes is not None and nbytes < _cpu.allocated:
             raise ValueError(
@@ -263,7 +263,7 @@ def set_memory_limit(nbytes: int | None, device=None) -> None:
 
 def get_memory_limit(device=None) -> int | None:
     """The budget set by :func:`set_memory_limit`, or None when unlimited."""
-    place = _place(device)
+    place = device_place(device)
     if place.kind == "cpu":
         return _cpu.limit
     with _device.cupy.cuda.Device(place.index):

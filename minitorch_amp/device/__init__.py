@@ -25,6 +25,7 @@ from ..backend.memory import (
     reset_max_memory_allocated,
     set_memory_limit,
 )
+from ..backend.memory import device_place as _memory_place
 from ..backend.sync import (
     SyncError,
     SyncWarning,
@@ -43,10 +44,12 @@ def get_available_device() -> list[str]:
 def synchronize(device=None) -> None:
     """Wait for all queued GPU work on ``device`` (default: the current one).
 
-    A synchronisation, so the sync debug mode reports it; the checks the device deferred
-    (``backend.sync.defer``) report here too.
+    ``device`` is taken as the memory functions take it: None, a Place, a device string
+    (``'gpu:0'``) or an int N, GPU N (``paddle.device.cuda.synchronize(0)``,
+    ``torch.cuda.synchronize(0)``). A synchronisation, so the sync debug mode reports it;
+    the checks the device deferred (``backend.sync.defer``) report here too.
     """
-    place = _device.current_place() if device is None else _device.parse_device(device)
+    place = _memory_place(device)  # (checked before the sync debug mode hears of a read)
     _sync.host_read("device.synchronize()")
     _device.synchronize(place)
 

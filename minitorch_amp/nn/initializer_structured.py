@@ -18,7 +18,7 @@ import numbers
 import numpy as np
 
 from ..backend import random as _random
-from .initializer import Initializer, _check_floating, _draw_dtype
+from .initializer_base import Initializer, _check_floating, _draw_dtype
 
 __all__ = ["Bilinear", "Dirac", "Orthogonal"]
 

@@ -62,7 +62,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "initializer-bumps-nothing",
-        "minitorch_amp/nn/initializer.py",
+        "minitorch_amp/nn/initializer_base.py",
         "        param._version += 1  # a write: an fp32 master, a cached cast, a saved input follow\n",
         "",
         (MASTERS + "test_an_initializer_run_again_is_not_undone_by_the_next_step",),

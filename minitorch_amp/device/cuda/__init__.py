@@ -1,9 +1,10 @@
 """``minitorch_amp.device.cuda``: the GPU side of ``device`` (Paddle's ``paddle.device.cuda``).
 
-The memory functions take ``device`` as Paddle's do: None (the current device), a Place,
-``'gpu:N'`` or an int N. ``memory_allocated`` is what tensors use, ``memory_reserved`` that
-plus what the allocator caches (the same on the CPU, which caches nothing), the ``max_``
-forms their peaks; ``empty_cache()`` gives the current GPU's cache back (a no-op on the CPU).
+The memory functions and ``synchronize`` take ``device`` as Paddle's do: None (the current
+device), a Place, ``'gpu:N'`` or an int N. ``memory_allocated`` is what tensors use,
+``memory_reserved`` that plus what the allocator caches (the same on the CPU, which caches
+nothing), the ``max_`` forms their peaks; ``empty_cache()`` gives the current GPU's cache
+back (a no-op on the CPU).
 
 ``graphs`` captures a training step as a CUDA graph and replays it (in one line:
 ``step = graphs.graphed(step)``). On a machine without a GPU the functions exist and say so:
@@ -36,7 +37,8 @@ __all__ = [
 
 
 def synchronize(device=None) -> None:
-    """Wait for all queued work on the GPU ``device`` (default: the current device)."""
+    """Wait for all queued work on the GPU ``device`` (default: the current device): None,
+    a Place, ``'gpu:N'`` or an int N, as the memory functions take it."""
     from .. import synchronize as _synchronize
 
     _synchronize(device)

@@ -12,6 +12,12 @@ of the others) it keeps a *variant*: static copies of the Tensor arguments, then
 3. from then on: copy the arguments into the static copies, replay, return the outputs the
    capture returned, now holding this call's values.
 
+A warm-up call returns its outputs as an eager call would: a static copy among them is the
+caller's own tensor again, a view of one is copied. Tensors that require grad are used as
+they are while they are the same at every call (weights); once one is new at a call, such
+tensors are copied too (inputs whose gradient the step wants) and the caller's tensor gets
+the copy's gradient after each call.
+
 A step that cannot be captured (a float32 matmul on cuBLAS, a host read, an input off the
 current GPU) runs eagerly for that signature from then on, after one :class:`GraphWarning`
 per reason that says why. Where there is no
@@ -23,20 +29,31 @@ CPU with a stand-in.
 from __future__ import annotations
 
 import collections
-import copy
 import functools
 import sys
 import warnings
+import weakref
 
 import numpy as np
 
-from ...autograd.creation import zeros_like
 from ...autograd.tensor import Tensor
 from ...backend import device as _device
 from ...backend import sync as _sync
 from ...backend.graphs import GraphError
+from .graph_arguments import (
+    as_eager,
+    check_counts,
+    is_grad_input,
+    pending_backward,
+    rebuild,
+    static_copy,
+    used_as_it_is,
+)
 
 __all__ = ["CacheInfo", "GraphWarning", "GraphedFunction"]
+
+_COPIED, _AS_IS = "copied tensor", "tensor used as it is"
+_GRAD_INPUT = "copied tensor that requires grad"
 
 CacheInfo = collections.namedtuple(
     "CacheInfo", ["captures", "replays", "eager_calls", "variants", "maxsize"]
@@ -44,7 +61,6 @@ CacheInfo = collections.namedtuple(
 CacheInfo.__doc__ = """What a :class:`GraphedFunction` did: graphs captured, replays, calls
 run eagerly (warm-ups, fallbacks, no GPU), variants held now, and the most it holds."""
 
-_COPIED, _AS_IS = "copied tensor", "tensor used as it is"
 _EAGER_KEYS = 1024  # signatures remembered as not capturable (then forgotten, all at once)
 
 
@@ -69,9 +85,7 @@ class GraphedFunction:
     def __init__(self, function, recorder, *, warmup: int = 2, cache_size: int = 8):
         if not callable(function):
             raise TypeError(f"graphed() needs a callable, got {type(function).__name__}")
-        for name, value in (("warmup", warmup), ("cache_size", cache_size)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        check_counts(warmup, cache_size)
         functools.update_wrapper(self, function, updated=())
         self._function = function
         self._recorder = recorder
@@ -86,6 +100,8 @@ class GraphedFunction:
             variant.drop()
         self._variants: collections.OrderedDict = collections.OrderedDict()
         self._eager_keys: set = set()  # signatures that could not be captured
+        self._fresh: set = set()  # signatures whose tensors requiring grad are new each call
+        self._last_key: dict = {}  # such a signature -> the exact key of its last call
         self._said: set = set()  # the warnings given (each is given once)
         self._counts = dict(captures=0, replays=0, eager_calls=0)
 
@@ -101,6 +117,8 @@ class GraphedFunction:
         return self if obj is None else functools.partial(self, obj)
 
     def __call__(self, *args, **kwargs):
+        if len(kwargs) > 1:  # f(x=a, y=b) is f(y=b, x=a): one signature, one graph
+            kwargs = dict(sorted(kwargs.items()))
         leaves: list = []
         signature = _describe((args, kwargs), leaves)
         why = self._recorder.unsupported()
@@ -112,6 +130,8 @@ class GraphedFunction:
             return self._eager(args, kwargs)
         place = _device.current_place()
         key = (signature, place)
+        if any(map(is_grad_input, leaves)):
+            key = self._grad_input_key(key, args, kwargs, place)
         if key in self._eager_keys:
             return self._eager(args, kwargs)
         variant = self._variants.get(key)
@@ -130,16 +150,38 @@ class GraphedFunction:
             variant = self._add(key, args, kwargs, leaves)
         else:
             self._variants.move_to_end(key)
+        if variant.grad_slots and variant.same_grad_input(leaves):
+            self._give_up(
+                key,
+                leaves,
+                "a Tensor that requires grad and is not a Parameter is passed again (the same "
+                "object as at the previous call): it is copied, as a new input would be, so "
+                "the gradient would not reach it. Make a weight a Parameter "
+                "(mt.create_parameter, nn.Parameter) to have it used as it is",
+            )
+            return self._eager(args, kwargs)
         variant.copy_in(leaves)
         if variant.graph is not None:
             variant.graph.replay()
             self._counts["replays"] += 1
+            variant.hand_grads_to(leaves)
             return variant.outputs
         if variant.warm_ups < self._warmup:
-            rehearse = variant.warm_ups + 1 == self._warmup > 1
+            last = variant.warm_ups + 1 == self._warmup
+            rehearse = last and self._warmup > 1
             outputs = self._warm_up(key, variant, leaves, rehearse)
             variant.warm_ups += 1  # (after the call: one that raised has not warmed up)
-            return outputs
+            variant.hand_grads_to(leaves)
+            if last and pending_backward(outputs):
+                self._say(
+                    f"{self!r}: {self._name} returns a tensor whose backward has not run (a "
+                    "forward only); its graph is captured next, and a replay runs only what "
+                    "the step itself runs, so a backward() on a replay's outputs fails. Graph "
+                    "the whole training step (forward, backward, optimizer step), or call the "
+                    "forward with gradients off (with mt.no_grad()), or return such tensors "
+                    "detached (this is said once)"
+                )
+            return as_eager(outputs, variant.statics, leaves)
         return self._capture(key, variant, args, kwargs, leaves)
 
     # ---- the three ways a call runs -------------------------------------------------------------
@@ -149,16 +191,20 @@ class GraphedFunction:
 
     def _warm_up(self, key, variant, leaves, rehearse: bool):
         """An eager call on the static copies; a rehearsal also listens for host reads."""
+        variant.drop_grads()  # (a new input would come without a gradient)
         if not rehearse:
             return self._eager(variant.args, variant.kwargs)
-        with warnings.catch_warnings(record=True) as heard:
-            warnings.simplefilter("always", _sync.SyncWarning)
-            with _sync.sync_debug_mode("warn"):
-                outputs = self._eager(variant.args, variant.kwargs)
-        reads = [w for w in heard if issubclass(w.category, _sync.SyncWarning)]
-        for w in heard:  # the step's other warnings go on to the caller's filters
-            if w not in reads:
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        heard: list = []
+        try:
+            with warnings.catch_warnings(record=True) as heard:
+                warnings.simplefilter("always", _sync.SyncWarning)
+                with _sync.sync_debug_mode("warn"):
+                    outputs = self._eager(variant.args, variant.kwargs)
+        finally:  # the step's other warnings go on to the caller's filters, also if it raised
+            reads = [w for w in heard if issubclass(w.category, _sync.SyncWarning)]
+            for w in heard:
+                if w not in reads:
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         if reads:
             # NOTE: the sync module's advice (switch the debug mode off) does not apply here.
             read = str(reads[0].message).split("; set_sync_debug_mode is")[0]
@@ -172,6 +218,7 @@ class GraphedFunction:
         GPU work. The rehearsal finds host reads before that; what is left (a float32 matmul
         on cuBLAS) fails in the forward pass, before the step changes any state.
         """
+        variant.drop_grads()
         try:
             with _sync.sync_debug_mode("error"):  # a host read names its line, then stops
                 graph, outputs = self._recorder.capture(
@@ -184,11 +231,29 @@ class GraphedFunction:
         self._counts["captures"] += 1
         graph.replay()  # the capture recorded this call's step; the replay runs it
         self._counts["replays"] += 1
+        variant.hand_grads_to(leaves)
         return outputs
 
     # ---- the cache --------------------------------------------------------------------------
+    def _grad_input_key(self, key, args, kwargs, place):
+        """The key of a call with a Tensor that requires grad and is no Parameter: by identity
+        (a weight made by hand, used as it is), until such a Tensor is a new one at a call
+        (an input whose gradient the step wants): from then on such Tensors are copied."""
+        loose = (_describe((args, kwargs), [], copy_grad_inputs=True), place)
+        if loose in self._fresh:
+            return loose
+        previous = self._last_key.get(loose)
+        if len(self._last_key) >= _EAGER_KEYS:
+            self._last_key.clear()
+        self._last_key[loose] = key
+        if previous is None or previous == key:
+            return key
+        self._fresh.add(loose)  # (the earlier variant stays, for the tensor it holds)
+        del self._last_key[loose]
+        return loose
+
     def _add(self, key, args, kwargs, leaves) -> _Variant:
-        variant = _Variant(args, kwargs, leaves)
+        variant = _Variant(args, kwargs, leaves, copy_grad_inputs=key in self._fresh)
         self._variants[key] = variant
         if len(self._variants) > self._cache_size:
             _, oldest = self._variants.popitem(last=False)
@@ -233,22 +298,50 @@ class GraphedFunction:
 
 class _Variant:
     """One input signature: the step's arguments with static copies for its Tensors, the
-    eager calls made so far, and once captured, the graph and the outputs it writes."""
+    eager calls made so far, and once captured, the graph and the outputs it writes.
 
-    __slots__ = ("args", "kwargs", "statics", "warm_ups", "graph", "outputs")
+    A Parameter is used as it is (the step updates it). Any other Tensor is copied; a copy
+    of one that requires grad requires grad too (a *grad input*: PyTorch's graphs copy such
+    inputs into static buffers as well). Its gradient is dropped before each eager call and
+    the capture, as a new tensor comes without one, and handed to the caller's tensor after
+    each call (after a replay: the buffer the next replay rewrites, as the outputs)."""
 
-    def __init__(self, args, kwargs, leaves):
-        # A Tensor that requires grad (a parameter) is used as it is: the step updates it.
-        self.statics = [t if not t.stop_gradient else zeros_like(t) for t in leaves]
-        self.args, self.kwargs = _rebuild((args, kwargs), iter(self.statics))
+    __slots__ = (
+        "args", "kwargs", "statics", "warm_ups", "graph", "outputs", "grad_slots", "last_seen",
+    )  # fmt: skip
+
+    def __init__(self, args, kwargs, leaves, copy_grad_inputs: bool):
+        self.statics = [
+            t if used_as_it_is(t) or (is_grad_input(t) and not copy_grad_inputs) else static_copy(t)
+            for t in leaves
+        ]
+        self.args, self.kwargs = rebuild((args, kwargs), iter(self.statics))
         self.warm_ups = 0
         self.graph = None
         self.outputs = None
+        self.grad_slots = [i for i, t in enumerate(leaves) if copy_grad_inputs and is_grad_input(t)]
+        self.last_seen: list = []  # weak references to the last call's grad inputs
+
+    def same_grad_input(self, leaves) -> bool:
+        """Whether a grad input is the very tensor of the previous call (a hand-made weight,
+        which a copy would cut off from its gradient); remembers this call's."""
+        seen = [leaves[i] for i in self.grad_slots]
+        again = any(r() is t for r, t in zip(self.last_seen, seen))
+        self.last_seen = [weakref.ref(t) for t in seen]
+        return again
 
     def copy_in(self, leaves) -> None:
         for static, value in zip(self.statics, leaves):
             if static is not value:
                 static.set_value(value)  # device to device: the graph reads `static`
+
+    def drop_grads(self) -> None:
+        for i in self.grad_slots:
+            self.statics[i]._grad = None
+
+    def hand_grads_to(self, leaves) -> None:
+        for i in self.grad_slots:
+            leaves[i]._grad = self.statics[i]._grad_value
 
     def drop(self) -> None:
         if self.graph is not None:
@@ -256,24 +349,27 @@ class _Variant:
         self.graph = self.outputs = None
 
 
-def _describe(value, leaves: list):
+def _describe(value, leaves: list, copy_grad_inputs: bool = False):
     """A hashable description of ``value`` (the signature); its Tensors go into ``leaves``.
 
     A Tensor is described by shape, dtype and device (its values are copied in at each
-    call), or, if it requires grad, by identity. Lists, tuples and dicts are looked into.
+    call) and whether it requires grad, or, if it is a Parameter, by identity. Lists, tuples
+    and dicts are looked into.
     Anything else is described by its value, so it must be hashable: numbers and strings
     compare by value, other objects (a Layer, an optimizer) by identity.
     """
     if isinstance(value, Tensor):
         leaves.append(value)
-        if not value.stop_gradient:
+        if used_as_it_is(value) or (is_grad_input(value) and not copy_grad_inputs):
             return (_AS_IS, id(value))
         data = value._data
-        return (_COPIED, data.shape, data.dtype, _device.place_of(data))
+        kind = _COPIED if value.stop_gradient else _GRAD_INPUT
+        return (kind, data.shape, data.dtype, _device.place_of(data))
     if isinstance(value, (list, tuple)):
-        return (type(value), tuple(_describe(v, leaves) for v in value))
+        return (type(value), tuple(_describe(v, leaves, copy_grad_inputs) for v in value))
     if isinstance(value, dict):
-        return (type(value), tuple((k, _describe(v, leaves)) for k, v in value.items()))
+        items = value.items()
+        return (type(value), tuple((k, _describe(v, leaves, copy_grad_inputs)) for k, v in items))
     try:
         hash(value)
     except TypeError:
@@ -285,60 +381,3 @@ def _describe(value, leaves: list):
     if isinstance(value, (float, np.floating)):  # -0.0 == 0.0, and NaN equals nothing
         return (type(value), float(value).hex())
     return (type(value), value)
-
-
-def _rebuild(value, tensors):
-    """``value`` with each Tensor replaced by the next of ``tensors`` (as _describe found them)."""
-    if isinstance(value, Tensor):
-        return next(tensors)
-    if isinstance(value, (list, tuple)):
-        items = [_rebuild(v, tensors) for v in value]
-        kind = type(value)
-        return kind._make(items) if hasattr(kind, "_make") else kind(items)  # a namedtuple
-    if isinstance(value, dict):
-        rebuilt = copy.copy(value)
-        for k, v in value.items():
-            rebuilt[k] = _rebuild(v, tensors)
-        return rebuilt
-    return value
-
-
-def arguments_seen(args, kwargs) -> list:
-    """``wrap_cuda_graph``'s view of a call's arguments, in order (kept alive with its graph): each
-    Tensor, also inside lists, tuples and dicts, with the array it holds; dict keys and
-    keyword names; every other value."""
-    found: list = []
-
-    def walk(value):
-        if isinstance(value, Tensor):
-            found.extend((value, value._data))
-        elif isinstance(value, (list, tuple)):
-            found.append(type(value))
-            for item in value:
-                walk(item)
-        elif isinstance(value, dict):
-            found.append(type(value))
-            for key, item in value.items():
-                found.append(key)
-                walk(item)
-        else:
-            found.append(value)
-
-    walk(args)
-    walk(dict(sorted(kwargs.items())))
-    return found
-
-
-def same_argument(a, b) -> bool:
-    """An argument the graph can replay for: the very Tensor or array captured, or another
-    value equal to the captured one (a float by its bits: -0.0 is not 0.0, NaN is NaN)."""
-    if a is b:
-        return True
-    if isinstance(a, Tensor) or _device.is_array(a) or type(a) is not type(b):
-        return False
-    if isinstance(a, float):
-        return a.hex() == b.hex()
-    try:
-        return bool(a == b)
-    except Exception:  # (an object whose == does not give one truth value)
-        return False

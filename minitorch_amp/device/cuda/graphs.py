@@ -46,7 +46,8 @@ import warnings
 from ...backend import device as _device
 from ...backend import graphs as _graphs
 from ...backend.graphs import CAPTURE_MODES, GraphError
-from .graphed import CacheInfo, GraphedFunction, GraphWarning, arguments_seen, same_argument
+from .graph_arguments import arguments_seen, check_counts, same_argument
+from .graphed import CacheInfo, GraphedFunction, GraphWarning
 
 __all__ = [
     "CUDAGraph",
@@ -94,15 +95,27 @@ class CUDAGraph:
         """Start recording the GPU work queued from now on (it does not run).
 
         Raises:
-            GraphError: no GPU (the CPU backend), another capture in progress, or this graph
-                was captured already (``reset()`` first).
+            GraphError: no GPU (the CPU backend), a capture in progress (this graph's or
+                another's: a refused call leaves it running, to be ended), or this graph was
+                captured already (``reset()`` first).
         """
+        self._begin(self._mode)
+
+    def _begin(self, mode: str) -> None:
+        """:meth:`capture_begin` in ``mode``, for this capture only (``graph()``'s
+        ``capture_error_mode``). Everything is checked before anything is written."""
         if not is_cuda_graph_supported() or self._place.kind != "gpu":
             raise GraphError(
                 f"CUDA graphs need a GPU place and CuPy on an NVIDIA GPU; this graph's place "
                 f"is {self._place} and is_cuda_graph_supported() is "
                 f"{is_cuda_graph_supported()}. Run the step eagerly instead."
             )
+        if self._capturing():
+            raise GraphError(
+                "this graph's capture is in progress; capture_end() it before beginning again"
+            )
+        if _graphs.active() is not None:
+            raise GraphError("another CUDA graph's capture is in progress; end it first")
         if self._capture is not None and self._capture.graph is not None:
             raise GraphError("this graph was captured already; call reset() to capture again")
         pool = None
@@ -110,8 +123,12 @@ class CUDAGraph:
             pool = _shared_pools.get(self._pool_id)
             if pool is None:
                 pool = _shared_pools[self._pool_id] = _device.cupy.cuda.MemoryPool()
-        self._capture = _graphs.Capture(self._place.index, self._mode, pool)
-        self._capture.begin()
+        capture = _graphs.Capture(self._place.index, mode, pool)
+        capture.begin()
+        self._capture = capture  # (only once begun: a failed begin leaves the graph as it was)
+
+    def _capturing(self) -> bool:
+        return self._capture is not None and _graphs.active() is self._capture
 
     def capture_end(self) -> None:
         """Stop recording and build the graph; :meth:`replay` runs it."""
@@ -126,7 +143,17 @@ class CUDAGraph:
         self._capture.replay()
 
     def reset(self) -> None:
-        """Forget the captured work, so the graph can capture again."""
+        """Forget the captured work, so the graph can capture again.
+
+        Raises:
+            GraphError: this graph's capture is in progress (``capture_end()`` it first; as
+                Paddle's and PyTorch's, a reset does not end a capture).
+        """
+        if self._capturing():
+            raise GraphError(
+                "reset() during this graph's capture: capture_end() it first (a reset "
+                "forgets a captured graph, it does not end a capture)"
+            )
         if self._capture is not None:
             self._capture.reset()
         self._capture = None
@@ -143,7 +170,7 @@ def graph(cuda_graph: CUDAGraph, pool=None, stream=None, capture_error_mode=None
 
     The block is captured into ``cuda_graph``; if it raises, the capture is dropped and the
     error goes on. ``pool`` and ``stream`` are not supported (a CUDAGraph's ``pool_id``
-    shares pools); ``capture_error_mode`` overrides the graph's mode.
+    shares pools); ``capture_error_mode`` overrides the graph's mode for this capture only.
 
     Raises:
         GraphError: as :meth:`CUDAGraph.capture_begin`.
@@ -156,14 +183,11 @@ def graph(cuda_graph: CUDAGraph, pool=None, stream=None, capture_error_mode=None
         )
     if not isinstance(cuda_graph, CUDAGraph):
         raise TypeError(f"graph() needs a CUDAGraph, got {type(cuda_graph).__name__}")
-    if capture_error_mode is not None:
-        if capture_error_mode not in CAPTURE_MODES:
-            raise ValueError(
-                f"capture_error_mode must be one of {sorted(CAPTURE_MODES)}, "
-                f"got {capture_error_mode!r}"
-            )
-        cuda_graph._mode = capture_error_mode
-    cuda_graph.capture_begin()
+    if capture_error_mode is not None and capture_error_mode not in CAPTURE_MODES:
+        raise ValueError(
+            f"capture_error_mode must be one of {sorted(CAPTURE_MODES)}, got {capture_error_mode!r}"
+        )
+    cuda_graph._begin(cuda_graph._mode if capture_error_mode is None else capture_error_mode)
     try:
         yield cuda_graph
     except BaseException:
@@ -242,8 +266,9 @@ class _GraphedCallable:
 
     def __call__(self, *args, **kwargs):
         if self._warmup_left:
-            self._warmup_left -= 1
-            return self._function(*args, **kwargs)
+            outputs = self._function(*args, **kwargs)
+            self._warmup_left -= 1  # (after the call: one that raised has not warmed up)
+            return outputs
         inputs = arguments_seen(args, kwargs)
         if self._inputs is None:
             with graph(self._graph):
@@ -272,10 +297,13 @@ def graphed(function=None, *, warmup: int = 2, cache_size: int = 8, mode: str = 
 
     - **Inputs** are the Tensors among the arguments, also inside lists, tuples and dicts:
       each call's values are copied into static copies made for the signature, so a new
-      batch each call is fine. A Tensor that requires grad (a parameter) is used as it is.
-      The step must not write into its arguments: it sees the copies.
+      batch each call is fine. A Parameter, or a Tensor that requires grad and is the same
+      one at every call (a weight), is used as it is; a new one at each call that requires
+      grad is copied too, and gets the copy's gradient after the call. The step must not
+      write into its arguments: it sees the copies (a warm-up call's outputs do not).
     - **The signature** is every Tensor's shape, dtype and device plus the other arguments'
-      values (numbers, strings; other objects by identity; unhashable ones are refused).
+      values (numbers, strings; other objects by identity; unhashable ones are refused;
+      keyword arguments in any order).
       A new one warms up and captures again; at most ``cache_size`` graphs are kept, the
       least recently used is dropped (with one warning: the step changes shape too often).
     - **Outputs** are the tensors the capture returned: the same objects at every replay,
@@ -287,7 +315,9 @@ def graphed(function=None, *, warmup: int = 2, cache_size: int = 8, mode: str = 
       :meth:`GraphedFunction.reset`, after one :class:`GraphWarning` per reason, naming it: a
       float32 matmul (cuBLAS), a host read or upload, which the last warm-up call (a
       rehearsal under the sync debug mode) finds before anything is captured, or an input
-      that is not on the current GPU. Only a warm-up call that returns counts as one.
+      that is not on the current GPU. Only a warm-up call that returns counts as one. A
+      step whose outputs still need their backward (a forward graphed alone) is told, once,
+      to graph the whole training step: a backward on a replay's outputs fails.
       Without a GPU the step runs eagerly, after one warning.
 
     Args:
@@ -319,6 +349,7 @@ def graphed(function=None, *, warmup: int = 2, cache_size: int = 8, mode: str = 
     """
     if mode not in CAPTURE_MODES:
         raise ValueError(f"mode must be one of {sorted(CAPTURE_MODES)}, got {mode!r}")
+    check_counts(warmup, cache_size)  # (here too: a decorator factory refuses at once)
     if function is None:
         return functools.partial(graphed, warmup=warmup, cache_size=cache_size, mode=mode)
     recorder = _CUDARecorder(mode)
