@@ -46,7 +46,8 @@
 //
 // 3. update_loss_scaling: ONE thread moves the loss scale and its two step counters along
 //    the dynamic rule (overflow: good = 0, bad += 1, shrink every decr_every_n_nan_or_inf bad
-//    steps in a row, floored at min_loss_scaling; clean: bad = 0, good += 1, grow every
+//    steps in a row, floored at min_loss_scaling but never above the scale itself, so a scale
+//    already under the floor holds; clean: bad = 0, good += 1, grow every
 //    incr_every_n_steps clean steps, capped at max_loss_scaling, and never into inf), then
 //    counts the overflowing updates at the floor: at_floor += 1 when the step overflowed
 //    and the scale just written is <= min_loss_scaling, else at_floor = 0 (GradScaler's
@@ -252,7 +253,8 @@ extern "C" __global__ void update_loss_scaling(const bool* __restrict__ found_in
     const bool decrease = overflow && bad == decr_every_n_nan_or_inf;
     const bool increase = !overflow && good == incr_every_n_steps;
 
-    const float shrunk = nan_max(multiply(s, decr_ratio), min_loss_scaling);
+    // An overflow never grows the scale: one under the floor holds (the twin's minimum).
+    const float shrunk = nan_min(nan_max(multiply(s, decr_ratio), min_loss_scaling), s);
     const float grown = nan_min(multiply(s, incr_ratio), max_loss_scaling);
     const bool grown_finite = (__float_as_uint(grown) & 0x7f800000u) != 0x7f800000u;
 

@@ -46,7 +46,10 @@ def load_corpus(folder: Path = ROOT / "docs") -> str:
     """Every ``*.md`` file of ``folder``, in name order, joined by blank lines."""
     files = sorted(folder.glob("*.md"))
     if not files:
-        raise FileNotFoundError(f"no *.md files in {folder}: pass --corpus with a text folder")
+        raise FileNotFoundError(
+            f"no *.md files in {folder}: the example trains on the repository's docs/ pages; "
+            "run it from a checkout"
+        )
     return "\n\n".join(f.read_text(encoding="utf-8") for f in files)
 
 

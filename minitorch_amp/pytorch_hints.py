@@ -38,6 +38,30 @@ HINTS: dict[str, dict[str, str]] = {
         "permute": "use mt.transpose(x, perm) (Paddle's transpose takes the full permutation)",
         "view": "use mt.reshape(x, shape) (the shape as one list)",
         "is_tensor": "use isinstance(x, mt.Tensor)",
+        "set_autocast_enabled": (
+            "enter or leave a region instead: with mt.amp.auto_cast(enable=False): ... "
+            "(or mt.autocast('cuda', enabled=False))"
+        ),
+        "clear_autocast_cache": (
+            "leave it out: the weight-cast cache is cleared when the outermost region exits"
+        ),
+    },
+    "minitorch_amp.optimizer": {
+        "lr_scheduler": (
+            "use mt.optimizer.lr (Paddle's module): a schedule such as "
+            "lr.StepDecay(learning_rate=0.1, step_size=30) is passed as the optimizer's "
+            "learning_rate= and stepped with scheduler.step()"
+        ),
+    },
+    "minitorch_amp.amp": {
+        "custom_fwd": (
+            "not provided: inside forward, run the float32 part under "
+            "mt.amp.auto_cast(enable=False) with x.astype('float32') inputs "
+            "(PyTorch's cast_inputs=torch.float32)"
+        ),
+        "custom_bwd": (
+            "not needed: a PyLayer's backward runs under the AMP region in force when backward runs"
+        ),
     },
     "minitorch_amp.nn": {
         "Module": (
@@ -72,6 +96,7 @@ HINTS: dict[str, dict[str, str]] = {
         "bool": "use x.astype('bool')",
         "type": "use x.astype(dtype) to convert, x.dtype to read",
         "new_zeros": "use mt.zeros(shape, dtype=x.dtype)",
+        "bfloat16": "use x.astype('bfloat16')",
     },
     "Layer": {
         "half": (
@@ -86,6 +111,10 @@ HINTS: dict[str, dict[str, str]] = {
         "named_modules": "use model.named_sublayers(include_self=True) (Paddle's name)",
         "add_module": "use model.add_sublayer(name, layer) (Paddle's name)",
         "register_parameter": "use model.add_parameter(name, parameter) (Paddle's name)",
+        "requires_grad_": (
+            "set each parameter's flag: for p in model.parameters(): p.stop_gradient = True "
+            "(PyTorch's requires_grad_(False); Paddle's Layer has no requires_grad_)"
+        ),
     },
     "Optimizer": {
         "param_groups": (

@@ -279,6 +279,12 @@ UPDATE_WALKS = {
              min_loss_scaling=2.0**120, max_loss_scaling=1e39),
         0.2,
     ),
+    "a scale that starts below its floor holds on overflow": (
+        2.0**-7,
+        dict(incr_every_n_steps=3, decr_every_n_nan_or_inf=1, incr_ratio=2.0, decr_ratio=0.5,
+             min_loss_scaling=1.0),
+        0.5,
+    ),
 }  # fmt: skip
 
 

@@ -157,3 +157,16 @@ def test_the_catalogue_covers_every_op_with_a_double_backward():
         "take_along_axis", "assign", "cumsum", "rsqrt", "einsum", "bmm",
     }  # fmt: skip
     assert names <= covered | {"copy_to"}, names - covered
+
+
+def test_the_docs_list_exactly_the_ops_with_a_double_backward():
+    import re
+    from pathlib import Path
+
+    from minitorch_amp.autograd.higher_order import DOUBLE_BACKWARD
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "autograd.md").read_text()
+    paragraph = page.split("Ops with a double backward", 1)[1].split("and PyLayers", 1)[0]
+    listed = set(re.findall(r"`(\w+)`", paragraph)) - {"tests"}
+    internal = {"getitem_grad", "py_layer", "py_layer_output", "split_output"}
+    assert listed == {op.name for op in DOUBLE_BACKWARD} - internal

@@ -48,3 +48,23 @@ def test_the_gradients_of_multiply_and_divide_by_a_number_follow_the_same_rule()
     ((x / 1e5) * mt.to_tensor(big)).sum().backward()  # big / inf was 0
     np.testing.assert_array_equal(x.grad.numpy(), _rounded_once(operator.truediv, big, 1e5))
     assert x.grad.numpy().min() > 0
+
+
+def test_a_comparison_rounds_the_number_to_float16_first_and_gives_bool():
+    x = mt.to_tensor([0.1, 3.0], dtype="float16")  # 0.1 is 0.0999755859375 in float16
+    assert (x == 0.1).dtype == np.bool_ and (x == 0.1).numpy().tolist() == [True, False]
+    assert (x < 0.1).numpy().tolist() == [False, False]  # as Paddle and PyTorch compare
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", OPS)
+def test_on_the_gpu_a_number_meets_float16_in_float32_in_one_kernel(op):
+    from minitorch_amp.backend import device
+
+    if device.cupy is None:
+        pytest.skip("needs CuPy and a CUDA device")
+    x = mt.to_tensor(VALUES, place="gpu:0")
+    with np.errstate(all="ignore"):
+        got = op(x, 0.1).numpy(), op(1e5, x).numpy()
+    np.testing.assert_array_equal(got[0], _rounded_once(op, VALUES, 0.1))
+    np.testing.assert_array_equal(got[1], _rounded_once(op, 1e5, VALUES))

@@ -76,3 +76,11 @@ __all__ = [
     "reset_cast_counts",
     "white_list",
 ]
+
+
+def __getattr__(name: str):
+    """A PyTorch name this package spells differently raises an AttributeError that says
+    what to use (``minitorch_amp.pytorch_hints``); called only for names not found."""
+    from ..pytorch_hints import missing
+
+    raise missing("minitorch_amp.amp", name, names=globals())

@@ -53,6 +53,9 @@ class _AmpState:
         self.master_weights = False
         self.verbosity = 0
         self.scalers: list[GradScaler] = []  # one per loss_id
+        # apex's _unskipped of a fixed loss_scale, per loss_id: every scale_loss exit counts
+        # (a dynamic scaler's count is its own incr_count, reset by growth and overflow)
+        self.static_unskipped: list[int] = []
         self.holding_scaled_grads: set[int] = set()  # id(optimizer), after delay_unscale
 
 
@@ -108,7 +111,7 @@ def initialize(
         ...     scaled_loss.backward()
         >>> opt.step()
         >>> amp.state_dict()
-        {'loss_scaler0': {'loss_scale': 128.0, 'unskipped': 0}}
+        {'loss_scaler0': {'loss_scale': 128.0, 'unskipped': 1}}
     """
     if not isinstance(enabled, (bool, np.bool_)):
         raise TypeError(f"enabled must be True or False, got {enabled!r}; pass opt_level='O1'")
@@ -168,6 +171,7 @@ def initialize(
         _amp_state.opt_level = opt_level
         _amp_state.verbosity = int(verbosity)
         _amp_state.scalers = scalers
+        _amp_state.static_unskipped = [0] * len(scalers)
         _amp_state.master_weights = use_master
     return _mirror(model_list, models_single, opt_list, opts_single, optimizers is None)
 
@@ -231,6 +235,8 @@ def scale_loss(loss: Tensor, optimizers, loss_id: int = 0, model=None, delay_uns
         scaler.unscale_(opt)  # only the fresh grads: the stashed ones are unscaled already
     found_inf = scaler._recorded_found_inf()
     scaler.update()  # apex updates at exit; also resets the scaler's state machine
+    if not scaler.is_use_dynamic_loss_scaling():  # apex counts a fixed scale's steps too
+        _amp_state.static_unskipped[loss_id] += 1
     if _amp_state.verbosity and bool(found_inf[0]):  # a host read, only when asked for
         print(
             f"Gradient overflow.  Skipping step, loss scaler {loss_id} reducing loss scale to "
@@ -259,15 +265,25 @@ def master_params(optimizer):
 
 
 def state_dict() -> dict:
-    """``{'loss_scaler0': {'loss_scale': float, 'unskipped': int}, ...}`` (host reads)."""
+    """``{'loss_scaler0': {'loss_scale': float, 'unskipped': int}, ...}`` (host reads).
+
+    ``unskipped`` is apex's: clean steps since the scale last moved for a dynamic scale;
+    for a fixed one, every ``scale_loss`` exit so far (apex never resets that count).
+    """
     _require_initialized("state_dict")
     return {
         f"loss_scaler{i}": {
             "loss_scale": s.get_loss_scaling(),
-            "unskipped": s.state_dict()["incr_count"],
+            "unskipped": _unskipped(i, s),
         }
         for i, s in enumerate(_amp_state.scalers)
     }
+
+
+def _unskipped(i: int, scaler: GradScaler) -> int:
+    if scaler.is_use_dynamic_loss_scaling():
+        return scaler.state_dict()["incr_count"]
+    return _amp_state.static_unskipped[i]
 
 
 def load_state_dict(state_dict: dict) -> None:
@@ -275,7 +291,9 @@ def load_state_dict(state_dict: dict) -> None:
 
     Raises:
         RuntimeError: keys other than ``loss_scaler<i>``.
-        ValueError: an entry without a positive ``loss_scale`` or a valid ``unskipped``.
+        ValueError: an entry without a positive ``loss_scale`` or a valid ``unskipped`` (an
+            integer >= 0, and under the window 2000 for a dynamic scale: a fixed scale's
+            count grows without bound, as in apex).
     """
     _require_initialized("load_state_dict")
     if not _amp_state.enabled:
@@ -294,7 +312,7 @@ def load_state_dict(state_dict: dict) -> None:
             "are used; entries beyond num_losses are skipped",
             stacklevel=2,
         )
-    loads = []
+    loads, static_counts = [], {}
     for key, entry in state_dict.items():
         index = int(key[len("loss_scaler") :])
         if index >= len(scalers):
@@ -304,17 +322,25 @@ def load_state_dict(state_dict: dict) -> None:
             scale, unskipped = entry["loss_scale"], entry["unskipped"]
         except (TypeError, KeyError) as exc:
             raise ValueError(f"{key!r} must be {{'loss_scale': float, 'unskipped': int}}") from exc
-        limit = scaler.get_incr_every_n_steps()
+        dynamic = scaler.is_use_dynamic_loss_scaling()
+        limit = scaler.get_incr_every_n_steps() if dynamic else float("inf")
         ok_count = isinstance(unskipped, (int, np.integer)) and not isinstance(unskipped, bool)
         if not (ok_count and 0 <= unskipped < limit):
-            raise ValueError(f"{key!r}: 'unskipped' must be an integer in [0, {limit})")
+            within = f"[0, {limit})" if dynamic else ">= 0"
+            raise ValueError(f"{key!r}: 'unskipped' must be an integer {within}")
         sd = scaler.state_dict()
-        sd.update(scale=np.array([scale], dtype=np.float64), incr_count=int(unskipped))
+        # a fixed scale's count is the facade's: the scaler's incr_count stays 0
+        count = int(unskipped) if dynamic else 0
+        sd.update(scale=np.array([scale], dtype=np.float64), incr_count=count)
         _check_scale_value(key, scale)
         if scaler.is_enable():  # checked as its own load_state_dict checks
             loads.append(scaler._prepare_load(sd))
+        if not dynamic:
+            static_counts[index] = int(unskipped)
     for commit in loads:  # every scaler checked: load them all
         commit()
+    for index, count in static_counts.items():
+        _amp_state.static_unskipped[index] = count
 
 
 # ---- helpers ------------------------------------------------------------------------------

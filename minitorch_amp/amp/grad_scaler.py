@@ -10,7 +10,7 @@ One iteration, and where each piece runs::
 
     scaled = scaler.scale(loss)     # loss * S, recorded: backward gives S * grad
     scaled.backward()
-    scaler.step(opt)                # unscale_: g /= S, found_inf = any(!isfinite(g)) (device)
+    scaler.step(opt)                # unscale_: g *= 1/S, found_inf = any(!isfinite(g)) (device)
                                     # opt.step() skips everything when found_inf (device)
     scaler.update()                 # S, counters <- the dynamic rule (device)
 
@@ -60,6 +60,15 @@ class OptimizerState(enum.Enum):
 # host already: it is checked at every update, so the warning comes at the 100th.
 _FLOOR_WARN_AFTER = 100  # consecutive overflowing updates at the floor
 _FLOOR_CHECK_EVERY = 100
+# PyTorch's step(opt, closure) and update(new_scale): what to write instead
+_NO_CLOSURE = (
+    "GradScaler.step(optimizer) takes the optimizer only (Paddle's step() takes no closure): "
+    "run scaler.scale(closure()).backward(), then scaler.step(optimizer). Nothing was stepped."
+)
+_NO_NEW_SCALE = (
+    "update() takes no new scale (PyTorch's update(new_scale)): call scaler.update(), then "
+    "scaler.set_init_loss_scaling(s) to set the scale. Nothing was updated."
+)
 
 
 class AmpScaler(ScalerSettings):
@@ -72,7 +81,8 @@ class AmpScaler(ScalerSettings):
     The dynamic rule (:func:`~minitorch_amp.backend.scale_update.update_loss_scaling`)::
 
         overflow: good = 0; bad += 1; if bad == decr_every_n_nan_or_inf:
-                      scale = max(scale * decr_ratio, min_loss_scaling); bad = 0
+                      scale = min(scale, max(scale * decr_ratio, min_loss_scaling))
+                      bad = 0
         clean:    bad = 0; good += 1; if good == incr_every_n_steps:
                       scale *= incr_ratio (if finite); good = 0
 
@@ -84,7 +94,8 @@ class AmpScaler(ScalerSettings):
         incr_every_n_steps: clean steps in a row before growing.
         decr_every_n_nan_or_inf: overflowing steps *in a row* before shrinking.
         use_dynamic_loss_scaling: False keeps the scale fixed (overflowing steps still skip).
-        min_loss_scaling: the scale never shrinks below this (beyond Paddle).
+        min_loss_scaling: an overflow never shrinks the scale below this (beyond Paddle);
+            a scale set below it (a PyTorch checkpoint at 2**-7) holds on overflow.
         max_loss_scaling: the scale never grows above this (beyond Paddle; apex's 2**24).
         verbose: print Paddle's "Found inf or nan" message when the scale shrinks (a host
             read per update, hence off by default; the sync debug mode reports it).
@@ -212,12 +223,16 @@ class AmpScaler(ScalerSettings):
         entry["state"] = OptimizerState.UNSCALED
         entry["found_inf"] = found_inf
 
-    def step(self, optimizer):
+    def step(self, optimizer, *args, **kwargs):
         """Unscale (unless ``unscale_`` ran), then ``optimizer.step()``, which skips on inf/nan.
 
         Raises:
+            TypeError: anything after the optimizer (PyTorch's ``step(opt, closure)``);
+                nothing is unscaled or stepped.
             RuntimeError: ``step`` was already called for this optimizer since ``update()``.
         """
+        if args or kwargs:
+            raise TypeError(_NO_CLOSURE)
         if not self._enable:
             return optimizer.step()
         entry = self._unscaled_entry(optimizer, "step() has already been called")
@@ -246,15 +261,19 @@ class AmpScaler(ScalerSettings):
         self._optimizer_states = {}
         return result
 
-    def update(self) -> None:
+    def update(self, new_scale=None) -> None:
         """Move the scale one step along the dynamic rule; reset every optimizer to INIT.
 
         Uses found_inf OR-ed over every optimizer unscaled since the last update (Paddle uses
         the last stepped optimizer's only). Runs on the device; no host read.
 
         Raises:
+            TypeError: ``new_scale`` given (PyTorch's ``update(new_scale)``): Paddle's
+                ``update()`` takes none; ``set_init_loss_scaling`` sets the scale.
             RuntimeError: dynamic scaling and no optimizer was unscaled or stepped.
         """
+        if new_scale is not None:
+            raise TypeError(f"GradScaler.update() got {new_scale!r}; {_NO_NEW_SCALE}")
         if not self._enable:
             return
         if self._use_dynamic_loss_scaling:

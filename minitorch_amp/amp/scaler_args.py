@@ -16,7 +16,8 @@ Keywords may use either name (``growth_factor=`` or ``incr_ratio=``), with eithe
 as Paddle 3.x accepts. What is refused, with the reason: a keyword given under both names
 (ValueError, as Paddle), an argument given by position and again by keyword, too many
 positional arguments, a first positional of another type, a flag (``enable``/``enabled``,
-``use_dynamic_loss_scaling``) that is not a bool, and an unknown device. So
+``use_dynamic_loss_scaling``) that is not a bool, and an unknown device. A bad value given
+under PyTorch's name is refused under that name (``growth_interval must be ...``). So
 ``GradScaler("cuda")`` is PyTorch's device form, never ``enable="cuda"``.
 """
 
@@ -26,6 +27,7 @@ import numbers
 
 import numpy as np
 
+from .scaler_rules import check_attr
 from .torch_autocast import check_device
 
 PADDLE_ORDER = (
@@ -112,4 +114,7 @@ def parse_scaler_args(cls: str, args: tuple, kwargs: dict) -> dict:
     for key in _FLAGS:
         if key in out and not isinstance(out[key], (bool, np.bool_)):
             raise TypeError(f"{cls}: {given_as[key]} must be True or False, got {out[key]!r}")
+    for name, key in ALIASES.items():  # PyTorch's names: a bad value is refused under them
+        if key in out and key not in _FLAGS and name in given_as[key]:
+            check_attr(key, out[key], shown=name)  # (the constructor checks the rest)
     return out

@@ -70,11 +70,17 @@ _RULES = {
 }
 
 
-def check_attr(name: str, value):
+def check_attr(name: str, value, shown: str | None = None):
     """``value`` as a float (an int for the two counts) if it is valid for ``name``.
 
+    Args:
+        name: the setting, under Paddle's name (the key of the rules above).
+        value: the value given.
+        shown: the name the user gave it under, for the message (PyTorch's
+            ``growth_interval`` for ``incr_every_n_steps``); default ``name``.
+
     Raises:
-        ValueError: naming the attribute and its valid range, e.g.
+        ValueError: naming the argument and its valid range, e.g.
             ``incr_ratio must be a finite number > 1, got 0.5``.
     """
     rule, allowed = _RULES[name]
@@ -82,7 +88,7 @@ def check_attr(name: str, value):
     with np.errstate(over="ignore"):  # 1e39 -> float32 inf is what the rule looks for
         ok = number and rule(value)
     if not ok:
-        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+        raise ValueError(f"{shown or name} must be {allowed}, got {value!r}")
     return int(value) if rule is _COUNT[0] else float(value)
 
 

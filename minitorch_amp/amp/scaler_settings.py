@@ -90,24 +90,25 @@ class ScalerSettings:
             counter = counters[which : which + 1]
             _device.get_array_module(counter).minimum(counter, limit - 1, out=counter)
 
-    # PyTorch's names for the same three settings
+    # PyTorch's names for the same three settings (a bad value is refused under them)
     def get_growth_factor(self) -> float:
         return self._incr_ratio
 
     def set_growth_factor(self, new_factor: float) -> None:
-        self.set_incr_ratio(new_factor)
+        self.set_incr_ratio(check_attr("incr_ratio", new_factor, shown="growth_factor"))
 
     def get_backoff_factor(self) -> float:
         return self._decr_ratio
 
     def set_backoff_factor(self, new_factor: float) -> None:
-        self.set_decr_ratio(new_factor)
+        self.set_decr_ratio(check_attr("decr_ratio", new_factor, shown="backoff_factor"))
 
     def get_growth_interval(self) -> int:
         return self._incr_every_n_steps
 
     def set_growth_interval(self, new_interval: int) -> None:
-        self.set_incr_every_n_steps(new_interval)
+        n = check_attr("incr_every_n_steps", new_interval, shown="growth_interval")
+        self.set_incr_every_n_steps(n)
 
     def get_decr_every_n_nan_or_inf(self) -> int:
         return self._decr_every_n_nan_or_inf

@@ -40,7 +40,7 @@ def update_loss_scaling(
         if found_inf:
             good = 0; bad += 1
             if bad == decr_every_n_nan_or_inf:      # consecutive bad steps
-                scale = max(scale * decr_ratio, min_loss_scaling); bad = 0
+                scale = min(scale, max(scale * decr_ratio, min_loss_scaling)); bad = 0
         else:
             bad = 0; good += 1
             if good == incr_every_n_steps:
@@ -49,8 +49,11 @@ def update_loss_scaling(
                 good = 0
         at_floor = at_floor + 1 if found_inf and scale <= min_loss_scaling else 0
 
-    The floor test reads the scale just updated. The ratios and bounds are rounded to
-    float32 first; the int32 counters wrap at 2**31 like NumPy's int32.
+    NOTE: an overflow never grows the scale. Paddle's ``max(scale * decr_ratio, 1)`` alone
+    lifts a scale that already sits below the floor (``init_loss_scaling=0.25``, a PyTorch
+    checkpoint at 2**-7) up to the floor; here such a scale holds instead (PyTorch, which has
+    no floor, would halve it). The floor test reads the scale just updated. The ratios and
+    bounds are rounded to float32 first; the int32 counters wrap at 2**31 like NumPy's int32.
 
     Written with ``xp.where`` so that no Python branch reads a device value: the GPU version
     is a single-thread kernel and the host never waits.
@@ -103,7 +106,7 @@ def update_loss_scaling(
     good = xp.where(found_inf, 0, good_steps + 1)
     decrease = found_inf & (bad == decr_every_n_nan_or_inf)
     increase = ~found_inf & (good == incr_every_n_steps)
-    shrunk = xp.maximum(scale * f32(decr_ratio), f32(min_loss_scaling))
+    shrunk = xp.minimum(scale, xp.maximum(scale * f32(decr_ratio), f32(min_loss_scaling)))
     with np.errstate(over="ignore"):  # growing into inf is caught just below
         grown = xp.minimum(scale * f32(incr_ratio), f32(max_loss_scaling))
     increase_ok = increase & xp.isfinite(grown)
@@ -126,7 +129,8 @@ def _update_on_the_host(
     if found_inf[0]:
         good, bad = 0, _int32(bad + 1)
         if bad == decr_every:
-            s = np.maximum(s * f32(decr_ratio), f32(min_scale))  # NaN propagates, as in where
+            # never above s (a scale under the floor holds); NaN propagates, as in where
+            s = np.minimum(s, np.maximum(s * f32(decr_ratio), f32(min_scale)))
             bad = 0
     else:
         good, bad = _int32(good + 1), 0

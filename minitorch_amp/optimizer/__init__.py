@@ -19,3 +19,11 @@ from .optimizer import Optimizer
 from .sgd import SGD
 
 __all__ = ["SGD", "Adam", "AdamW", "Momentum", "Optimizer", "lr"]
+
+
+def __getattr__(name: str):
+    """A PyTorch name this package spells differently raises an AttributeError that says
+    what to use (``minitorch_amp.pytorch_hints``); called only for names not found."""
+    from ..pytorch_hints import missing
+
+    raise missing("minitorch_amp.optimizer", name, names=globals())

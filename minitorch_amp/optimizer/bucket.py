@@ -24,7 +24,7 @@ Both start from the same prologue and end with the same optimize-cast, per eleme
     p = master (or float32(param))
     g = float32(grad) * grad_scale + l2 * p                (L2Decay, fused after the scale)
     g = regularizer(p, float32(grad)) * grad_scale         (any other: before the scale)
-    optimizer._update(p, g, state, lr, hyper)         lr = float32(base_lr * lr_ratio)
+    optimizer._update(p, g, state, lr, hyper)         lr = wide(base_lr * lr_ratio)
     master = p;  param = round_to_nearest_even(p)
 
 NOTE: skipping on overflow is one commit, here: with a device flag the twin computes new
@@ -92,6 +92,7 @@ class Bucket(InPlacePath, KernelPath):
         self.place = _device.place_of(first)
         self.ptype, self.gtype = first.dtype, np.dtype(grad_dtype)
         self.wide = _dtypes.accumulation_dtype(self.ptype)
+        self.lr_type = self.wide.type  # the rate as _update sees it: float64 for float64 params
         self.sizes = [r.data.size for r in records]
         align = 1 if self.xp is np else ALIGN
         padded = [-(-n // align) * align for n in self.sizes]
@@ -237,7 +238,7 @@ class Bucket(InPlacePath, KernelPath):
                 gs += record.l2 * ps  # L2Decay: g + coeff * p
             elif regularized is not None:  # a run of one, made before the step's writes
                 gs[...] = regularized[start].reshape(-1)
-            lr, decay = _lr_and_decay(base_lr, record)
+            lr, decay = _lr_and_decay(base_lr, record, self.lr_type)
             run_state = {
                 name: flat[a:b] if per == "element" else self._per_element(flat, start, stop)
                 for (name, (per, _)), flat in zip(self.layout.items(), state.values())

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import dtypes as _dtypes
 from ..backend.blocks import blocks
 from ..backend.cast import convert
 
@@ -66,7 +65,7 @@ class InPlacePath:
             name: flat[a : a + p.size] if per == "element" else flat[i : i + 1]
             for (name, (per, _)), flat in zip(self.layout.items(), self.state.values())
         }
-        lr, decay = _lr_and_decay(base_lr, record)
+        lr, decay = _lr_and_decay(base_lr, record, self.lr_type)
         hyper = {**self.group, "decay": decay}
         whole = record.regularizer is not None and not record.l2  # it sees the shape
         # the step's scaling, L2 decay and a regularizer write into the gradient: a copy
@@ -108,7 +107,7 @@ class InPlacePath:
             name: flat[a:b] if per == "element" else flat[i : i + 1]
             for (name, (per, _)), flat in zip(self.layout.items(), self.state.values())
         }
-        lr, decay = _lr_and_decay(base_lr, record)
+        lr, decay = _lr_and_decay(base_lr, record, self.lr_type)
         hyper = {**self.group, "decay": decay}
         for block in blocks(b - a):  # (cache-sized, as the other paths)
             self.opt._update(p[block], g[block], self._block(state, block), lr, hyper)
@@ -119,13 +118,18 @@ class InPlacePath:
                 r.data[...] = rounded[start : start + r.data.size].reshape(r.data.shape)
 
 
-def _lr_and_decay(base_lr, record):
-    """``(float32(base * ratio), float32(1 - base * ratio * decay) or None)``, the products
+def _lr_and_decay(base_lr, record, lr_type):
+    """``(lr_type(base * ratio), lr_type(1 - base * ratio * decay) or None)``, the products
     in float64 as the kernel computes them: NumPy scalars when the base is a Python float,
-    0-d float32 device arrays when it is the optimizer's device buffer (nothing is read)."""
+    0-d device arrays when it is the optimizer's device buffer (nothing is read).
+
+    ``lr_type`` is the bucket's wide type (``Bucket.lr_type``): float32 for float16, bfloat16
+    and float32 parameters, as the kernel reads it; float64 for float64 ones, whose rate is
+    not rounded to float32 (Paddle keeps the rate in the parameters' dtype: SGD's
+    ``0 - 0.1 * 10`` is exactly -1.0 in float64)."""
     if isinstance(base_lr, float):
         lr64 = base_lr * record.lr_ratio
-        return np.float32(lr64), (np.float32(1.0 - lr64 * record.decay) if record.decay else None)
+        return lr_type(lr64), (lr_type(1.0 - lr64 * record.decay) if record.decay else None)
     lr64 = base_lr.reshape(()) * record.lr_ratio
-    decay = (1.0 - lr64 * record.decay).astype(_dtypes.float32) if record.decay else None
-    return lr64.astype(_dtypes.float32), decay
+    decay = (1.0 - lr64 * record.decay).astype(lr_type) if record.decay else None
+    return lr64.astype(lr_type), decay

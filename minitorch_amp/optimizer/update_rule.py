@@ -43,7 +43,8 @@ class UpdateRule:
             state: ``{name: array}`` (see :meth:`_state_layout`): per-element ones like
                 ``p``, per-tensor ones broadcastable to it. Update the per-element ones in
                 place; per-tensor ones advance in :meth:`_advance`.
-            lr: the learning rate for these parameters, a float32 (the ratios applied).
+            lr: the learning rate for these parameters (the ratios applied), in ``p``'s
+                dtype's wide type: float64 for float64 parameters, else float32.
             hyper: the parameter group (``beta1``, ...) and ``'decay'``: the float32 factor
                 ``1 - lr * coeff`` of AdamW's decoupled decay, or None.
         """

@@ -15,8 +15,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "attention-scaled-by-head-dim",
         SDPA,
-        "return _fn.matmul(q * (q.shape[-1] ** -0.5), k, transpose_y=True)",
-        "return _fn.matmul(q * (q.shape[-1] ** -1.0), k, transpose_y=True)",
+        "return _fn.matmul(q * (head_dim**-0.5) if head_dim else q, k, transpose_y=True)",
+        "return _fn.matmul(q * (head_dim**-1.0) if head_dim else q, k, transpose_y=True)",
         (
             f"{ATTENTION_TESTS}::"
             "test_sdpa_is_softmax_of_scaled_scores_times_values_in_paddles_seq_heads_layout",
@@ -67,8 +67,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "mha-int-mask-polarity",
         MHA,
-        "return (attn_mask.astype(dtype) - 1.0) * 1e9",
-        "return attn_mask.astype(dtype) * -1e9",
+        "bias = (attn_mask._data.astype(acc) - 1.0) * acc.type(1e9)",
+        "bias = attn_mask._data.astype(acc) * acc.type(-1e9)",
         (
             f"{ATTENTION_TESTS}::"
             "test_mha_bool_and_int_masks_mask_false_and_zero_with_minus_1e9_as_paddle_does",

@@ -27,26 +27,51 @@ def _shape_of(v):
 _mul, _div = operator.mul, operator.truediv
 _F16 = np.dtype(np.float16)
 _NUMBERS = (int, float)  # (exactly: a bool is no number here, and NumPy scalars are not weak)
+_OPMATH = {"add": "add", "subtract": "subtract", "multiply": "multiply", "divide": "divide",
+           "pow": "power"}  # fmt: skip
 
 
 def _exact_in_float16(number) -> bool:
     return -65504.0 <= number <= 65504.0 and float(np.float16(number)) == number
 
 
+def _half_beside_an_inexact_number(x, y):
+    """The float16 array of ``x`` and ``y`` when the other is a Python number that float16
+    cannot hold exactly, else None."""
+    if y.__class__ in _NUMBERS and getattr(x, "dtype", None) is _F16:
+        return None if _exact_in_float16(y) else x
+    if x.__class__ in _NUMBERS and getattr(y, "dtype", None) is _F16:
+        return None if _exact_in_float16(x) else y
+    return None
+
+
+def _in_float32(name: str, a, b, half):
+    """``name``'s ufunc of ``a`` and ``b`` (one of them ``half``, a float16 array; the other a
+    Python number) computed in float32 and rounded once into a float16 result: one pass (one
+    kernel on a GPU). The number becomes a NumPy float32, which is no weak constant, so the
+    ufunc runs its float32 loop and casts each result as it writes it."""
+    with np.errstate(over="ignore"):  # a number past float32's range is inf, as in PyTorch
+        a, b = (np.float32(v) if v.__class__ in _NUMBERS else v for v in (a, b))
+    xp = get_array_module(half)
+    return getattr(xp, _OPMATH[name])(a, b, out=xp.empty(half.shape, _F16))
+
+
 def binary(name: str, fn, x, y):
     """``fn(x, y)``, turning NumPy's broadcast error into one that names both shapes.
 
-    NOTE: a float16 array with a Python number that float16 cannot hold exactly (``x * 1e9``,
-    ``x / 1e5``, ``x * 0.1``) is computed in float32 and rounded once, as Paddle's and
-    PyTorch's kernels compute half-precision arithmetic in float ("opmath"): NumPy (and CuPy)
-    would round the number to float16 first, 1e9 to inf (``x * 1e9`` inf or NaN everywhere,
-    ``x / 1e5`` zero) and 0.1 to 0.0999755859375. A number float16 holds exactly gives the same
-    bits either way (bar a rare double rounding of a sum or quotient), so it stays one pass.
+    NOTE: arithmetic of a float16 array with a Python number that float16 cannot hold
+    exactly (``x * 1e9``, ``x / 1e5``, ``x * 0.1``) is computed in float32 and rounded once,
+    as Paddle's and PyTorch's kernels compute half-precision arithmetic in float ("opmath"):
+    NumPy (and CuPy) would round the number to float16 first, 1e9 to inf (``x * 1e9`` inf or
+    NaN everywhere, ``x / 1e5`` zero) and 0.1 to 0.0999755859375. A number float16 holds
+    exactly gives the same bits either way (bar a rare double rounding of a sum or quotient),
+    so it keeps the plain path. Comparisons keep NumPy's rule, the number rounded to the
+    tensor's dtype first, as Paddle and PyTorch compare (``x == 0.1`` is True for a float16
+    0.1).
     """
-    if y.__class__ in _NUMBERS and getattr(x, "dtype", None) is _F16 and not _exact_in_float16(y):
-        return fn(x.astype(np.float32), y).astype(_F16)
-    if x.__class__ in _NUMBERS and getattr(y, "dtype", None) is _F16 and not _exact_in_float16(x):
-        return fn(x, y.astype(np.float32)).astype(_F16)
+    half = _half_beside_an_inexact_number(x, y)
+    if half is not None and name in _OPMATH:
+        return _in_float32(name, x, y, half)
     try:
         return fn(x, y)
     except ValueError as exc:

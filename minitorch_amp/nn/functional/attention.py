@@ -23,7 +23,6 @@ from ...backend import dtypes as _dtypes
 from ...backend import get_array_module
 from .activation import softmax
 from .common import dropout as _dropout
-from .common import refuse_integers
 
 
 def _check_qkv(query, key, value) -> None:
@@ -59,8 +58,11 @@ def attention_scores(q: Tensor, k: Tensor) -> Tensor:
     """``(q / sqrt(head_dim)) @ k^T`` for heads-first ``[..., heads, seq, head_dim]``.
 
     As in Paddle, ``q`` is scaled before the product (one multiply of the smaller operand).
+    With ``head_dim`` 0 the scores are all 0 (an empty sum): uniform weights, the mean of the
+    values, as in PyTorch; the scale, 1/sqrt(0), multiplies nothing and is left out.
     """
-    return _fn.matmul(q * (q.shape[-1] ** -0.5), k, transpose_y=True)
+    head_dim = q.shape[-1]
+    return _fn.matmul(q * (head_dim**-0.5) if head_dim else q, k, transpose_y=True)
 
 
 def attend(scores: Tensor, v: Tensor, dropout_p: float, training: bool) -> tuple[Tensor, Tensor]:
@@ -69,6 +71,16 @@ def attend(scores: Tensor, v: Tensor, dropout_p: float, training: bool) -> tuple
     if dropout_p:
         weights = _dropout(weights, dropout_p, training=training, mode="upscale_in_train")
     return _fn.matmul(weights, v), weights
+
+
+def _check_mask_type(mask) -> None:
+    """TypeError unless ``mask`` is a Tensor (F.scaled_dot_product_attention and
+    nn.MultiHeadAttention take the same masks)."""
+    if not isinstance(mask, Tensor):
+        raise TypeError(
+            f"attn_mask must be a Tensor or None, got {type(mask).__name__}; wrap it first, "
+            "e.g. mt.to_tensor(mask) (bool: True = attend)"
+        )
 
 
 def _check_mask_shape(mask: Tensor, scores: Tensor) -> None:
@@ -137,7 +149,15 @@ def scaled_dot_product_attention(
         array([1., 2.], dtype=float32)
     """
     _check_qkv(query, key, value)
-    refuse_integers("scaled_dot_product_attention", query)
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if t.dtype.kind in "biu":
+            raise TypeError(
+                f"scaled_dot_product_attention: got an input of dtype {t.dtype} ({name}), but "
+                "attention computes in floating point only; cast it to a float dtype first, "
+                f"e.g. {name}.astype('float32')"
+            )
+    if attn_mask is not None:
+        _check_mask_type(attn_mask)
     if not 0.0 <= float(dropout_p) <= 1.0:
         raise ValueError(
             f"scaled_dot_product_attention: dropout_p must be in [0, 1], got {dropout_p}"
@@ -146,8 +166,6 @@ def scaled_dot_product_attention(
     q, k, v = (t.transpose(perm) for t in (query, key, value))  # heads first
     scores = attention_scores(q, k)
     if attn_mask is not None:
-        if not isinstance(attn_mask, Tensor):
-            raise TypeError(f"attn_mask must be a Tensor or None, got {type(attn_mask).__name__}")
         _check_mask_shape(attn_mask, scores)
         if attn_mask.dtype == np.bool_:
             scores = _fn.where(attn_mask, scores, float("-inf"))

@@ -2,12 +2,35 @@
 
 from __future__ import annotations
 
+import math
+
 from ...autograd import Tensor, apply
 from ...autograd import ops as _ops
 from .common import refuse_integers
 
 _CHANNELS_FIRST = ("NC", "NCL", "NCHW", "NCDHW")
 _CHANNELS_LAST = ("NLC", "NHWC", "NDHWC")
+
+
+def _checked_norm_args(fn: str, normalized_shape, epsilon, **params) -> tuple:
+    """``normalized_shape`` as a tuple of ints, after checking ``epsilon`` and the affine
+    ``params`` (name -> Tensor or None): each must have shape ``normalized_shape`` (PyTorch's
+    rule) or be 1-D with ``prod(normalized_shape)`` elements (Paddle's, what nn.LayerNorm and
+    nn.RMSNorm make). Another shape of the same size was silently reshaped (a transposed
+    ``[5, 4]`` weight for ``[4, 5]``): it is refused."""
+    if isinstance(normalized_shape, int):
+        normalized_shape = [normalized_shape]
+    shape = tuple(int(n) for n in normalized_shape)
+    if epsilon < 0:
+        raise ValueError(f"{fn}: epsilon must be >= 0, got {epsilon}")
+    flat = (math.prod(shape),)
+    for name, t in params.items():
+        if t is not None and tuple(t.shape) not in (shape, flat):
+            raise ValueError(
+                f"{fn}: {name} of shape {t.shape} does not match normalized_shape "
+                f"{list(shape)}: it must have that shape or be 1-D with {flat[0]} elements"
+            )
+    return shape
 
 
 def layer_norm(
@@ -27,8 +50,9 @@ def layer_norm(
     Args:
         x: the input, whose shape ends with ``normalized_shape``.
         normalized_shape: an int or a list of ints.
-        weight, bias: optional, of shape ``normalized_shape`` or its flattened size.
-        epsilon: added to the variance.
+        weight, bias: optional, of shape ``normalized_shape`` or 1-D of its flattened size
+            (another shape is a ValueError).
+        epsilon: added to the variance; must be >= 0.
 
     Example:
         >>> import minitorch_amp as mt
@@ -36,16 +60,8 @@ def layer_norm(
         >>> F.layer_norm(mt.to_tensor([[1.0, 3.0]]), 2).numpy()
         array([[-0.999995,  0.999995]], dtype=float32)
     """
-    if isinstance(normalized_shape, int):
-        normalized_shape = [normalized_shape]
-    return apply(
-        _ops.LayerNorm,
-        x,
-        weight,
-        bias,
-        normalized_shape=tuple(int(n) for n in normalized_shape),
-        epsilon=float(epsilon),
-    )
+    shape = _checked_norm_args("layer_norm", normalized_shape, epsilon, weight=weight, bias=bias)
+    return apply(_ops.LayerNorm, x, weight, bias, normalized_shape=shape, epsilon=float(epsilon))
 
 
 def rms_norm(
@@ -66,8 +82,9 @@ def rms_norm(
     Args:
         x: the input, whose shape ends with ``normalized_shape``.
         normalized_shape: an int or a list of ints.
-        weight: optional scale, of shape ``normalized_shape`` or its flattened size.
-        epsilon: added to the mean square (``eps=`` is accepted too).
+        weight: optional scale, of shape ``normalized_shape`` or 1-D of its flattened size
+            (another shape is a ValueError).
+        epsilon: added to the mean square (``eps=`` is accepted too); must be >= 0.
 
     Example:
         >>> import minitorch_amp as mt
@@ -76,15 +93,9 @@ def rms_norm(
         array([[0.84852815, 1.1313709 ]], dtype=float32)
     """
     refuse_integers("rms_norm", x)
-    if isinstance(normalized_shape, int):
-        normalized_shape = [normalized_shape]
-    return apply(
-        _ops.RmsNorm,
-        x,
-        weight,
-        normalized_shape=tuple(int(n) for n in normalized_shape),
-        epsilon=float(epsilon if eps is None else eps),
-    )
+    epsilon = epsilon if eps is None else eps
+    shape = _checked_norm_args("rms_norm", normalized_shape, epsilon, weight=weight)
+    return apply(_ops.RmsNorm, x, weight, normalized_shape=shape, epsilon=float(epsilon))
 
 
 def normalize(x: Tensor, p: float = 2, axis: int = 1, epsilon: float = 1e-12, name=None):

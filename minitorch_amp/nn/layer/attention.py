@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import collections
 
+import numpy as np
+
 from ...autograd.creation import zeros
 from ...autograd.functions import concat
 from ...autograd.tensor import Tensor
 from ...backend import dtypes as _dtypes
+from ...backend.cast import cast as _cast
 from ..functional import attention as _attention
 from .common import Linear, _check_size
 from .layers import Layer
@@ -17,13 +20,26 @@ def convert_attention_mask(attn_mask: Tensor | None, dtype) -> Tensor | None:
     """An attention mask as the float ``dtype`` bias that is added to the scores (Paddle's rule).
 
     A bool or integer mask keeps its True/1 positions: it becomes ``(mask - 1) * 1e9``, so
-    masked positions get ``-1e9`` (``-inf`` once in float16). A float mask is only cast. A
-    mask already of ``dtype``, or None, is returned as it is.
+    kept positions get exactly 0 and masked ones ``-1e9`` (``-inf`` once in float16). A float
+    mask is only cast. A mask already of ``dtype``, or None, is returned as it is.
+
+    Raises:
+        TypeError: ``attn_mask`` is not a Tensor (a list or a NumPy array: wrap it first).
     """
-    if attn_mask is None or attn_mask.dtype == _dtypes.convert_dtype(dtype):
+    if attn_mask is None:
+        return None
+    _attention._check_mask_type(attn_mask)
+    dtype = _dtypes.convert_dtype(dtype)
+    if attn_mask.dtype == dtype:
         return attn_mask
-    if not _dtypes.is_floating(attn_mask.dtype):  # bool and integer masks
-        return (attn_mask.astype(dtype) - 1.0) * 1e9
+    if not _dtypes.is_floating(attn_mask.dtype):  # bool and integer masks: no gradient
+        # NOTE: (mask - 1) * 1e9 computed in float16 is wrong: 1e9 is inf there, and a kept
+        # position gets 0 * inf = NaN. Paddle's scale kernel computes in float32, so here:
+        # in float32 (float64 for float64), rounded once to dtype (-1e9 -> -inf in float16).
+        acc = _dtypes.accumulation_dtype(dtype)
+        bias = (attn_mask._data.astype(acc) - 1.0) * acc.type(1e9)
+        with np.errstate(over="ignore"):  # the -inf that float16 rounds -1e9 to is meant
+            return Tensor._wrap(_cast(bias, dtype))  # the cast kernel on a GPU
     return attn_mask.astype(dtype)
 
 
@@ -113,6 +129,11 @@ class MultiHeadAttention(Layer):
         * ``type=Cache`` with ``value``: ``Cache(key, value)``, tensors already projected.
         """
         if type is MultiHeadAttention.StaticCache:
+            if value is None:
+                raise TypeError(
+                    "gen_cache(type=StaticCache) projects both key and value: pass value too, "
+                    "e.g. gen_cache(memory, memory, type=MultiHeadAttention.StaticCache)"
+                )
             return self.StaticCache(*self.compute_kv(key, value))
         if type is not MultiHeadAttention.Cache:
             raise TypeError(
@@ -167,6 +188,8 @@ class MultiHeadAttention(Layer):
             )
         key = query if key is None else key
         value = query if value is None else value
+        if not isinstance(cache, self.StaticCache):  # (a StaticCache replaces key and value)
+            self._check_key_value(query, key, value)
         q, k, v, new_cache = self._prepare_qkv(query, key, value, cache)
         product = _attention.attention_scores(q, k)
         if attn_mask is not None:
@@ -182,6 +205,22 @@ class MultiHeadAttention(Layer):
         if cache is not None:
             outs.append(new_cache)
         return out if len(outs) == 1 else tuple(outs)
+
+    def _check_key_value(self, query: Tensor, key: Tensor, value: Tensor) -> None:
+        """ValueError unless key is ``[batch, k_len, kdim]`` and value ``[batch, k_len, vdim]``,
+        with the query's batch."""
+        for name, t, width in (("key", key, self.kdim), ("value", value, self.vdim)):
+            if t.ndim != 3 or t.shape[0] != query.shape[0] or t.shape[-1] != width:
+                raise ValueError(
+                    f"MultiHeadAttention: {name} must be [batch {query.shape[0]}, k_len, "
+                    f"{width}], got {t.shape} (a missing key or value is the query)"
+                )
+        if key.shape[1] != value.shape[1]:
+            raise ValueError(
+                f"MultiHeadAttention: key and value must have the same length (one value per "
+                f"key), got key {key.shape} and value {value.shape} (a missing value is the "
+                "query, not the key: pass value=key)"
+            )
 
     def extra_repr(self) -> str:
         return (

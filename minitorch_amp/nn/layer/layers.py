@@ -123,8 +123,14 @@ class Layer(ConvertMixin, PrintingMixin, TorchLayerMethods):
         """The layer's unique name, e.g. ``linear_0``."""
         return self._full_name
 
-    def train(self) -> Layer:
-        """Training mode for this layer and every sublayer (dropout drops, batch norm learns)."""
+    def train(self, mode=None) -> Layer:
+        """Training mode for this layer and every sublayer (dropout drops, batch norm learns).
+        No argument, as Paddle's: PyTorch's ``train(False)`` is refused, saying ``eval()``."""
+        if mode is not None:
+            raise TypeError(
+                f"Layer.train() takes no argument (Paddle's), got train({mode!r}): write "
+                "model.eval() for PyTorch's train(False), model.train() for train(True)"
+            )
         for layer in self.sublayers(include_self=True):
             layer.training = True
         return self

@@ -34,8 +34,9 @@ from ...backend.error_notes import add_note
 def conversion_bytes(numel: int, dtype) -> float:
     """The free device memory a cast to ``dtype`` must see before it runs on the device.
 
-    Paddle's rule: the converted copy's bytes, rounded up to the allocator's 256-byte unit,
-    times 1.2 to keep clear of the edge where memory is only just enough.
+    Paddle's rule, float maths as Paddle writes it (``/ 256 + 1``, no rounding): the
+    converted copy's bytes plus one 256-byte block, times 1.2 to keep clear of the edge
+    where memory is only just enough.
     """
     return ((numel * _dtypes.convert_dtype(dtype).itemsize) / 256 + 1) * 256 * 1.2
 

@@ -6,7 +6,8 @@ Each sublayer (self-attention, cross-attention, feed-forward) is wrapped the sam
 * ``normalize_before=True`` (pre-norm, GPT-2 style): ``x = x + dropout(sublayer(norm(x)))``.
 
 Masks follow :class:`MultiHeadAttention`: bool (True attends), int (1 attends) or float
-(added); they are converted once to the input's dtype (``(mask - 1) * 1e9`` for bool/int).
+(added); they are converted once to the input's dtype (``(mask - 1) * 1e9`` for bool/int,
+computed in float32: kept positions are exactly 0 in every dtype).
 """
 
 from __future__ import annotations
@@ -47,14 +48,18 @@ def _param_attrs(attr, n: int, layer: str, arg: str) -> list:
     return attrs
 
 
+# The feed-forward activations: the functions of nn.functional's activation module (not
+# 'linear' or 'layer_norm', also in F.__all__, which would fail only at the first forward).
+_ACTIVATIONS = tuple(n for n in F.__all__ if getattr(F, n).__module__ == F.activation.__name__)
+
+
 def _activation(name: str, layer: str):
-    fn = getattr(F, name, None) if isinstance(name, str) else None
-    if fn is None or name not in F.__all__:
+    if not isinstance(name, str) or name not in _ACTIVATIONS:
         raise ValueError(
-            f"{layer}: activation must name a function of nn.functional such as 'relu' or "
-            f"'gelu', got {name!r}"
+            f"{layer}: activation must name an activation function of nn.functional, one of "
+            f"{', '.join(map(repr, _ACTIVATIONS))}; got {name!r}"
         )
-    return fn
+    return getattr(F, name)
 
 
 class _SublayerMixin:
@@ -382,6 +387,9 @@ class Transformer(Layer):
     def generate_square_subsequent_mask(length) -> Tensor:
         """A ``[length, length]`` float mask: 0 on and below the diagonal, ``-inf`` above.
 
+        ``length`` is an int or a one-element integer Tensor; a float, a string or a bool is
+        refused with a TypeError (it was truncated or parsed).
+
         Example:
             >>> from minitorch_amp import nn
             >>> nn.Transformer.generate_square_subsequent_mask(3).numpy()
@@ -389,6 +397,14 @@ class Transformer(Layer):
                    [  0.,   0., -inf],
                    [  0.,   0.,   0.]], dtype=float32)
         """
-        n = int(length.item() if isinstance(length, Tensor) else length)
+        what = "Transformer.generate_square_subsequent_mask"
+        if isinstance(length, Tensor):  # a one-element integer tensor, as Paddle's callers pass
+            if length.size != 1:
+                raise TypeError(
+                    f"{what}: length must be an integer or a one-element integer Tensor, got a "
+                    f"Tensor of shape {length.shape}"
+                )
+            length = length.item()  # (a float or bool tensor's item is refused below)
+        n = _check_size(what, "length", length, allow_zero=True)  # no 2.7, '3' or True
         mask = np.triu(np.full((n, n), -np.inf), 1)
         return to_tensor(mask, dtype=_dtypes.get_default_dtype())
