@@ -268,3 +268,42 @@ def test_an_optimizer_follows_reduce_on_plateau():
     opt2 = SGD(learning_rate=other, parameters=[Parameter(np.zeros(1, dtype="float32"))])
     opt2.set_state_dict(opt.state_dict())
     assert (other(), other.best, other.last_epoch) == (0.5, 1.0, 2)
+
+
+def test_reduce_on_plateau_takes_a_bfloat16_loss_and_a_paddle_state_with_an_array_best():
+    sched = lr.ReduceOnPlateau(1.0)
+    sched.step(mt.to_tensor([2.5]).astype("bfloat16"))  # a loss under bfloat16 auto_cast
+    assert sched.best == 2.5
+    state = dict(sched.state_dict(), best=np.array([1.5], "float32"))  # as Paddle saves it
+    sched.set_state_dict(state)
+    assert sched.best == 1.5
+
+
+def test_cyclic_checks_and_converts_its_base_rate_as_the_others_do():
+    assert type(lr.CyclicLR(np.float32(0.1), 1.0, 3)()) is float  # (a np.float32 before)
+    with pytest.raises(TypeError, match="'base_learning_rate' must be a float or int"):
+        lr.CyclicLR(None, 1.0, 3)
+
+
+def test_a_saved_state_is_a_snapshot_of_a_tensor_entry():
+    class Scaled(lr.StepDecay):
+        def state_keys(self):
+            self.keys = ["last_epoch", "last_lr", "scale"]
+
+    sched = Scaled(0.1, step_size=2)
+    sched.scale = mt.to_tensor([2.0])
+    saved = sched.state_dict()
+    sched.scale.set_value(np.array([7.0], "float32"))
+    assert saved["scale"] == 2.0 and type(saved["scale"]) is float
+
+
+def test_multiplicative_decay_recomputes_its_product_after_a_reload():
+    factors = {"f": 0.5}
+    sched = lr.MultiplicativeDecay(1.0, lambda epoch: factors["f"])
+    for _ in range(3):
+        sched.step()
+    state = sched.state_dict()
+    factors["f"] = 0.25  # the function changed before resuming: the product starts again
+    sched.set_state_dict(state)
+    sched.step()
+    assert sched() == 0.25**4

@@ -1,6 +1,8 @@
 """Defects a review of the learning-rate schedulers found (2026-11-28, night), each planted
 back: the tests written with the fixes must see them."""
 
+# ruff: noqa: E501 (search texts are source lines, whatever their length)
+
 from __future__ import annotations
 
 from mutant_sets import Mutant
@@ -138,5 +140,45 @@ MUTANTS: list[Mutant] = [
         "        if self.num_bad_epochs >= self.patience:\n",
         (P + "test_reduce_on_plateau_cuts_after_patience_then_cools_down",),
         "ReduceOnPlateau cuts one bad epoch early",
+    ),
+    Mutant(
+        "lr-plateau-refuses-bfloat16",
+        "minitorch_amp/optimizer/lr/plateau.py",
+        'array.dtype.kind in "iuf" or is_floating(array.dtype)',
+        'array.dtype.kind in "iuf"',
+        (P + "test_reduce_on_plateau_takes_a_bfloat16_loss_and_a_paddle_state_with_an_array_best",),
+        "ReduceOnPlateau.step(bfloat16 loss) says the loss holds more than one number",
+    ),
+    Mutant(
+        "lr-plateau-state-best-must-be-a-float",
+        "minitorch_amp/optimizer/lr/plateau.py",
+        "                _metric(best)\n",
+        "                float(best) if isinstance(best, numbers.Real) else int('refused')\n",
+        (P + "test_reduce_on_plateau_takes_a_bfloat16_loss_and_a_paddle_state_with_an_array_best",),
+        "a Paddle state whose best is a NumPy array is refused",
+    ),
+    Mutant(
+        "lr-cyclic-amplitude-from-the-raw-base",
+        "minitorch_amp/optimizer/lr/cyclic.py",
+        "        self.amplitude = self.max_lr - base\n",
+        "        self.amplitude = self.max_lr - base_learning_rate\n",
+        (P + "test_cyclic_checks_and_converts_its_base_rate_as_the_others_do",),
+        "CyclicLR(np.float32(0.1), ...) gives np.float32 rates",
+    ),
+    Mutant(
+        "lr-state-holds-the-live-tensor",
+        "minitorch_amp/optimizer/lr/scheduler.py",
+        "        return {key: _snapshot(getattr(self, key)) for key in keys if key in self.__dict__}\n",
+        "        return {key: getattr(self, key) for key in keys if key in self.__dict__}\n",
+        (P + "test_a_saved_state_is_a_snapshot_of_a_tensor_entry",),
+        "a scheduler's saved state follows later writes into its Tensor attribute",
+    ),
+    Mutant(
+        "lr-multiplicative-keeps-its-cache-on-reload",
+        "minitorch_amp/optimizer/lr/formulas.py",
+        "        self._product = (0, self.base_lr)  # the next step recomputes the whole product\n",
+        "",
+        (P + "test_multiplicative_decay_recomputes_its_product_after_a_reload",),
+        "a reloaded MultiplicativeDecay reuses the product it had cached",
     ),
 ]

@@ -63,7 +63,8 @@ class CyclicLR(LRScheduler):
         self.cycle_size = up + down
         self.step_up_pct = up / self.cycle_size
         self.max_lr = float(max_learning_rate)
-        self.amplitude = self.max_lr - base_learning_rate
+        base = _check_number(base_learning_rate, "base_learning_rate", owner)
+        self.amplitude = self.max_lr - base
         self.mode = mode
         self.gamma = exp_gamma  # only for exp_range
         if scale_fn is None:

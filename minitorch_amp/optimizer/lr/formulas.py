@@ -186,6 +186,10 @@ class MultiplicativeDecay(LRScheduler):
         self._product = (self.last_epoch, cur_lr)
         return cur_lr
 
+    def _load_state(self, state_dict) -> None:
+        super()._load_state(state_dict)
+        self._product = (0, self.base_lr)  # the next step recomputes the whole product
+
 
 class LinearLR(LRScheduler):
     """From ``start_factor * learning_rate`` to ``end_factor * learning_rate`` in

@@ -11,6 +11,7 @@ import numbers
 import numpy as np
 
 from ...autograd.tensor import Tensor
+from ...backend.dtypes import is_floating
 from .scheduler import (
     LRScheduler,
     _check_epoch_arg,
@@ -27,7 +28,7 @@ def _metric(metrics) -> float:
     """A float, or a Tensor / NumPy value with one element, as a Python float."""
     if isinstance(metrics, (Tensor, np.ndarray, np.generic)):
         array = metrics.numpy() if isinstance(metrics, Tensor) else np.asarray(metrics)
-        if array.size != 1 or array.dtype.kind not in "iuf":
+        if array.size != 1 or not (array.dtype.kind in "iuf" or is_floating(array.dtype)):
             raise ValueError(
                 f"{_OWNER}.step: 'metrics' must hold one number, got shape {list(array.shape)} "
                 f"of {array.dtype}; reduce it first (for example loss.mean())"
@@ -146,11 +147,14 @@ class ReduceOnPlateau(LRScheduler):
                     f"{where}[{key!r}] must be an integer >= 0, got {state_dict[key]!r}"
                 )
         best = state_dict["best"]
-        if best is not None and (isinstance(best, bool) or not isinstance(best, numbers.Real)):
-            raise TypeError(f"{where}['best'] must be None or a number, got {best!r}")
+        if best is not None:  # (Paddle saves the metric it was given: a NumPy value too)
+            try:
+                _metric(best)
+            except (TypeError, ValueError):
+                raise TypeError(f"{where}['best'] must be None or a number, got {best!r}") from None
 
     def _load_state(self, state_dict) -> None:
         super()._load_state(state_dict)
         self.cooldown_counter = int(state_dict["cooldown_counter"])
         self.num_bad_epochs = int(state_dict["num_bad_epochs"])
-        self.best = None if state_dict["best"] is None else float(state_dict["best"])
+        self.best = None if state_dict["best"] is None else _metric(state_dict["best"])

@@ -15,9 +15,24 @@ import math
 import numbers
 import warnings
 
+from ...autograd.tensor import Tensor
+
 
 def _is_int(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _snapshot(value):
+    """A state entry as saved: a one-element Tensor as a float (Paddle's ``state_dict``), so
+    the saved state does not follow later in-place writes; anything else as it is."""
+    if isinstance(value, Tensor):
+        if value.size != 1:
+            raise ValueError(
+                f"a scheduler's state entry must be a number or a one-element Tensor, got "
+                f"shape {value.shape}"
+            )
+        return float(value.numpy().reshape(-1)[0])
+    return value
 
 
 def _check_number(value, what: str, owner: str) -> float:
@@ -151,7 +166,7 @@ class LRScheduler:
         """``{'last_epoch': int, 'last_lr': float}`` and every other key of ``state_keys()``
         the scheduler has (as in Paddle, a key it lacks is left out)."""
         keys = self._keys() + self._optional_keys
-        return {key: getattr(self, key) for key in keys if key in self.__dict__}
+        return {key: _snapshot(getattr(self, key)) for key in keys if key in self.__dict__}
 
     def set_state_dict(self, state_dict: dict) -> None:
         """Restore what :meth:`state_dict` returned; all or nothing.
