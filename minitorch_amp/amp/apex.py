@@ -28,9 +28,9 @@ import numpy as np
 
 from ..autograd.tensor import Tensor
 from ..backend import device as _device
-from ..backend.dtypes import convert_dtype, float16, float32
+from ..backend.dtypes import convert_dtype, float32
+from .apex_forward import _is_patched, _patch_forward
 from .apex_stash import merge, restore, stash_grads
-from .auto_cast import auto_cast
 from .decorate import decorate
 from .grad_scaler import GradScaler
 
@@ -377,32 +377,3 @@ def _mirror(models, models_single, opts, opts_single, no_opts):
     if no_opts:
         return models_out
     return models_out, (opts[0] if opts_single else opts)
-
-
-def _is_patched(model) -> bool:
-    return hasattr(model.__dict__.get("forward"), "_amp_original_forward")
-
-
-def _patch_forward(model, level: str, out_dtype) -> None:
-    """Make ``model(...)`` run its forward under ``auto_cast(level)`` (an instance attribute)."""
-    forward = model.forward  # the bound method
-
-    def amp_forward(*args, **kwargs):
-        with auto_cast(level=level):
-            output = forward(*args, **kwargs)
-        return output if out_dtype is None else _cast_floats(output, out_dtype)
-
-    amp_forward._amp_original_forward = forward
-    amp_forward.__doc__ = forward.__doc__
-    model.forward = amp_forward
-
-
-def _cast_floats(value, dtype):
-    """Cast every float16 Tensor in ``value`` (nested tuples, lists, dicts) to ``dtype``."""
-    if isinstance(value, Tensor):
-        return value.astype(dtype) if value.dtype == float16 and dtype != float16 else value
-    if type(value) in (list, tuple):
-        return type(value)(_cast_floats(v, dtype) for v in value)
-    if isinstance(value, dict):
-        return {k: _cast_floats(v, dtype) for k, v in value.items()}
-    return value

@@ -40,7 +40,7 @@ from ..backend.scale_update import update_loss_scaling
 from .bf16 import disable_for_bfloat16
 from .found_inf import reduce_found_inf, run_skipping
 from .scaled_loss import ScaleLoss, check_scale_input
-from .scaler_args import parse_scaler_args
+from .scaler_args import _NO_CLOSURE, _NO_NEW_SCALE, parse_scaler_args
 from .scaler_rules import check_attr
 from .scaler_settings import ScalerSettings
 
@@ -60,15 +60,6 @@ class OptimizerState(enum.Enum):
 # host already: it is checked at every update, so the warning comes at the 100th.
 _FLOOR_WARN_AFTER = 100  # consecutive overflowing updates at the floor
 _FLOOR_CHECK_EVERY = 100
-# PyTorch's step(opt, closure) and update(new_scale): what to write instead
-_NO_CLOSURE = (
-    "GradScaler.step(optimizer) takes the optimizer only (Paddle's step() takes no closure): "
-    "run scaler.scale(closure()).backward(), then scaler.step(optimizer). Nothing was stepped."
-)
-_NO_NEW_SCALE = (
-    "update() takes no new scale (PyTorch's update(new_scale)): call scaler.update(), then "
-    "scaler.set_init_loss_scaling(s) to set the scale. Nothing was updated."
-)
 
 
 class AmpScaler(ScalerSettings):
@@ -366,19 +357,6 @@ class AmpScaler(ScalerSettings):
             self._counters = _device.to_place(self._counters, place)
             self._inv_scale = _device.xp_for(place).zeros_like(self._scale._data)
             self._found_infs = {}
-
-    def _checked_scale(self, value, what: str = "init_loss_scaling") -> float:
-        """``value`` as a scale: one float32 can hold, and at most ``max_loss_scaling``."""
-        try:
-            scale = check_attr("init_loss_scaling", value)
-        except ValueError as exc:
-            raise ValueError(str(exc).replace("init_loss_scaling", what, 1)) from None
-        if scale > self._max_loss_scaling:
-            raise ValueError(
-                f"{what} {value!r} is above max_loss_scaling={self._max_loss_scaling}; the scale "
-                "never exceeds its ceiling: start lower or raise max_loss_scaling"
-            )
-        return scale
 
 
 class GradScaler(AmpScaler):

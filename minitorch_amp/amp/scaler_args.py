@@ -18,7 +18,9 @@ as Paddle 3.x accepts. What is refused, with the reason: a keyword given under b
 positional arguments, a first positional of another type, a flag (``enable``/``enabled``,
 ``use_dynamic_loss_scaling``) that is not a bool, and an unknown device. A bad value given
 under PyTorch's name is refused under that name (``growth_interval must be ...``). So
-``GradScaler("cuda")`` is PyTorch's device form, never ``enable="cuda"``.
+``GradScaler("cuda")`` is PyTorch's device form, never ``enable="cuda"``. PyTorch's
+``step(optimizer, closure)`` and ``update(new_scale)`` are refused too, with what to write
+instead (``_NO_CLOSURE``, ``_NO_NEW_SCALE``).
 """
 
 from __future__ import annotations
@@ -118,3 +120,14 @@ def parse_scaler_args(cls: str, args: tuple, kwargs: dict) -> dict:
         if key in out and key not in _FLAGS and name in given_as[key]:
             check_attr(key, out[key], shown=name)  # (the constructor checks the rest)
     return out
+
+
+# PyTorch's step(opt, closure) and update(new_scale): what to write instead
+_NO_CLOSURE = (
+    "GradScaler.step(optimizer) takes the optimizer only (Paddle's step() takes no closure): "
+    "run scaler.scale(closure()).backward(), then scaler.step(optimizer). Nothing was stepped."
+)
+_NO_NEW_SCALE = (
+    "update() takes no new scale (PyTorch's update(new_scale)): call scaler.update(), then "
+    "scaler.set_init_loss_scaling(s) to set the scale. Nothing was updated."
+)

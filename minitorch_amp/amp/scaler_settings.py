@@ -205,6 +205,19 @@ class ScalerSettings:
 
         return commit
 
+    def _checked_scale(self, value, what: str = "init_loss_scaling") -> float:
+        """``value`` as a scale: one float32 can hold, and at most ``max_loss_scaling``."""
+        try:
+            scale = check_attr("init_loss_scaling", value)
+        except ValueError as exc:
+            raise ValueError(str(exc).replace("init_loss_scaling", what, 1)) from None
+        if scale > self._max_loss_scaling:
+            raise ValueError(
+                f"{what} {value!r} is above max_loss_scaling={self._max_loss_scaling}; the scale "
+                "never exceeds its ceiling: start lower or raise max_loss_scaling"
+            )
+        return scale
+
     def _loaded_scale(self, value) -> float:
         """A loaded ``scale`` as a float, by ``init_loss_scaling``'s rules; Paddle saves it as
         a float32 array of shape [1], PyTorch as a float."""

@@ -17,7 +17,8 @@ from ..backend import device_errors as _errors
 from ..backend import dtypes as _dtypes
 from ..backend import memory as _memory
 from ..backend import random as _random
-from .tensor import Tensor, _shape_arg
+from .tensor import Tensor
+from .tensor_args import _shape_arg
 from .tensor_input import as_array as _as_array
 
 

@@ -27,7 +27,8 @@ from .dispatch import apply
 from .grad_mode import _enabled
 from .ops.index import check_axis
 from .ops.shape import SetValue, _has_mask
-from .tensor import Tensor, _as_array, _axis_arg, _shape_arg, _unwrap_index
+from .tensor import Tensor, _as_array
+from .tensor_args import _axis_arg, _shape_arg, _unwrap_index
 
 
 class TensorOperators:

@@ -114,7 +114,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "shape-truncates-float-sizes",
-        "minitorch_amp/autograd/tensor.py",
+        "minitorch_amp/autograd/tensor_args.py",
         "        if type(n) is not int:  # (the common case costs one comparison)\n",
         "        if False:\n",
         (

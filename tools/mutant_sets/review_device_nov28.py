@@ -21,7 +21,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "place-takes-any-kind",
-        DEVICE,
+        "minitorch_amp/backend/place.py",
         "            self.kind, self.index = _checked_place(kind, index)\n",
         "            self.kind, self.index = kind, index\n",
         (T + "test_a_place_of_an_unknown_kind_or_index_is_refused_where_it_is_made",),
@@ -53,7 +53,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "place-equals-every-spelling-but-hashes-one",
-        DEVICE,
+        "minitorch_amp/backend/place.py",
         "        return isinstance(other, str) and other == str(self)\n",
         "        return isinstance(other, str) and _named_place(other) == self\n",
         (T + "test_a_place_equals_and_hashes_as_its_canonical_name_only",),

@@ -85,7 +85,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "float-maths-of-integers-left-to-numpy",
-        ELEMENTWISE,
+        "minitorch_amp/autograd/ops/unary_math.py",
         '    return x if x.dtype.kind in "fV" else x.astype(default_float())\n',
         "    return x\n",
         (T + "test_integer_division_and_float_maths_of_integers_give_the_default_float_dtype",),

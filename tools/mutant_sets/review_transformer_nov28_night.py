@@ -95,7 +95,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "any-nn-functional-name-is-an-activation",
-        LAYERS,
+        "minitorch_amp/nn/layer/transformer_args.py",
         "_ACTIVATIONS = tuple(n for n in F.__all__ if getattr(F, n).__module__ == F.activation.__name__)\n",
         "_ACTIVATIONS = tuple(F.__all__)\n",
         (T + "test_a_transformer_layer_accepts_only_activation_functions",),

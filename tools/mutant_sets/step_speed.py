@@ -469,7 +469,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "kept-clip-ignores-need-clip",
-        "minitorch_amp/nn/clip.py",
+        "minitorch_amp/nn/clip_reuse.py",
         '                or getattr(p, "need_clip", True) is not objects[i + 3]',
         "                or False",
         ("tests/test_global_norm.py",),
@@ -477,7 +477,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "kept-clip-ignores-a-swapped-array",
-        "minitorch_amp/nn/clip.py",
+        "minitorch_amp/nn/clip_reuse.py",
         "                or (g is not None and _data(g) is not objects[i + 2])",
         "                or False",
         ("tests/test_global_norm.py",),
@@ -501,7 +501,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "kept-clip-keeps-one-set",
-        "minitorch_amp/nn/clip.py",
+        "minitorch_amp/nn/clip_reuse.py",
         "    SETS = 8  # sets of pairs kept per clip (an optimizer's parameter groups share its clip)",
         "    SETS = 1",
         ("tests/test_global_norm.py",),

@@ -257,8 +257,9 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "place-equality-parses-as-a-use",
-        "minitorch_amp/backend/device.py",
+        "minitorch_amp/backend/place.py",
         "        return isinstance(other, str) and other == str(self)\n",
+        "        from .device import parse_device\n\n"
         "        return isinstance(other, str) and parse_device(other) == self\n",
         (
             "tests/test_device_dtype_errors.py::test_a_place_compared_with_any_string_answers_and_hashes_as_its_name",

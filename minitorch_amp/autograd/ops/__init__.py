@@ -5,24 +5,7 @@ from .cast import Cast, CopyTo
 from .combine import Concat, Stack, Where
 from .conv import Conv2D, DepthwiseConv2D
 from .einsum import Einsum
-from .elementwise import (
-    Abs,
-    Add,
-    Clip,
-    Compare,
-    Divide,
-    Exp,
-    Log,
-    Multiply,
-    Neg,
-    Pow,
-    Rsqrt,
-    Sigmoid,
-    Sqrt,
-    Square,
-    Subtract,
-    Tanh,
-)
+from .elementwise import Add, Clip, Compare, Divide, Multiply, Neg, Pow, Subtract
 from .index import Assign, Gather, IndexSelect, Split, TakeAlongAxis, Unbind
 from .linalg import Bmm, Linear, Matmul
 from .loss import CrossEntropy, MseLoss
@@ -34,3 +17,4 @@ from .pool import Pool2D
 from .reduce import ArgMax, Cumsum, Max, Mean, Sum
 from .shape import Expand, ExpandAs, GetItem, Reshape, Transpose
 from .sort import ArgSort, Multinomial, TopK
+from .unary_math import Abs, Exp, Log, Rsqrt, Sigmoid, Sqrt, Square, Tanh

@@ -1,12 +1,14 @@
-"""Elementwise arithmetic and math: forward next to backward, broadcasting everywhere.
+"""Elementwise arithmetic, clip and comparisons: forward next to backward, broadcasting
+everywhere. (The maths of one tensor, ``sqrt``, ``exp``, ..., is in ``unary_math.py``.)
 
 Gradients are returned at the broadcast shape; the engine un-broadcasts them.
 Python numbers are weak constants (``x * 2.0`` stays float16 for a float16 ``x``); an integer
 tensor meeting a floating one takes its dtype (``promote``, applied by ``dispatch.promote``).
 A float16 tensor meeting a number that float16 cannot hold exactly is computed in float32 and
 rounded once (see :func:`binary`).
-Float maths of integer tensors (true division, ``sqrt``, ``exp``, ``log``, ``tanh``,
-``sigmoid``, ``rsqrt``) gives the default float dtype, float32, not NumPy's float64.
+Float maths of integer tensors (true division here; ``sqrt``, ``exp``, ``log``, ``tanh``,
+``sigmoid``, ``rsqrt`` in ``unary_math.py``) gives the default float dtype, float32, not NumPy's
+float64.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ import operator
 import numpy as np
 
 from ...backend import get_array_module, is_array
-from ...backend.dtypes import accumulation_dtype, default_float
 from ..op import BLACK, NONE, Op
 
 
@@ -81,13 +82,6 @@ def binary(name: str, fn, x, y):
             f"{name}: shapes {_shape_of(x)} and {_shape_of(y)} cannot be broadcast together "
             "(trailing dimensions must be equal or 1)"
         ) from None
-
-
-def floating(x):
-    """``x`` itself when floating, else (an integer or bool array) in the default float dtype:
-    Paddle's and PyTorch's result dtype for ``sqrt``, ``exp``... of integers (NumPy's is
-    float64). A cast inside the forward: an integer input never gets a gradient."""
-    return x if x.dtype.kind in "fV" else x.astype(default_float())
 
 
 class Add(Op):
@@ -215,131 +209,6 @@ def _check_integer_power(x, y) -> None:
         )
 
 
-class Square(Op):
-    name = "square"
-    amp = BLACK
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.x = x
-        return x * x
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * 2 * ctx.x
-
-
-class Sqrt(Op):
-    name = "sqrt"
-
-    @staticmethod
-    def forward(ctx, x):
-        out = get_array_module(x).sqrt(floating(x))
-        ctx.out = out
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad / (2 * ctx.out)
-
-
-class Rsqrt(Op):
-    """``1 / sqrt(x)``; 16-bit input is computed in float32 and rounded once.
-
-    d/dx = -y^3 / 2 for the result y (in float32 for 16-bit gradients).
-    """
-
-    name = "rsqrt"
-    amp = BLACK  # Paddle: rsqrt is on the float16 black list
-
-    @staticmethod
-    def forward(ctx, x):
-        x = floating(x)
-        xp = get_array_module(x)
-        acc = accumulation_dtype(x.dtype)
-        y = 1.0 / xp.sqrt(x.astype(acc, copy=False))
-        ctx.y = y  # in the accumulation dtype: backward reads it unrounded
-        return y.astype(x.dtype, copy=False)
-
-    @staticmethod
-    def backward(ctx, grad):
-        y = ctx.y
-        return (grad.astype(y.dtype, copy=False) * (-0.5 * y * y * y)).astype(grad.dtype)
-
-
-class Exp(Op):
-    name = "exp"
-    amp = BLACK
-
-    @staticmethod
-    def forward(ctx, x):
-        out = get_array_module(x).exp(floating(x))
-        ctx.out = out
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * ctx.out
-
-
-class Log(Op):
-    name = "log"
-    amp = BLACK
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.x = x = floating(x)
-        return get_array_module(x).log(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad / ctx.x
-
-
-class Abs(Op):
-    name = "abs"
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.x = x
-        return abs(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * get_array_module(ctx.x).sign(ctx.x)
-
-
-class Tanh(Op):
-    name = "tanh"
-
-    @staticmethod
-    def forward(ctx, x):
-        out = get_array_module(x).tanh(floating(x))
-        ctx.out = out
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * (1 - ctx.out * ctx.out)
-
-
-class Sigmoid(Op):
-    """``1 / (1 + exp(-x))``, computed as ``(1 + tanh(x/2)) / 2`` so it never overflows."""
-
-    name = "sigmoid"
-
-    @staticmethod
-    def forward(ctx, x):
-        xp = get_array_module(x)
-        out = (xp.tanh(floating(x) * 0.5) + 1) * 0.5
-        ctx.out = out
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * ctx.out * (1 - ctx.out)
-
-
 class Clip(Op):
     """Clamp to ``[min, max]`` (either may be None); the gradient passes strictly inside.
 
@@ -390,19 +259,12 @@ class Compare(Op):
 
 
 __all__ = [
-    "Abs",
     "Add",
     "Clip",
     "Compare",
     "Divide",
-    "Exp",
-    "Log",
     "Multiply",
     "Neg",
     "Pow",
-    "Sigmoid",
-    "Sqrt",
-    "Square",
     "Subtract",
-    "Tanh",
 ]
