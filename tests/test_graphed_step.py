@@ -268,7 +268,12 @@ def test_a_tensor_that_requires_grad_is_used_as_it_is():
     assert all(s is w for s in seen)
     other = mt.ones([2])
     other.stop_gradient = False
-    step(other, mt.ones([2]))  # another parameter: another signature
+    with pytest.warns(GraphWarning, match="requires grad is a new tensor at this call"):
+        step(other, mt.ones([2]))  # another one: eager (a graph keeps the tensors it captured)
+    assert seen[-1] is other
+    step(w, mt.ones([2]))  # w's graph still replays
+    assert step.cache_info()[:4] == (1, 3, 2, 1)
+    step(nn.Parameter(mt.ones([2])), mt.ones([2]))  # a Parameter: another signature
     assert step.cache_info().variants == 2
 
 

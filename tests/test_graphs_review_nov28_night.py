@@ -10,8 +10,11 @@ again on the same static inputs.
 from __future__ import annotations
 
 import contextlib
+import gc
+import re
 import sys
 import warnings
+import weakref
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -23,10 +26,13 @@ from minitorch_amp import nn
 from minitorch_amp.backend import graphs as backend_graphs
 from minitorch_amp.device.cuda import graphs
 from minitorch_amp.device.cuda.graphs import GraphedFunction, GraphError, GraphWarning
+from minitorch_amp.nn import functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 import gpu_stand_in
+import simple_net
 
 
 # ---- stand-ins ----------------------------------------------------------------------------------
@@ -161,7 +167,7 @@ def test_reset_during_a_capture_is_refused_and_the_capture_can_still_end(gpu_cap
     g.capture_end()
 
 
-# ---- 3: a forward graphed alone ------------------------------------------------------------
+# ---- 3: a forward graphed alone (and only then) -----------------------------------------------
 def test_a_graphed_forward_whose_outputs_need_a_backward_says_to_graph_the_whole_step():
     mt.seed(0)
     forward = fake_graphed(nn.Linear(4, 2), warmup=1)
@@ -182,6 +188,35 @@ def test_a_graphed_training_step_is_not_told_to_graph_the_whole_step():
         warnings.simplefilter("error", GraphWarning)
         for _ in range(3):
             fake_graphed(step, warmup=1)(mt.ones([3, 4]))
+
+
+def test_a_whole_step_returning_probabilities_with_its_loss_is_not_told_to_graph_it():
+    mt.seed(0)
+    model = nn.Linear(4, 3)
+    opt = mt.optimizer.SGD(0.1, parameters=model.parameters())
+
+    def step(x, y):
+        logits = model(x)
+        loss = F.cross_entropy(logits, y)
+        loss.backward()
+        opt.step()
+        opt.clear_grad()
+        return loss, F.softmax(logits, axis=-1)  # recorded, never backwarded: for a metric
+
+    graphed = fake_graphed(step, warmup=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GraphWarning)
+        for _ in range(3):
+            graphed(mt.randn([2, 4]), mt.to_tensor([0, 1]))
+
+
+def test_simple_net_graphed_with_accumulation_is_not_told_to_graph_the_whole_step(monkeypatch):
+    monkeypatch.setattr(simple_net.graphs, "is_cuda_graph_supported", lambda: True)
+    monkeypatch.setattr(simple_net.graphs, "graphed", fake_graphed)  # (it returns a sum of losses)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GraphWarning)
+        simple_net.train(input_size=8, batch_size=4, batches=6, epochs=1, mode="O2", graph=True,
+                         accumulate=2, log=lambda *_: None)  # fmt: skip
 
 
 # ---- 4: wrap_cuda_graph's warm-up ----------------------------------------------------------
@@ -211,24 +246,120 @@ def test_synchronize_takes_an_int_gpu_as_paddle_and_pytorch_do(gpu_capture):
         mt.device.synchronize(-1)
 
 
-# ---- 6: inputs that require grad --------------------------------------------------------------
-def test_new_inputs_that_require_grad_are_copied_captured_once_and_get_their_gradient():
-    def step(x):
-        loss = (x * x).sum()
-        loss.backward()
-        return loss
+# ---- 6: inputs that require grad: used as they are; a new one at each call runs eagerly ---------
+NEW_TENSOR = r"requires grad is a new tensor at this call.*stop_gradient=True.*Parameter"
 
-    graphed = fake_graphed(step, warmup=2)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", GraphWarning)
-        for i in range(4):  # eager (as it is), two warm-ups on a copy, the capture
-            x = mt.to_tensor([float(i), 1.0], stop_gradient=False)
+
+def square_step(x):
+    loss = (x * x).sum()
+    loss.backward()
+    return loss.detach()
+
+
+def grad_input(i):
+    return mt.to_tensor([1.0 + i, 2.0], stop_gradient=False)
+
+
+def test_new_inputs_that_require_grad_run_eagerly_after_one_warning_that_says_why():
+    graphed = fake_graphed(square_step, warmup=2, cache_size=1)
+    with warnings.catch_warnings(record=True) as heard:
+        warnings.simplefilter("always")
+        for i in range(5):
+            x = grad_input(i)
             graphed(x)
-            np.testing.assert_allclose(x.grad.numpy(), [2.0 * i, 2.0])
-        for i in range(3):
-            graphed(mt.to_tensor([float(i), 1.0], stop_gradient=False))
-    info = graphed.cache_info()
-    assert (info.captures, info.replays) == (1, 4)
+            np.testing.assert_array_equal(x.grad.numpy(), 2 * x.numpy())
+    assert len(heard) == 1 and re.search(NEW_TENSOR, str(heard[0].message))
+    assert graphed.cache_info() == (0, 0, 5, 0, 1)  # eager, holding no variant
+
+
+def test_a_new_input_that_requires_grad_is_not_kept_by_the_wrapper():
+    graphed = fake_graphed(square_step)
+    first = grad_input(0)
+    graphed(first)
+    gone = weakref.ref(first)
+    del first
+    with pytest.warns(GraphWarning, match=NEW_TENSOR):
+        graphed(grad_input(1))
+    gc.collect()
+    assert gone() is None
+
+
+def test_a_non_leaf_input_sends_its_gradient_upstream_as_eager():
+    scale, eager_scale = (mt.to_tensor([2.0, 3.0], stop_gradient=False) for _ in range(2))
+    graphed = fake_graphed(square_step)
+    with pytest.warns(GraphWarning, match=NEW_TENSOR):
+        for i in range(5):
+            raw = mt.to_tensor([1.0 + i, 1.0])
+            graphed(raw * scale)  # requires grad, computed from scale: new at each call
+            square_step(raw * eager_scale)
+            np.testing.assert_array_equal(scale.grad.numpy(), eager_scale.grad.numpy())
+
+
+def product_step(a, b):
+    loss = (a * b).sum()
+    loss.backward()
+    return loss.detach()
+
+
+def test_the_same_tensor_passed_twice_at_every_call_gets_both_uses_gradients():
+    graphed = fake_graphed(product_step)
+    x = grad_input(0)
+    for calls in range(1, 6):  # two warm-ups, the capture, two replays
+        graphed(x, x)
+        np.testing.assert_array_equal(x.grad.numpy(), calls * 2 * x.numpy())
+    assert graphed.cache_info().captures == 1
+
+
+def test_a_new_tensor_passed_twice_gets_both_uses_gradients():
+    graphed = fake_graphed(product_step)
+    with pytest.warns(GraphWarning, match=NEW_TENSOR):
+        for i in range(5):
+            x = grad_input(i)
+            graphed(x, x)
+            np.testing.assert_array_equal(x.grad.numpy(), 2 * x.numpy())
+
+
+def test_an_inputs_earlier_gradient_is_added_to_as_eager_adds_to_it():
+    graphed = fake_graphed(square_step)
+    with pytest.warns(GraphWarning, match=NEW_TENSOR):
+        for i in range(5):
+            x = grad_input(i)
+            (x * 10.0).sum().backward()  # a gradient before the step (a penalty term)
+            graphed(x)
+            np.testing.assert_array_equal(x.grad.numpy(), 10.0 + 2 * x.numpy())
+
+
+def test_a_step_that_clears_its_inputs_gradient_leaves_it_zero_as_eager():
+    def step(x):
+        square_step(x)
+        moved = (x + 0.1 * x.grad).detach()
+        x.clear_grad()  # (Paddle's default: zeros)
+        return moved
+
+    graphed = fake_graphed(step)
+    with pytest.warns(GraphWarning, match=NEW_TENSOR):
+        for i in range(5):
+            x = grad_input(i)
+            graphed(x)
+            np.testing.assert_array_equal(x.grad.numpy(), [0.0, 0.0])
+
+
+def test_a_weight_made_by_hand_moves_at_every_call_beside_a_new_input():
+    def weights_after_each_call(wrap):
+        w = mt.to_tensor([1.0, 1.0], stop_gradient=False)
+        opt = mt.optimizer.SGD(0.1, parameters=[w])
+
+        def step(w, x):
+            product_step(w, x)
+            opt.step()
+            opt.clear_grad()
+
+        step = wrap(step)
+        return [step(w, grad_input(i)) or w.numpy() for i in range(4)]
+
+    with pytest.warns(GraphWarning, match=NEW_TENSOR):
+        graphed = weights_after_each_call(fake_graphed)
+    np.testing.assert_array_equal(graphed, weights_after_each_call(lambda step: step))
 
 
 def test_a_weight_made_by_hand_is_used_as_it_is():

@@ -177,8 +177,14 @@ class SlotGrads:
         return SlotGrads(merged)
 
 
+# Backward passes begun so far: ``graphed`` tells a forward graphed alone from a whole step.
+backward_passes = 0
+
+
 def run_backward(roots, seeds, retain_graph, create_graph, targets=None, blocked=frozenset()):
     """The backward pass of ``backward()`` and ``grad()``; see :func:`_run_backward`."""
+    global backward_passes
+    backward_passes += 1
     # NOTE: a gradient that overflows to inf (or NaN) is a value for the loss scaler to find,
     # as on the GPU; NumPy would also warn about it from inside the library.
     with np.errstate(over="ignore", invalid="ignore"):

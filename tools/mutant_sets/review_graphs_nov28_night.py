@@ -50,13 +50,38 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "graphed-forward-alone-says-nothing",
         GRAPHED_PY,
-        "            if last and pending_backward(outputs):",
+        "            if last and forward_only and pending_backward(outputs):",
         "            if False:",
         (
             TESTS
             + "test_a_graphed_forward_whose_outputs_need_a_backward_says_to_graph_the_whole_step",
         ),
         "a graphed forward whose outputs need a backward outside fails at every replay, unexplained",
+    ),
+    Mutant(
+        "graphed-forward-alone-warns-whole-steps",
+        GRAPHED_PY,
+        "            if last and forward_only and pending_backward(outputs):",
+        "            if last and pending_backward(outputs):",
+        (
+            TESTS
+            + "test_a_whole_step_returning_probabilities_with_its_loss_is_not_told_to_graph_it",
+            TESTS + "test_simple_net_graphed_with_accumulation_is_not_told_to_graph_the_whole_step",
+        ),
+        "a whole training step that returns a sum of losses or softmax(logits) is told to graph "
+        "the whole step (it ran a backward)",
+    ),
+    Mutant(
+        "engine-counts-no-backward-pass",
+        "minitorch_amp/autograd/engine.py",
+        "    backward_passes += 1",
+        "    pass",
+        (
+            TESTS
+            + "test_a_whole_step_returning_probabilities_with_its_loss_is_not_told_to_graph_it",
+        ),
+        "graphed cannot tell a whole step from a forward: every step returning a recorded "
+        "tensor is told to graph the whole step",
     ),
     Mutant(
         "wrap-cuda-graph-counts-a-raising-warm-up",
@@ -81,15 +106,47 @@ MUTANTS: list[Mutant] = [
         "device.synchronize(0) and device.cuda.synchronize(0) are refused as an unknown device",
     ),
     Mutant(
-        "graphed-keys-new-grad-inputs-by-identity",
+        "graphed-copies-tensors-that-require-grad",
         GRAPHED_PY,
-        "        if any(map(is_grad_input, leaves)):",
+        "        self.statics = [t if used_as_it_is(t) else zeros_like(t) for t in leaves]",
+        "        self.statics = [t if t.persistable else zeros_like(t) for t in leaves]",
+        (
+            TESTS + "test_the_same_tensor_passed_twice_at_every_call_gets_both_uses_gradients",
+            TESTS + "test_a_weight_made_by_hand_is_used_as_it_is",
+        ),
+        "a Tensor that requires grad and is no Parameter is copied: its gradient never reaches "
+        "it, nor what it was computed from",
+    ),
+    Mutant(
+        "graphed-new-grad-input-makes-a-variant-per-call",
+        GRAPHED_PY,
+        "        if unknown and self._grad_input_is_new(key, args, kwargs, leaves):",
         "        if False:",
         (
-            TESTS
-            + "test_new_inputs_that_require_grad_are_copied_captured_once_and_get_their_gradient",
+            TESTS + "test_new_inputs_that_require_grad_run_eagerly_after_one_warning_that_says_why",
+            TESTS + "test_a_new_input_that_requires_grad_is_not_kept_by_the_wrapper",
         ),
-        "a new input that requires grad at each call is a new signature: never captured",
+        "an input that requires grad and is new at each call makes a variant per call: the "
+        "cache churns, holds old batches and blames the signatures",
+    ),
+    Mutant(
+        "graphed-new-grad-input-keeps-the-first-variant",
+        GRAPHED_PY,
+        "        if variant is not None and variant.graph is None:  # (it holds the earlier tensor)",
+        "        if False:",
+        (
+            TESTS + "test_new_inputs_that_require_grad_run_eagerly_after_one_warning_that_says_why",
+            TESTS + "test_a_new_input_that_requires_grad_is_not_kept_by_the_wrapper",
+        ),
+        "the first call's variant stays, holding the first batch and a cache slot",
+    ),
+    Mutant(
+        "graphed-new-grad-input-drops-a-captured-weights-graph",
+        GRAPHED_PY,
+        "        if variant is not None and variant.graph is None:  # (it holds the earlier tensor)",
+        "        if variant is not None:",
+        ("tests/test_graphed_step.py::test_a_tensor_that_requires_grad_is_used_as_it_is",),
+        "a second hand-made weight throws away the graph captured for the first one",
     ),
     Mutant(
         "graphed-warm-up-returns-the-static-copies",

@@ -2,16 +2,16 @@
 Tensors are used as they are and which are fed through static copies, a warm-up call's
 outputs returned as an eager call returns them, and what ``wrap_cuda_graph`` compares.
 
-A Parameter (trainable and persistable) is used as it is: the step updates it. Every other
-Tensor is copied into a static copy per signature, which the graph reads at its fixed
-address; a copy of a Tensor that requires grad requires grad too.
+A Tensor that requires grad (a Parameter, a weight made by hand, an input whose gradient the
+step wants) is used as it is: the step updates it, and its gradient reaches it and what it
+was computed from. Every other Tensor is copied into a static copy per signature, which the
+graph reads at its fixed address.
 """
 
 from __future__ import annotations
 
 import copy
 
-from ...autograd.creation import zeros_like
 from ...autograd.functions_index import clone
 from ...autograd.tensor import Tensor
 from ...backend import device as _device
@@ -24,24 +24,18 @@ __all__ = [
     "pending_backward",
     "rebuild",
     "same_argument",
-    "static_copy",
     "used_as_it_is",
 ]
 
 
 def used_as_it_is(t: Tensor) -> bool:
-    """A Parameter (trainable, persistable): the step updates it, so it is never copied."""
-    return not t.stop_gradient and t.persistable
+    """A Tensor that requires grad: never copied (a copy would cut it off from its gradient)."""
+    return not t.stop_gradient
 
 
 def is_grad_input(t: Tensor) -> bool:
+    """A Tensor that requires grad and is not a Parameter: it may be new at each call."""
     return not t.stop_gradient and not t.persistable
-
-
-def static_copy(t: Tensor) -> Tensor:
-    static = zeros_like(t)
-    static.stop_gradient = t.stop_gradient
-    return static
 
 
 def pending_backward(outputs) -> bool:

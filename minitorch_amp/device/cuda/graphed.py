@@ -13,10 +13,13 @@ of the others) it keeps a *variant*: static copies of the Tensor arguments, then
    capture returned, now holding this call's values.
 
 A warm-up call returns its outputs as an eager call would: a static copy among them is the
-caller's own tensor again, a view of one is copied. Tensors that require grad are used as
-they are while they are the same at every call (weights); once one is new at a call, such
-tensors are copied too (inputs whose gradient the step wants) and the caller's tensor gets
-the copy's gradient after each call.
+caller's own tensor again, a view of one is copied. A Tensor that requires grad (a Parameter,
+a weight made by hand) is used as it is and is part of the signature by identity: the step
+updates it, and its gradient flows to it and to whatever it was computed from. A graph keeps
+the tensors it captured, so when such a Tensor (not a Parameter) is another one than at the
+previous call with the same signature otherwise (an input whose gradient the step wants, new
+at each call), that signature runs eagerly from then on, with eager's gradients, after one
+:class:`GraphWarning`.
 
 A step that cannot be captured (a float32 matmul on cuBLAS, a host read, an input off the
 current GPU) runs eagerly for that signature from then on, after one :class:`GraphWarning`
@@ -32,10 +35,11 @@ import collections
 import functools
 import sys
 import warnings
-import weakref
 
 import numpy as np
 
+from ...autograd import engine as _engine
+from ...autograd.creation import zeros_like
 from ...autograd.tensor import Tensor
 from ...backend import device as _device
 from ...backend import sync as _sync
@@ -46,14 +50,13 @@ from .graph_arguments import (
     is_grad_input,
     pending_backward,
     rebuild,
-    static_copy,
     used_as_it_is,
 )
 
 __all__ = ["CacheInfo", "GraphWarning", "GraphedFunction"]
 
 _COPIED, _AS_IS = "copied tensor", "tensor used as it is"
-_GRAD_INPUT = "copied tensor that requires grad"
+_GRAD_INPUT = "tensor that requires grad, by shape"  # (to find one that is new at a call)
 
 CacheInfo = collections.namedtuple(
     "CacheInfo", ["captures", "replays", "eager_calls", "variants", "maxsize"]
@@ -100,8 +103,7 @@ class GraphedFunction:
             variant.drop()
         self._variants: collections.OrderedDict = collections.OrderedDict()
         self._eager_keys: set = set()  # signatures that could not be captured
-        self._fresh: set = set()  # signatures whose tensors requiring grad are new each call
-        self._last_key: dict = {}  # such a signature -> the exact key of its last call
+        self._last_key: dict = {}  # a signature, grad inputs by shape -> its last exact key
         self._said: set = set()  # the warnings given (each is given once)
         self._counts = dict(captures=0, replays=0, eager_calls=0)
 
@@ -130,8 +132,9 @@ class GraphedFunction:
             return self._eager(args, kwargs)
         place = _device.current_place()
         key = (signature, place)
-        if any(map(is_grad_input, leaves)):
-            key = self._grad_input_key(key, args, kwargs, place)
+        unknown = key not in self._variants and any(map(is_grad_input, leaves))
+        if unknown and self._grad_input_is_new(key, args, kwargs, leaves):
+            return self._eager(args, kwargs)
         if key in self._eager_keys:
             return self._eager(args, kwargs)
         variant = self._variants.get(key)
@@ -150,33 +153,24 @@ class GraphedFunction:
             variant = self._add(key, args, kwargs, leaves)
         else:
             self._variants.move_to_end(key)
-        if variant.grad_slots and variant.same_grad_input(leaves):
-            self._give_up(
-                key,
-                leaves,
-                "a Tensor that requires grad and is not a Parameter is passed again (the same "
-                "object as at the previous call): it is copied, as a new input would be, so "
-                "the gradient would not reach it. Make a weight a Parameter "
-                "(mt.create_parameter, nn.Parameter) to have it used as it is",
-            )
-            return self._eager(args, kwargs)
         variant.copy_in(leaves)
         if variant.graph is not None:
             variant.graph.replay()
             self._counts["replays"] += 1
-            variant.hand_grads_to(leaves)
             return variant.outputs
         if variant.warm_ups < self._warmup:
             last = variant.warm_ups + 1 == self._warmup
             rehearse = last and self._warmup > 1
+            passes = _engine.backward_passes
             outputs = self._warm_up(key, variant, leaves, rehearse)
             variant.warm_ups += 1  # (after the call: one that raised has not warmed up)
-            variant.hand_grads_to(leaves)
-            if last and pending_backward(outputs):
+            forward_only = _engine.backward_passes == passes  # (a whole step runs a backward)
+            if last and forward_only and pending_backward(outputs):
                 self._say(
-                    f"{self!r}: {self._name} returns a tensor whose backward has not run (a "
-                    "forward only); its graph is captured next, and a replay runs only what "
-                    "the step itself runs, so a backward() on a replay's outputs fails. Graph "
+                    f"{self!r}: {self._name} runs no backward and returns a tensor that "
+                    "needs one (a forward only); its graph is captured next, and a replay runs "
+                    "only what the step itself runs, so a backward() on a replay's outputs "
+                    "fails. Graph "
                     "the whole training step (forward, backward, optimizer step), or call the "
                     "forward with gradients off (with mt.no_grad()), or return such tensors "
                     "detached (this is said once)"
@@ -191,7 +185,6 @@ class GraphedFunction:
 
     def _warm_up(self, key, variant, leaves, rehearse: bool):
         """An eager call on the static copies; a rehearsal also listens for host reads."""
-        variant.drop_grads()  # (a new input would come without a gradient)
         if not rehearse:
             return self._eager(variant.args, variant.kwargs)
         heard: list = []
@@ -218,7 +211,6 @@ class GraphedFunction:
         GPU work. The rehearsal finds host reads before that; what is left (a float32 matmul
         on cuBLAS) fails in the forward pass, before the step changes any state.
         """
-        variant.drop_grads()
         try:
             with _sync.sync_debug_mode("error"):  # a host read names its line, then stops
                 graph, outputs = self._recorder.capture(
@@ -231,29 +223,44 @@ class GraphedFunction:
         self._counts["captures"] += 1
         graph.replay()  # the capture recorded this call's step; the replay runs it
         self._counts["replays"] += 1
-        variant.hand_grads_to(leaves)
         return outputs
 
     # ---- the cache --------------------------------------------------------------------------
-    def _grad_input_key(self, key, args, kwargs, place):
-        """The key of a call with a Tensor that requires grad and is no Parameter: by identity
-        (a weight made by hand, used as it is), until such a Tensor is a new one at a call
-        (an input whose gradient the step wants): from then on such Tensors are copied."""
-        loose = (_describe((args, kwargs), [], copy_grad_inputs=True), place)
-        if loose in self._fresh:
-            return loose
+    def _grad_input_is_new(self, key, args, kwargs, leaves) -> bool:
+        """Whether this call, which has no variant, runs eagerly because a Tensor that requires
+        grad and is not a Parameter is another one than at the previous call whose signature
+        differs only there: a graph keeps the tensors it captured, and copying such an input
+        in would cut it off from its gradient. Then the signature (such Tensors by shape) runs
+        eagerly from now on, and the previous call's variant goes, unless it was captured (a
+        weight used at several calls, whose graph still replays for it)."""
+        loose = (_describe((args, kwargs), [], grad_inputs_by_shape=True), key[1])
+        if loose in self._eager_keys:
+            return True
         previous = self._last_key.get(loose)
-        if len(self._last_key) >= _EAGER_KEYS:
-            self._last_key.clear()
-        self._last_key[loose] = key
-        if previous is None or previous == key:
-            return key
-        self._fresh.add(loose)  # (the earlier variant stays, for the tensor it holds)
+        if previous is None:
+            if len(self._last_key) >= _EAGER_KEYS:
+                self._last_key.clear()
+            self._last_key[loose] = key
+            return False
+        if previous == key:
+            return False
         del self._last_key[loose]
-        return loose
+        variant = self._variants.get(previous)
+        if variant is not None and variant.graph is None:  # (it holds the earlier tensor)
+            del self._variants[previous]
+            variant.drop()
+        self._give_up(
+            loose,
+            leaves,
+            "an input that requires grad is a new tensor at this call (not the one of the "
+            "previous call), and a graph keeps the tensors it captured (a copy would cut this "
+            "one off from its gradient). Pass such data with stop_gradient=True, or make it a "
+            "Parameter (nn.Parameter) or the same tensor at every call",
+        )
+        return True
 
     def _add(self, key, args, kwargs, leaves) -> _Variant:
-        variant = _Variant(args, kwargs, leaves, copy_grad_inputs=key in self._fresh)
+        variant = _Variant(args, kwargs, leaves)
         self._variants[key] = variant
         if len(self._variants) > self._cache_size:
             _, oldest = self._variants.popitem(last=False)
@@ -300,48 +307,22 @@ class _Variant:
     """One input signature: the step's arguments with static copies for its Tensors, the
     eager calls made so far, and once captured, the graph and the outputs it writes.
 
-    A Parameter is used as it is (the step updates it). Any other Tensor is copied; a copy
-    of one that requires grad requires grad too (a *grad input*: PyTorch's graphs copy such
-    inputs into static buffers as well). Its gradient is dropped before each eager call and
-    the capture, as a new tensor comes without one, and handed to the caller's tensor after
-    each call (after a replay: the buffer the next replay rewrites, as the outputs)."""
+    A Tensor that requires grad (a Parameter, a weight made by hand) is used as it is: the
+    step updates it, and its gradient reaches it and what it was computed from."""
 
-    __slots__ = (
-        "args", "kwargs", "statics", "warm_ups", "graph", "outputs", "grad_slots", "last_seen",
-    )  # fmt: skip
+    __slots__ = ("args", "kwargs", "statics", "warm_ups", "graph", "outputs")
 
-    def __init__(self, args, kwargs, leaves, copy_grad_inputs: bool):
-        self.statics = [
-            t if used_as_it_is(t) or (is_grad_input(t) and not copy_grad_inputs) else static_copy(t)
-            for t in leaves
-        ]
+    def __init__(self, args, kwargs, leaves):
+        self.statics = [t if used_as_it_is(t) else zeros_like(t) for t in leaves]
         self.args, self.kwargs = rebuild((args, kwargs), iter(self.statics))
         self.warm_ups = 0
         self.graph = None
         self.outputs = None
-        self.grad_slots = [i for i, t in enumerate(leaves) if copy_grad_inputs and is_grad_input(t)]
-        self.last_seen: list = []  # weak references to the last call's grad inputs
-
-    def same_grad_input(self, leaves) -> bool:
-        """Whether a grad input is the very tensor of the previous call (a hand-made weight,
-        which a copy would cut off from its gradient); remembers this call's."""
-        seen = [leaves[i] for i in self.grad_slots]
-        again = any(r() is t for r, t in zip(self.last_seen, seen))
-        self.last_seen = [weakref.ref(t) for t in seen]
-        return again
 
     def copy_in(self, leaves) -> None:
         for static, value in zip(self.statics, leaves):
             if static is not value:
                 static.set_value(value)  # device to device: the graph reads `static`
-
-    def drop_grads(self) -> None:
-        for i in self.grad_slots:
-            self.statics[i]._grad = None
-
-    def hand_grads_to(self, leaves) -> None:
-        for i in self.grad_slots:
-            leaves[i]._grad = self.statics[i]._grad_value
 
     def drop(self) -> None:
         if self.graph is not None:
@@ -349,27 +330,31 @@ class _Variant:
         self.graph = self.outputs = None
 
 
-def _describe(value, leaves: list, copy_grad_inputs: bool = False):
+def _describe(value, leaves: list, grad_inputs_by_shape: bool = False):
     """A hashable description of ``value`` (the signature); its Tensors go into ``leaves``.
 
     A Tensor is described by shape, dtype and device (its values are copied in at each
-    call) and whether it requires grad, or, if it is a Parameter, by identity. Lists, tuples
-    and dicts are looked into.
+    call), or, if it requires grad, by identity (with ``grad_inputs_by_shape``, only a
+    Parameter is; another Tensor that requires grad is described by shape, to find one that
+    is new at a call). Lists, tuples and dicts are looked into.
     Anything else is described by its value, so it must be hashable: numbers and strings
     compare by value, other objects (a Layer, an optimizer) by identity.
     """
     if isinstance(value, Tensor):
         leaves.append(value)
-        if used_as_it_is(value) or (is_grad_input(value) and not copy_grad_inputs):
+        if used_as_it_is(value) and not (grad_inputs_by_shape and is_grad_input(value)):
             return (_AS_IS, id(value))
         data = value._data
         kind = _COPIED if value.stop_gradient else _GRAD_INPUT
         return (kind, data.shape, data.dtype, _device.place_of(data))
     if isinstance(value, (list, tuple)):
-        return (type(value), tuple(_describe(v, leaves, copy_grad_inputs) for v in value))
+        return (type(value), tuple(_describe(v, leaves, grad_inputs_by_shape) for v in value))
     if isinstance(value, dict):
         items = value.items()
-        return (type(value), tuple((k, _describe(v, leaves, copy_grad_inputs)) for k, v in items))
+        return (
+            type(value),
+            tuple((k, _describe(v, leaves, grad_inputs_by_shape)) for k, v in items),
+        )
     try:
         hash(value)
     except TypeError:

@@ -297,10 +297,11 @@ def graphed(function=None, *, warmup: int = 2, cache_size: int = 8, mode: str = 
 
     - **Inputs** are the Tensors among the arguments, also inside lists, tuples and dicts:
       each call's values are copied into static copies made for the signature, so a new
-      batch each call is fine. A Parameter, or a Tensor that requires grad and is the same
-      one at every call (a weight), is used as it is; a new one at each call that requires
-      grad is copied too, and gets the copy's gradient after the call. The step must not
-      write into its arguments: it sees the copies (a warm-up call's outputs do not).
+      batch each call is fine. A Tensor that requires grad (a Parameter, a weight made by
+      hand) is used as it is, keyed by identity; when one that is not a Parameter is another
+      tensor than at the previous call, those calls run eagerly (eager's gradients) after one
+      warning. The step must not write into its other arguments: it sees the copies (a
+      warm-up call's outputs do not).
     - **The signature** is every Tensor's shape, dtype and device plus the other arguments'
       values (numbers, strings; other objects by identity; unhashable ones are refused;
       keyword arguments in any order).
@@ -316,8 +317,9 @@ def graphed(function=None, *, warmup: int = 2, cache_size: int = 8, mode: str = 
       float32 matmul (cuBLAS), a host read or upload, which the last warm-up call (a
       rehearsal under the sync debug mode) finds before anything is captured, or an input
       that is not on the current GPU. Only a warm-up call that returns counts as one. A
-      step whose outputs still need their backward (a forward graphed alone) is told, once,
-      to graph the whole training step: a backward on a replay's outputs fails.
+      step that runs no backward and returns outputs that need one (a forward graphed
+      alone) is told, once, to graph the whole training step: a backward on a replay's
+      outputs fails.
       Without a GPU the step runs eagerly, after one warning.
 
     Args:
