@@ -68,3 +68,9 @@ def test_on_the_gpu_a_number_meets_float16_in_float32_in_one_kernel(op):
         got = op(x, 0.1).numpy(), op(1e5, x).numpy()
     np.testing.assert_array_equal(got[0], _rounded_once(op, VALUES, 0.1))
     np.testing.assert_array_equal(got[1], _rounded_once(op, 1e5, VALUES))
+
+
+def test_the_gradient_of_a_number_divided_by_float16_stays_in_range():
+    x = mt.to_tensor([1000.0, 2000.0], dtype="float16", stop_gradient=False)
+    (1e5 / x).sum().backward()  # -1e5 / x**2: -g * 1e5 alone is past float16's range
+    np.testing.assert_allclose(x.grad.numpy().astype(np.float32), [-0.1, -0.025], rtol=2e-3)

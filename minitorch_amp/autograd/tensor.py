@@ -44,6 +44,9 @@ class Tensor:
         place = _device.current_place() if place is None else _device.parse_device(place)
         self._data = _as_array(data._data if isinstance(data, Tensor) else data, dtype, place)
         _memory.track(self._data)
+        if isinstance(data, Tensor) and self._data is data._data:  # twins, as detach() makes
+            _view_writes.note_view(data)
+            _view_writes.note_view(self)
         self._node = None
         self._grad_value = None
         self._grad_stale = False

@@ -25,7 +25,7 @@ import weakref
 
 from ..backend import is_array
 
-_views: dict[int, list] = {}  # id(owning array) -> weak references to tensors on its memory
+_views: dict[int, dict] = {}  # id(owning array) -> {id(tensor): weak reference to it}
 _prune_at = 1024  # the table's size that triggers dropping dead entries (then doubled)
 
 
@@ -38,45 +38,51 @@ def owner(array):
 
 
 def note_view(tensor) -> None:
-    """Note ``tensor``, whose array is a view of another array's memory."""
+    """Note ``tensor``, whose array is a view of another array's memory (or is another
+    tensor's very array). Noting a tensor twice keeps one entry.
+
+    NOTE: keyed by ``id``, not a ``WeakSet``: a set compares equal hashes with ``==``, and a
+    Tensor's ``==`` is elementwise. The dead are dropped when an owner's entries double (at
+    16, 32, 64, ...), so many live views of one source cost linear time, not quadratic."""
     global _prune_at
     key = id(owner(tensor._data))
-    refs = _views.get(key)
-    ref = weakref.ref(tensor)
-    if refs is None:
+    views = _views.get(key)
+    if views is None:
         if len(_views) >= _prune_at:
             _prune()
             _prune_at = max(1024, 2 * len(_views))
-        _views[key] = [ref]
+        _views[key] = {id(tensor): weakref.ref(tensor)}
         return
-    if len(refs) >= 8:  # a long-lived source viewed every step: keep the live ones only
-        refs[:] = [r for r in refs if r() is not None]
-    refs.append(ref)
+    n = len(views)
+    if n >= 16 and not n & (n - 1):  # a power of two: drop the dead
+        for k in [k for k, ref in views.items() if ref() is None]:
+            del views[k]
+    views[id(tensor)] = weakref.ref(tensor)
+
+
+def _live(array):
+    """The live tensors noted on ``array``'s memory (``array`` owning it) that are on it still
+    (a view that got its own memory since, or a dead array's reused id: not on it)."""
+    views = _views.get(id(array))
+    if not views:
+        return ()
+    found = (ref() for ref in list(views.values()))
+    return [t for t in found if t is not None and owner(t._data) is array]
 
 
 def wrote(tensor) -> None:
     """``tensor``'s memory was written in place: every live view of it is written too."""
-    array = tensor._data
-    refs = _views.get(id(array))
-    if not refs:
-        return
-    for ref in refs:
-        view = ref()
-        # (a view that got its own memory since, or a dead array's reused id: not written)
-        if view is not None and view is not tensor and owner(view._data) is array:
+    for view in _live(tensor._data):
+        if view is not tensor:
             view._version += 1
 
 
 def shares_memory(tensor) -> bool:
     """Whether another live tensor noted here shares ``tensor``'s memory."""
-    array = owner(tensor._data)
-    for ref in _views.get(id(array), ()):
-        other = ref()
-        if other is not None and other is not tensor and owner(other._data) is array:
-            return True
-    return tensor._data.base is not None
+    others = [t for t in _live(owner(tensor._data)) if t is not tensor]
+    return bool(others) or tensor._data.base is not None
 
 
 def _prune() -> None:
-    for key in [k for k, refs in _views.items() if all(r() is None for r in refs)]:
+    for key in [k for k, views in _views.items() if all(r() is None for r in views.values())]:
         del _views[key]

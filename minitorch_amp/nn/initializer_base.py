@@ -19,7 +19,8 @@ class Initializer:
         if not isinstance(param, Tensor):
             raise TypeError(f"an initializer fills a Tensor/Parameter, got {type(param).__name__}")
         xp = _device.get_array_module(param._data)
-        param._data[...] = self._generate(param.shape, param.dtype, xp)
+        values = self._generate(param.shape, param.dtype, xp)
+        param._writable(whole=True)[...] = values  # (a view gets its own memory first)
         param._version += 1  # a write: an fp32 master, a cached cast, a saved input follow
         _view_writes.wrote(param)
 

@@ -135,7 +135,7 @@ class Bilinear(Initializer):
     """  # noqa: E501 (a printed value)
 
     def __init__(self, name=None):
-        pass
+        """``name`` is Paddle's argument, the name of its initializer op (none here)."""
 
     def _generate(self, shape, dtype, xp):
         if len(shape) != 4 or shape[2] != shape[3]:

@@ -35,8 +35,6 @@ class Parameter(Tensor):
     regularizer = None
 
     def __init__(self, data, dtype=None, name: str | None = None, trainable: bool = True):
-        if isinstance(data, Tensor):
-            data = data._data
         super().__init__(data, dtype=dtype, place=None, stop_gradient=not trainable)
         self.name = name or unique_name("param")
         self.persistable = True

@@ -30,6 +30,7 @@ import weakref
 
 from ..autograd.dispatch import hooks
 from ..autograd.tensor import Tensor
+from ..autograd.view_writes import wrote
 from ..backend import device as _device
 from ..backend import dtypes as _dtypes
 from ..backend import graphs as _graphs
@@ -85,6 +86,7 @@ class Plan:
         for param, slot in zip(self.written, self.version_slots):
             param._version += 1
             signature[slot] = param._version
+            wrote(param)  # views of it (a reshaped weight) are written too
         for master_seen, name, param in self.seen:
             master_seen[name] = (param._version, master_seen[name][1])
 

@@ -49,12 +49,14 @@ def _half_beside_an_inexact_number(x, y):
 def _in_float32(name: str, a, b, half):
     """``name``'s ufunc of ``a`` and ``b`` (one of them ``half``, a float16 array; the other a
     Python number) computed in float32 and rounded once into a float16 result: one pass (one
-    kernel on a GPU). The number becomes a NumPy float32, which is no weak constant, so the
-    ufunc runs its float32 loop and casts each result as it writes it."""
+    kernel on a GPU). ``dtype=float32`` picks the float32 loop whatever the promotion rules
+    (NumPy 1's value-based casting would pick float16's for a float32 number in its range),
+    and each result is rounded to float16 as it is written."""
     with np.errstate(over="ignore"):  # a number past float32's range is inf, as in PyTorch
         a, b = (np.float32(v) if v.__class__ in _NUMBERS else v for v in (a, b))
     xp = get_array_module(half)
-    return getattr(xp, _OPMATH[name])(a, b, out=xp.empty(half.shape, _F16))
+    out = xp.empty(half.shape, _F16)
+    return getattr(xp, _OPMATH[name])(a, b, out=out, dtype=np.float32)
 
 
 def binary(name: str, fn, x, y):
@@ -146,7 +148,11 @@ class Divide(Op):
     def backward(ctx, grad):
         needs_x, needs_y = ctx.needs_grad
         gx = binary("divide", _div, grad, ctx.y)
-        return gx if needs_x else None, -gx * ctx.x / ctx.y if needs_y else None
+        if not needs_y:
+            return gx, None
+        if ctx.x.__class__ in _NUMBERS:  # number / y: -(g / y) * (number / y), each in range
+            return None, -gx * binary("divide", _div, ctx.x, ctx.y)  # (-g * 1e5 would not be)
+        return gx if needs_x else None, -gx * ctx.x / ctx.y
 
 
 class Neg(Op):

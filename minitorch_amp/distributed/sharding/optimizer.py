@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...autograd.tensor import Tensor
+from ...autograd.view_writes import wrote
 from ...backend import device as _device
 from ...backend.comm import ReduceOp
 from ...nn.clip import ClipGradByGlobalNorm, _norm_dtype, _scaled, _sum_squares
@@ -210,6 +211,7 @@ class ShardedOptimizer:
             if root != me:  # written here, as the owner's step wrote its own (state.Plan)
                 for p in params:
                     p._version += 1
+                    wrote(p)
             if len(params) == 1:
                 comm.broadcast(params[0]._data, root, caller)  # big: straight from/into it
                 continue

@@ -124,8 +124,7 @@ class Layer(ConvertMixin, PrintingMixin, TorchLayerMethods):
         return self._full_name
 
     def train(self, mode=None) -> Layer:
-        """Training mode for this layer and every sublayer (dropout drops, batch norm learns).
-        No argument, as Paddle's: PyTorch's ``train(False)`` is refused, saying ``eval()``."""
+        """Training mode for all sublayers (dropout drops, batch norm learns); no argument."""
         if mode is not None:
             raise TypeError(
                 f"Layer.train() takes no argument (Paddle's), got train({mode!r}): write "

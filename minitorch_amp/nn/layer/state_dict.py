@@ -131,12 +131,15 @@ def load_state_dict(layer, state_dict: dict, use_structured_name: bool = True):
         plan, missing = _plan(layer, state_dict, use_structured_name)
         commits, extra_used = _plan_extra_state(layer, state_dict, use_structured_name)
         staged = _stage_all(plan)
+        own = [_own_array(target) for _, target, _ in plan]  # (allocated before any write)
     except ValueError:  # refused: its message says that nothing was loaded
         raise
     except BaseException as exc:
         add_note(exc, "set_state_dict: nothing was loaded; every tensor is as it was")
         raise
-    for (_, target, _), array in zip(plan, staged):  # all checked and staged: now write
+    for (_, target, _), array, mine in zip(plan, staged, own):  # all checked: now write
+        if mine is not None:
+            target._data = mine
         _write(target._data, array)
         target._version += 1  # an optimizer's fp32 master of it must follow
         _view_writes.wrote(target)
@@ -292,6 +295,18 @@ def _check_in_range(name: str, source, staged, target: Tensor) -> None:
         "float32 model (and keep the layers holding such values in float32 when converting), "
         "or rescale those values to fit"
     )
+
+
+def _own_array(target: Tensor):
+    """Memory of its own for a target whose array is a view of another tensor's (a buffer
+    registered as ``src.reshape(...)``), as ``set_value`` gives it: loading writes the target,
+    not the tensor it was made from behind that one's version. None for an owned array."""
+    data = target._data
+    if data.base is None:
+        return None
+    own = _device.get_array_module(data).empty_like(data)
+    _memory.track(own)
+    return own
 
 
 def _write(data, staged) -> None:
