@@ -74,3 +74,12 @@ def test_the_gradient_of_a_number_divided_by_float16_stays_in_range():
     x = mt.to_tensor([1000.0, 2000.0], dtype="float16", stop_gradient=False)
     (1e5 / x).sum().backward()  # -1e5 / x**2: -g * 1e5 alone is past float16's range
     np.testing.assert_allclose(x.grad.numpy().astype(np.float32), [-0.1, -0.025], rtol=2e-3)
+
+
+def test_the_gradient_of_float16_to_a_number_meets_the_number_in_float32():
+    x = np.linspace(0.5, 8, 200).astype(np.float16)
+    t = mt.to_tensor(x, stop_gradient=False)
+    (t ** (1 / 3)).sum().backward()  # d/dx = 1/3 * x ** (1/3 - 1): 1/3 is no float16
+    third = _rounded_once(operator.mul, np.ones_like(x), 1 / 3)
+    power = _rounded_once(operator.pow, x, 1 / 3 - 1)
+    np.testing.assert_array_equal(t.grad.numpy(), _rounded_once(operator.mul, third, power))

@@ -204,3 +204,16 @@ def test_train_false_says_eval_and_leaves_the_mode():
     with pytest.raises(TypeError, match=r"model\.eval\(\)"):
         model.train(False)
     assert all(layer.training for layer in model.sublayers(include_self=True))
+
+
+def test_zero_in_a_recorded_graph_sends_no_gradient_back_and_refuses_a_leaf():
+    a = mt.to_tensor([1.0, 2.0], stop_gradient=False)
+    y = a * 2
+    y.zero_()  # Paddle's inplace fill_, recorded: the zeros depend on nothing
+    (y * 3).sum().backward()
+    assert a.grad.numpy().tolist() == [0.0, 0.0]
+    with pytest.raises(ValueError, match="leaf tensor that needs a gradient"):
+        a.zero_()
+    with mt.no_grad():
+        a.zero_()
+    assert a.numpy().tolist() == [0.0, 0.0]

@@ -42,7 +42,12 @@ def requires_grad_(self, requires_grad: bool = True) -> Tensor:
 def zero_(self) -> Tensor:
     """Fill the tensor with zeros in place and return it (Paddle 2.x's and PyTorch's
     ``zero_``: ``p.grad.zero_()``). A write, as ``set_value`` is: the version moves, so a
-    graph that saved the old values refuses to differentiate, and its views see it."""
+    graph that saved the old values refuses to differentiate, and its views see it. On a
+    tensor in a recorded graph it is recorded, as ``x[...] = 0`` is (Paddle's inplace
+    ``fill_``): the zeros send no gradient back; a leaf that needs a gradient is refused."""
+    if self._node is not None or not self.stop_gradient:
+        self[...] = 0  # (recorded where grad mode is on; the checks and refusals of setitem)
+        return self
     data = self._data
     if data.base is not None:  # a view of another tensor's memory: copy on write
         data = self._writable(whole=True)

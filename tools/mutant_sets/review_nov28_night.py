@@ -180,4 +180,12 @@ MUTANTS: list[Mutant] = [
         (F16 + "::test_the_gradient_of_a_number_divided_by_float16_stays_in_range",),
         "the gradient of 1e5 / x in float16 is -inf",
     ),
+    Mutant(
+        "pow-backward-rounds-the-number-to-float16",
+        ELEMENTWISE,
+        '            return binary("multiply", _mul, scaled, binary("pow", _pow, x, y - 1)), None\n',
+        "            return grad * y * x ** (y - 1), None\n",
+        (F16 + "::test_the_gradient_of_float16_to_a_number_meets_the_number_in_float32",),
+        "the gradient of x ** (1/3) in float16 uses 1/3 rounded to float16",
+    ),
 ]

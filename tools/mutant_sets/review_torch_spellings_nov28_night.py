@@ -116,4 +116,12 @@ MUTANTS: list[Mutant] = [
         (T + "test_train_false_says_eval_and_leaves_the_mode",),
         "model.train(False) puts the model in training mode",
     ),
+    Mutant(
+        "zero-fill-is-not-recorded",
+        "minitorch_amp/autograd/tensor_torch.py",
+        "    if self._node is not None or not self.stop_gradient:\n",
+        "    if False:\n",
+        (T + "test_zero_in_a_recorded_graph_sends_no_gradient_back_and_refuses_a_leaf",),
+        "y.zero_() in a graph is a raw write: the gradient still flows through the old y",
+    ),
 ]

@@ -25,7 +25,7 @@ def _shape_of(v):
     return list(getattr(v, "shape", ()))
 
 
-_mul, _div = operator.mul, operator.truediv
+_mul, _div, _pow = operator.mul, operator.truediv, operator.pow
 _F16 = np.dtype(np.float16)
 _NUMBERS = (int, float)  # (exactly: a bool is no number here, and NumPy scalars are not weak)
 _OPMATH = {"add": "add", "subtract": "subtract", "multiply": "multiply", "divide": "divide",
@@ -182,16 +182,17 @@ class Pow(Op):
     @staticmethod
     def forward(ctx, x, y):
         _check_integer_power(x, y)
-        out = binary("pow", lambda a, b: a**b, x, y)
+        out = binary("pow", _pow, x, y)
         ctx.x, ctx.y, ctx.out = x, y, out
         return out
 
     @staticmethod
     def backward(ctx, grad):
         x, y, out = ctx.x, ctx.y, ctx.out
+        if not is_array(y):  # a Python number: no gradient for it; float16 meets it in float32
+            scaled = binary("multiply", _mul, grad, y)
+            return binary("multiply", _mul, scaled, binary("pow", _pow, x, y - 1)), None
         gx = grad * y * x ** (y - 1)
-        if not is_array(y):  # a Python number: no gradient to compute
-            return gx, None
         # NOTE: log(x) is nan for x < 0; that is the true derivative there, so keep it quiet.
         with np.errstate(all="ignore"):
             gy = grad * out * get_array_module(x, y).log(x)
