@@ -60,8 +60,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "lambda-decay-reads-the-next-epoch",
         LR_DECAY,
-        "        factor = self.lr_lambda(self.last_epoch)",
-        "        factor = self.lr_lambda(self.last_epoch + 1)",
+        "        epoch = self.last_epoch\n",
+        "        epoch = self.last_epoch + 1\n",
         ("tests/test_lr.py::test_lambda_decay_multiplies_the_base_rate_by_the_functions_factor",),
         "LambdaDecay multiplies by lr_lambda(epoch + 1): every rate one epoch early",
     ),

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import itertools
 import math
-import numbers
 
-from .scheduler import LRScheduler, _check_decay_gamma, _check_number, _check_positive_int
+from .scheduler import (
+    LRScheduler,
+    _called_factor,
+    _check_decay_gamma,
+    _check_lr_lambda,
+    _check_number,
+    _check_positive_int,
+)
 
 
 class StepDecay(LRScheduler):
@@ -117,21 +123,12 @@ class LambdaDecay(LRScheduler):
     """
 
     def __init__(self, learning_rate, lr_lambda, last_epoch=-1, verbose=False):
-        if not callable(lr_lambda):
-            raise TypeError(
-                "LambdaDecay: 'lr_lambda' must be a function of the epoch returning a factor "
-                f"(for example lambda epoch: 0.95**epoch), got {type(lr_lambda).__name__}"
-            )
-        self.lr_lambda = lr_lambda
+        self.lr_lambda = _check_lr_lambda(lr_lambda, "LambdaDecay", "lambda epoch: 0.95**epoch")
         super().__init__(learning_rate, last_epoch, verbose)
 
     def get_lr(self) -> float:
-        factor = self.lr_lambda(self.last_epoch)
-        if isinstance(factor, bool) or not isinstance(factor, numbers.Real):
-            raise TypeError(
-                f"LambdaDecay: lr_lambda({self.last_epoch}) returned {factor!r}; it must return "
-                "a number, the factor on learning_rate"
-            )
+        epoch = self.last_epoch
+        factor = _called_factor(self.lr_lambda, epoch, "LambdaDecay", "learning_rate")
         return self.base_lr * float(factor)
 
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import itertools
 import math
-import numbers
 
 from .scheduler import (
     LRScheduler,
+    _called_factor,
+    _check_lr_lambda,
     _check_non_negative,
     _check_number,
     _check_positive_int,
@@ -159,23 +160,12 @@ class MultiplicativeDecay(LRScheduler):
     """
 
     def __init__(self, learning_rate, lr_lambda, last_epoch=-1, verbose=False):
-        if not callable(lr_lambda):
-            raise TypeError(
-                "MultiplicativeDecay: 'lr_lambda' must be a function of the epoch returning "
-                f"a factor (for example lambda epoch: 0.95), got {type(lr_lambda).__name__}"
-            )
-        self.lr_lambda = lr_lambda
+        self.lr_lambda = _check_lr_lambda(lr_lambda, "MultiplicativeDecay", "lambda epoch: 0.95")
         self._product = (0, _check_number(learning_rate, "learning_rate", "MultiplicativeDecay"))
         super().__init__(learning_rate, last_epoch, verbose)
 
     def _factor(self, epoch: int) -> float:
-        factor = self.lr_lambda(epoch)
-        if isinstance(factor, bool) or not isinstance(factor, numbers.Real):
-            raise TypeError(
-                f"MultiplicativeDecay: lr_lambda({epoch}) returned {factor!r}; it must return "
-                "a number, the factor on the previous rate"
-            )
-        return factor
+        return _called_factor(self.lr_lambda, epoch, "MultiplicativeDecay", "the previous rate")
 
     def get_lr(self) -> float:
         done, cur_lr = self._product

@@ -35,6 +35,27 @@ def _snapshot(value):
     return value
 
 
+def _check_lr_lambda(lr_lambda, owner: str, example: str):
+    """``lr_lambda`` (LambdaDecay's, MultiplicativeDecay's), refused unless callable."""
+    if not callable(lr_lambda):
+        raise TypeError(
+            f"{owner}: 'lr_lambda' must be a function of the epoch returning a factor (for "
+            f"example {example}), got {type(lr_lambda).__name__}"
+        )
+    return lr_lambda
+
+
+def _called_factor(lr_lambda, epoch: int, owner: str, on_what: str):
+    """``lr_lambda(epoch)``, refused unless a number: the factor on ``on_what``."""
+    factor = lr_lambda(epoch)
+    if isinstance(factor, bool) or not isinstance(factor, numbers.Real):
+        raise TypeError(
+            f"{owner}: lr_lambda({epoch}) returned {factor!r}; it must return a number, the "
+            f"factor on {on_what}"
+        )
+    return factor
+
+
 def _check_number(value, what: str, owner: str) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{owner}: '{what}' must be a float or int, got {type(value).__name__}")
